@@ -1,0 +1,56 @@
+// JS class `Communicator`: owns a started backend and its progress thread. Every method that communicates
+// returns a Promise; the op runs on the progress thread and settles back on the JS thread.
+#pragma once
+#include <napi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/op_queue.h"
+#include "core/program.h"
+
+namespace spmd::addon {
+
+class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
+ public:
+  static Napi::Function define(Napi::Env env);
+  explicit CommunicatorWrap(const Napi::CallbackInfo& info);
+  ~CommunicatorWrap() override;
+
+ private:
+  // Finished on the progress thread, settled on the JS thread.
+  struct Pending {
+    Napi::Promise::Deferred deferred;
+    std::function<void()> work;                        // progress thread
+    std::function<Napi::Value(Napi::Env)> settle;      // JS thread, after work succeeded
+    std::string errorCode, errorMessage;
+  };
+  static void settle(Napi::Env env, Napi::Function, CommunicatorWrap* self, Pending* p);
+  using Tsfn = Napi::TypedThreadSafeFunction<CommunicatorWrap, Pending, &CommunicatorWrap::settle>;
+
+  Napi::Value submit(Napi::Env env, std::unique_ptr<Pending> p);
+  void requireOpen(Napi::Env env) const;
+  void shutdown();
+
+  Napi::Value run(const Napi::CallbackInfo& info);
+  Napi::Value allreduceF64(const Napi::CallbackInfo& info);
+  Napi::Value output(const Napi::CallbackInfo& info);
+  Napi::Value release(const Napi::CallbackInfo& info);
+  Napi::Value close(const Napi::CallbackInfo& info);
+  Napi::Value getRank(const Napi::CallbackInfo& info);
+  Napi::Value getSize(const Napi::CallbackInfo& info);
+  Napi::Value getBackend(const Napi::CallbackInfo& info);
+
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<OpQueue> queue_;  // after backend_: destroyed first, so no op outlives the backend
+  Tsfn tsfn_;
+  int pending_ = 0;
+  std::vector<std::vector<uint8_t>> outputs_;  // of the last run, for output(i)
+  std::vector<DType> outputTypes_;
+};
+
+}  // namespace spmd::addon

@@ -1,0 +1,57 @@
+// Collective algorithms written once over Transport (ring, tree = binomial/MST, direct, dissemination).
+// Backends without a native collective library (shm, tcp) run these; MPI/NCCL map to their own calls.
+//
+// Conventions shared by every function here:
+//  - Reductions see only F32, F64, I32 and I64 (the communicator widens float16/bfloat16 to float32 and
+//    applies "mean" as sum followed by a division; see core/communicator).
+//  - Block-wise collectives split `count` elements with Partition{count, W}; rank r owns block r.
+//  - `in` and `out` may alias where noted; otherwise they must not overlap.
+//  - Scratch comes from `ws`; nothing allocates once the workspace is large enough.
+#pragma once
+#include <cstddef>
+
+#include "core/dtype.h"
+#include "core/transport.h"
+#include "core/workspace.h"
+
+namespace spmd::algo {
+
+// out[i] = op over ranks of in[i], on every rank. in == out allowed.
+void allreduceRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+void allreduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+void allreduceDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+
+// in: `count` elements on every rank; out: this rank's block of the reduction (Partition{count, W}).
+void reduceScatterRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+void reduceScatterDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+
+// in: `bytes` per rank; out: W * bytes, rank-major.
+void allGatherRing(Transport& t, const void* in, void* out, size_t bytes);
+void allGatherDirect(Transport& t, const void* in, void* out, size_t bytes);
+
+// in: `bytes` per rank; out (root only, others may pass nullptr): W * bytes, rank-major.
+void gatherDirect(Transport& t, const void* in, void* out, size_t bytes, int root);
+void gatherTree(Transport& t, Workspace& ws, const void* in, void* out, size_t bytes, int root);
+
+// data: `bytes` on every rank; root's content ends on every rank.
+void broadcastTree(Transport& t, void* data, size_t bytes, int root);
+void broadcastDirect(Transport& t, void* data, size_t bytes, int root);
+
+// out (root only): op over ranks of in. in == out allowed on root.
+void reduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op, int root);
+void reduceDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op, int root);
+
+// in (root only): `count` elements of `esize` bytes; out: block r of Partition{count, W}.
+void scatterTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, size_t esize, int root);
+void scatterDirect(Transport& t, const void* in, void* out, size_t count, size_t esize, int root);
+
+// in: `count` elements per rank, block j (Partition{count, W}) goes to rank j; out: W blocks of
+// Partition{count, W}.count(r) elements, block j from rank j.
+void allToAllDirect(Transport& t, const void* in, void* out, size_t count, size_t esize);
+
+// Ring shift: send `bytes` to rank (r + shift) mod W, receive from (r - shift) mod W.
+void sendRecvShift(Transport& t, const void* in, void* out, size_t bytes, int shift);
+
+void barrierDissemination(Transport& t);
+
+}  // namespace spmd::algo

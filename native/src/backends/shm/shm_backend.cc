@@ -1,0 +1,16 @@
+#include "backends/shm/shm_backend.h"
+
+namespace spmd::shm {
+
+ShmBackend::ShmBackend(const ShmOptions& o)
+    : segment_(o.create ? Segment::create(o.name, o.size, kLanes, o.channelBytes)
+                        : Segment::attach(o.name, o.size, kLanes, o.channelBytes)) {
+  for (int i = 0; i < kLanes; ++i) {
+    transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
+    ShmTransport* t = transports_[i].get();
+    collectives_[i] = std::make_unique<TransportCollectives>(*t, [t](const std::string& why) { t->abort(why); });
+  }
+  segment_.header().attached.fetch_add(1);
+}
+
+}  // namespace spmd::shm

@@ -1,0 +1,37 @@
+// The shm backend: one segment, two lanes (ordered ops, nonblocking ops), each a ShmTransport under the
+// shared algorithms.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "backends/shm/segment.h"
+#include "backends/shm/shm_transport.h"
+#include "core/backend.h"
+#include "core/transport_collectives.h"
+
+namespace spmd::shm {
+
+struct ShmOptions {
+  std::string name;  // POSIX shm name, starting with '/'
+  int rank = 0;
+  int size = 1;
+  bool create = false;  // rank 0 creates, the others attach
+  size_t channelBytes = 256 * 1024;
+};
+
+class ShmBackend : public Backend {
+ public:
+  explicit ShmBackend(const ShmOptions& o);
+  std::string name() const override { return "shm"; }
+  Collectives& lane(int i) override { return *collectives_[i]; }
+  int lanes() const override { return kLanes; }
+  void release() override { segment_.unlink(); }
+
+ private:
+  static constexpr int kLanes = 2;
+  Segment segment_;
+  std::unique_ptr<ShmTransport> transports_[kLanes];
+  std::unique_ptr<TransportCollectives> collectives_[kLanes];
+};
+
+}  // namespace spmd::shm

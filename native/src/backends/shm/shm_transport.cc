@@ -1,0 +1,170 @@
+#include "backends/shm/shm_transport.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "backends/shm/futex.h"
+#include "core/error.h"
+
+namespace spmd::shm {
+namespace {
+
+// Publishing at most this much per step lets the receiver start copying while the sender still writes.
+constexpr size_t kStepBytes = 64 * 1024;
+// A sleeping rank re-checks deadline, aborts and peer liveness this often.
+constexpr int64_t kSleepSliceNs = 50'000'000;
+
+}  // namespace
+
+ShmTransport::ShmTransport(const Segment& seg, int rank, int lane)
+    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)) {
+  bell_.pid.store(int32_t(getpid()), std::memory_order_release);
+  // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  spinLimit_ = unsigned(seg.worldSize()) > cores ? 2 : 4000;
+}
+
+size_t ShmTransport::push(int to, const uint8_t* src, size_t bytes) {
+  ChannelHead& ch = seg_.channel(lane_, rank_, to);
+  uint64_t head = ch.head.load(std::memory_order_relaxed);
+  uint64_t tail = ch.tail.load(std::memory_order_acquire);
+  size_t cap = seg_.channelBytes();
+  size_t n = std::min({bytes, size_t(cap - (head - tail)), kStepBytes});
+  if (n == 0) return 0;
+  uint8_t* data = seg_.channelData(lane_, rank_, to);
+  size_t at = head % cap;
+  size_t first = std::min(n, cap - at);
+  std::memcpy(data + at, src, first);
+  std::memcpy(data, src + first, n - first);
+  ch.head.store(head + n, std::memory_order_release);
+  ring(to);
+  return n;
+}
+
+size_t ShmTransport::pull(int from, uint8_t* dst, size_t bytes) {
+  ChannelHead& ch = seg_.channel(lane_, from, rank_);
+  uint64_t tail = ch.tail.load(std::memory_order_relaxed);
+  uint64_t head = ch.head.load(std::memory_order_acquire);
+  size_t n = std::min({bytes, size_t(head - tail), kStepBytes});
+  if (n == 0) return 0;
+  size_t cap = seg_.channelBytes();
+  const uint8_t* data = seg_.channelData(lane_, from, rank_);
+  size_t at = tail % cap;
+  size_t first = std::min(n, cap - at);
+  std::memcpy(dst, data + at, first);
+  std::memcpy(dst + first, data, n - first);
+  ch.tail.store(tail + n, std::memory_order_release);
+  ring(from);
+  return n;
+}
+
+void ShmTransport::ring(int peer) {
+  Doorbell& b = seg_.doorbell(lane_, peer);
+  b.seq.fetch_add(1, std::memory_order_seq_cst);
+  if (b.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&b.seq);
+}
+
+void ShmTransport::sleep(uint32_t seenSeq) {
+  bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq) {
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - Clock::now()).count();
+    futexWait(&bell_.seq, seenSeq, std::clamp<int64_t>(left, 0, kSleepSliceNs));
+  }
+  bell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmTransport::abort(const std::string& reason) {
+  SegmentHeader& h = seg_.header();
+  uint32_t expected = 0;
+  if (h.aborted.load() == 0) {
+    std::snprintf(h.abortReason, sizeof h.abortReason, "%s", reason.c_str());
+    h.aborted.compare_exchange_strong(expected, uint32_t(rank_ + 1));
+  }
+  for (int lane = 0; lane < seg_.lanes(); ++lane) {
+    for (int r = 0; r < seg_.worldSize(); ++r) {
+      Doorbell& b = seg_.doorbell(lane, r);
+      b.seq.fetch_add(1);
+      futexWakeAll(&b.seq);
+    }
+  }
+}
+
+void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  const SegmentHeader& h = seg_.header();
+  if (uint32_t who = h.aborted.load(std::memory_order_acquire)) {
+    throw CommError(code::kAborted, "rank " + std::to_string(who - 1) + " aborted the job: " + h.abortReason);
+  }
+  auto describe = [&](int peer) {
+    for (size_t i = 0; i < sends.size(); ++i) {
+      if (sends[i].peer == peer && sent_[i] < sends[i].bytes)
+        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(peer) + " (" +
+               std::to_string(sent_[i]) + " done)";
+    }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (recvs[i].peer == peer && received_[i] < recvs[i].bytes)
+        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(peer) + " (" +
+               std::to_string(received_[i]) + " done)";
+    }
+    return std::string();
+  };
+  auto checkPeer = [&](int peer) {
+    int32_t pid = seg_.doorbell(0, peer).pid.load(std::memory_order_acquire);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+      throw CommError(code::kPeerGone, "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+                                           ") died while this rank was " + describe(peer));
+    }
+  };
+  for (size_t i = 0; i < sends.size(); ++i) if (sent_[i] < sends[i].bytes) checkPeer(sends[i].peer);
+  for (size_t i = 0; i < recvs.size(); ++i) if (received_[i] < recvs[i].bytes) checkPeer(recvs[i].peer);
+  if (Clock::now() >= deadline_) {
+    int peer = -1;
+    for (size_t i = 0; i < recvs.size() && peer < 0; ++i) if (received_[i] < recvs[i].bytes) peer = recvs[i].peer;
+    for (size_t i = 0; i < sends.size() && peer < 0; ++i) if (sent_[i] < sends[i].bytes) peer = sends[i].peer;
+    throw CommError(code::kTimeout, "deadline passed while " + describe(peer));
+  }
+}
+
+void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  sent_.assign(sends.size(), 0);
+  received_.assign(recvs.size(), 0);
+  int idle = 0;
+  for (;;) {
+    uint32_t seq = bell_.seq.load(std::memory_order_acquire);
+    bool moved = false, done = true;
+    for (size_t i = 0; i < sends.size(); ++i) {
+      size_t left = sends[i].bytes - sent_[i];
+      if (left == 0) continue;
+      size_t n = push(sends[i].peer, static_cast<const uint8_t*>(sends[i].data) + sent_[i], left);
+      sent_[i] += n;
+      moved |= n > 0;
+      done &= n == left;
+    }
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      size_t left = recvs[i].bytes - received_[i];
+      if (left == 0) continue;
+      size_t n = pull(recvs[i].peer, static_cast<uint8_t*>(recvs[i].data) + received_[i], left);
+      received_[i] += n;
+      moved |= n > 0;
+      done &= n == left;
+    }
+    if (done) return;
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    if (idle < spinLimit_) {
+      ++idle;
+      if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+      continue;
+    }
+    sleep(seq);
+    checkHealth(sends, recvs);
+  }
+}
+
+}  // namespace spmd::shm

@@ -1,0 +1,19 @@
+// A started backend: its lanes of collectives and how it is torn down. The communicator owns one.
+#pragma once
+#include <string>
+
+#include "core/collectives.h"
+
+namespace spmd {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Collectives& lane(int i) = 0;  // 0: ordered ops; 1: nonblocking ops
+  virtual int lanes() const = 0;
+  // Drops whatever names other processes could still find (shm name); safe to call repeatedly.
+  virtual void release() {}
+};
+
+}  // namespace spmd

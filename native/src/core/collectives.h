@@ -1,0 +1,45 @@
+// The collective surface a backend offers on one lane (one ordered stream of ops). Backends built on a
+// Transport get it from TransportCollectives; library backends (MPI, NCCL) implement it with their calls.
+// Reductions here see only F32/F64/I32/I64 with Sum/Max/Min: TypedOps adds float16/bfloat16 and "mean".
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/transport.h"
+
+namespace spmd {
+
+enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination };
+
+std::string_view algoName(Algo a);
+bool parseAlgo(std::string_view name, Algo& out);
+bool parseOpKind(std::string_view name, OpKind& out);
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The algorithm `requested` becomes for a message of `bytes` (Auto resolved by size).
+  virtual Algo resolve(OpKind kind, Algo requested, size_t bytes) const = 0;
+
+  virtual void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) = 0;
+  virtual void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) = 0;
+  virtual void allGather(const void* in, void* out, size_t bytes, Algo a) = 0;
+  virtual void gather(const void* in, void* out, size_t bytes, int root, Algo a) = 0;
+  virtual void broadcast(void* data, size_t bytes, int root, Algo a) = 0;
+  virtual void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) = 0;
+  virtual void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) = 0;
+  virtual void allToAll(const void* in, void* out, size_t count, size_t esize) = 0;
+  virtual void sendRecv(const void* in, void* out, size_t bytes, int shift) = 0;
+  virtual void barrier() = 0;
+
+  virtual void setDeadline(Transport::Clock::time_point deadline) = 0;
+  // Makes every rank's pending and future ops fail fast, naming this rank and the reason.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+}  // namespace spmd

@@ -1,0 +1,234 @@
+#include "core/executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/lane_worker.h"
+#include "core/partition.h"
+#include "kernels/cpu/fill.h"
+
+namespace spmd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double microsBetween(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::micro>(t1 - t0).count();
+}
+
+Clock::time_point deadlineIn(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Calibrated busy work for overlap experiments: burns the CPU like a real kernel would.
+void computeFor(double us) {
+  auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(us));
+  volatile uint64_t sink = 0;
+  while (Clock::now() < end) for (int i = 0; i < 64; ++i) sink = sink + uint64_t(i);
+}
+
+}  // namespace
+
+struct Executor::Prepared {
+  explicit Prepared(const OpSpec& s) : spec(s) {}
+  const OpSpec& spec;
+  DType dt = DType::F32;
+  size_t count = 0;  // elements of the (first) input tensor
+  const uint8_t* in = nullptr;
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> flatIn, flatOut;  // coalesced reduce_scatter: the one flat collective
+  size_t block = 0;                      // coalesced: padded elements per rank
+  uint64_t ticket = 0;                   // nonblocking: the lane-1 op in flight this step
+  Clock::time_point posted{}, started{}, finished{};
+  double concurrentUs = 0;
+  bool inFlight = false;
+};
+
+Executor::Executor(Collectives& lane0, Collectives* lane1, const Program& program)
+    : lane0_(lane0), lane1_(lane1), program_(program) {}
+
+Executor::Prepared Executor::prepare(const OpSpec& s) {
+  const int W = lane0_.size(), r = lane0_.rank();
+  Prepared p(s);
+  if (s.inputs.empty()) return p;
+  const TensorSpec& t = program_.tensors[size_t(s.inputs[0])];
+  p.dt = t.dtype;
+  p.count = t.count;
+  p.in = tensors_[size_t(s.inputs[0])].data();
+  if (s.reduction.mean && !isFloat(p.dt)) {
+    throw CommError(code::kInvalid, "stage " + s.stage + ": mean is not defined for " + std::string(dtypeName(p.dt)));
+  }
+  const size_t es = elementSize(p.dt);
+  const Partition part{p.count, W};
+  size_t outCount = 0;
+  switch (s.kind) {
+    case OpKind::AllReduce: case OpKind::SendRecv: case OpKind::Broadcast: outCount = p.count; break;
+    case OpKind::Reduce: outCount = r == s.root ? p.count : 0; break;
+    case OpKind::AllGather: outCount = size_t(W) * p.count; break;
+    case OpKind::Gather: outCount = r == s.root ? size_t(W) * p.count : 0; break;
+    case OpKind::Scatter: outCount = part.count(r); break;
+    case OpKind::AllToAll: outCount = size_t(W) * part.count(r); break;
+    case OpKind::ReduceScatter:
+      for (int i : s.inputs) {
+        Partition pi{program_.tensors[size_t(i)].count, W};
+        outCount += pi.count(r);
+        p.block += pi.block();
+      }
+      if (s.coalesced) {
+        p.flatIn.resize(p.block * W * es);
+        p.flatOut.resize(p.block * es);
+      }
+      break;
+    case OpKind::Barrier: case OpKind::Compute: break;
+  }
+  p.out.resize(outCount * es);
+  // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
+  if (s.kind == OpKind::Broadcast && r == s.root) std::memcpy(p.out.data(), p.in, p.count * es);
+  return p;
+}
+
+void Executor::packCoalesced(const Prepared& p, int W) {
+  // Rank-major: for each rank j, block j of every tensor, each padded to ceil(n_i / W) with zeros.
+  const size_t es = elementSize(p.dt);
+  uint8_t* flat = const_cast<uint8_t*>(p.flatIn.data());
+  for (int j = 0; j < W; ++j) {
+    for (int t : p.spec.inputs) {
+      Partition part{program_.tensors[size_t(t)].count, W};
+      size_t len = part.count(j) * es, padded = part.block() * es;
+      std::memcpy(flat, tensors_[size_t(t)].data() + part.offset(j) * es, len);
+      std::memset(flat + len, 0, padded - len);
+      flat += padded;
+    }
+  }
+}
+
+void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p) {
+  const OpSpec& s = p.spec;
+  const int W = c.size(), r = c.rank();
+  const size_t es = elementSize(p.dt), bytes = p.count * es;
+  uint8_t* out = p.out.data();
+  switch (s.kind) {
+    case OpKind::AllReduce: return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+    case OpKind::ReduceScatter: {
+      if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+      packCoalesced(p, W);
+      typed.reduceScatter(c, p.flatIn.data(), p.flatOut.data(), p.block * W, p.dt, s.reduction, s.algo);
+      const uint8_t* mine = p.flatOut.data();
+      for (int t : s.inputs) {
+        Partition part{program_.tensors[size_t(t)].count, W};
+        std::memcpy(out, mine, part.count(r) * es);
+        out += part.count(r) * es;
+        mine += part.block() * es;
+      }
+      return;
+    }
+    case OpKind::AllGather: return c.allGather(p.in, out, bytes, s.algo);
+    case OpKind::Gather: return c.gather(p.in, r == s.root ? out : nullptr, bytes, s.root, s.algo);
+    case OpKind::Broadcast: return c.broadcast(out, bytes, s.root, s.algo);
+    case OpKind::Reduce: return typed.reduce(c, p.in, out, p.count, p.dt, s.reduction, s.root, s.algo);
+    case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
+    case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es);
+    case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
+    case OpKind::Barrier: return c.barrier();
+    case OpKind::Compute: return computeFor(s.computeUs);
+  }
+}
+
+std::vector<OpResult> Executor::run() {
+  const int W = lane0_.size(), rank = lane0_.rank();
+  tensors_.clear();
+  for (const TensorSpec& t : program_.tensors) {
+    tensors_.emplace_back(t.count * elementSize(t.dtype));
+    kernels::fillBuffer(t.fill, t.dtype, rank, tensors_.back().data(), t.count);
+  }
+  std::vector<Prepared> ops;
+  ops.reserve(program_.ops.size());
+  std::vector<OpResult> results(program_.ops.size());
+  bool anyNonblocking = false;
+  for (size_t i = 0; i < program_.ops.size(); ++i) {
+    const OpSpec& s = program_.ops[i];
+    ops.push_back(prepare(s));
+    Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : lane0_;
+    results[i].algorithm = lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+    results[i].outType = ops.back().dt;
+    anyNonblocking |= s.nonblocking;
+  }
+  if (anyNonblocking && !lane1_) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
+
+  // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
+  std::unique_ptr<LaneWorker> worker = anyNonblocking ? std::make_unique<LaneWorker>() : nullptr;
+  TypedOps typed0, typed1;
+  bool timed = false;
+  auto complete = [&](size_t i) {
+    Prepared& p = ops[i];
+    if (!p.inFlight) return;
+    worker->wait(p.ticket);
+    p.inFlight = false;
+    if (!timed) return;
+    results[i].timeUs.push_back(microsBetween(p.started, p.finished));
+    results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
+    results[i].concurrentUs.push_back(p.concurrentUs);
+  };
+  auto inStage = [](const OpSpec& s, const std::exception& e) {
+    const auto* ce = dynamic_cast<const CommError*>(&e);
+    return CommError(ce ? ce->code() : code::kSystem, "stage " + s.stage + ": " + e.what());
+  };
+  try {
+    for (int step = 0; step < program_.warmup + program_.iterations; ++step) {
+      timed = step >= program_.warmup;
+      if (W > 1) {  // aligns ranks so each op's time measures the op, not the previous step's skew
+        lane0_.setDeadline(deadlineIn(program_.timeoutSec));
+        lane0_.barrier();
+      }
+      for (size_t i = 0; i < ops.size(); ++i) {
+        Prepared& p = ops[i];
+        const OpSpec& s = p.spec;
+        for (int w : s.waitFor) complete(size_t(w));
+        if (s.nonblocking) {
+          p.posted = Clock::now();
+          p.concurrentUs = 0;
+          p.inFlight = true;
+          p.ticket = worker->post([&, this] {
+            lane1_->setDeadline(deadlineIn(s.timeoutSec));
+            p.started = Clock::now();
+            try {
+              execute(*lane1_, typed1, p);
+            } catch (const std::exception& e) {
+              throw inStage(s, e);
+            }
+            p.finished = Clock::now();
+          });
+          continue;
+        }
+        lane0_.setDeadline(deadlineIn(s.timeoutSec));
+        auto t0 = Clock::now();
+        try {
+          execute(lane0_, typed0, p);
+        } catch (const std::exception& e) {
+          throw inStage(s, e);
+        }
+        double us = microsBetween(t0, Clock::now());
+        if (timed) results[i].timeUs.push_back(us);
+        for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
+      }
+      for (size_t i = 0; i < ops.size(); ++i) complete(i);
+    }
+  } catch (const std::exception& e) {
+    lane0_.abort(e.what());
+    throw;
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (program_.check) {
+      CheckResult c = checkOutput(program_, program_.ops[i], rank, W, ops[i].out);
+      results[i].wrong = c.wrong;
+      results[i].checked = c.checked;
+    }
+    results[i].output = std::move(ops[i].out);
+  }
+  return results;
+}
+
+}  // namespace spmd

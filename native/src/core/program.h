@@ -1,0 +1,56 @@
+// A job graph as native code receives it: tensors to fill, and ops in the schedule order that every rank
+// shares. JS plans this once; the step loop, timing and checks all run natively.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/collectives.h"
+#include "core/typed_ops.h"
+#include "kernels/cpu/fill.h"
+
+namespace spmd {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  size_t count = 0;
+  kernels::Fill fill;
+};
+
+struct OpSpec {
+  std::string stage;
+  OpKind kind = OpKind::Barrier;
+  std::vector<int> inputs;  // tensor indices; several only for a coalesced reduce_scatter
+  bool coalesced = false;
+  Reduction reduction;
+  int root = 0;
+  Algo algo = Algo::Auto;
+  int shift = 1;
+  double computeUs = 0;
+  bool nonblocking = false;    // posted on the second lane; completes at waitFor or at the step's end
+  std::vector<int> waitFor;    // indices of earlier nonblocking ops this op must see completed
+  double timeoutSec = 300;
+};
+
+struct Program {
+  std::vector<TensorSpec> tensors;
+  std::vector<OpSpec> ops;
+  int warmup = 0;
+  int iterations = 1;
+  bool check = false;
+  double timeoutSec = 300;  // the job's deadline for the untimed step-start barrier
+};
+
+struct OpResult {
+  Algo algorithm = Algo::Auto;
+  std::vector<double> timeUs;        // per timed step: this op's own duration on this rank
+  std::vector<double> overallUs;     // nonblocking: post to completion
+  std::vector<double> concurrentUs;  // nonblocking: time other ops ran on lane 0 while it was in flight
+  uint64_t wrong = 0;
+  uint64_t checked = 0;              // elements compared on this rank
+  DType outType = DType::F32;
+  std::vector<uint8_t> output;       // this rank's output after the last step
+};
+
+}  // namespace spmd

@@ -1,0 +1,57 @@
+// The point-to-point interface every collective algorithm is written against (Gloo's pair/buffer idea,
+// reduced to what the algorithms need). shm and tcp implement it; so does the threaded double in tests.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <span>
+
+namespace spmd {
+
+struct SendSpec {
+  int peer;
+  const void* data;
+  size_t bytes;
+};
+
+struct RecvSpec {
+  int peer;
+  void* data;
+  size_t bytes;
+};
+
+class Transport {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Moves every listed message concurrently and returns once all have completed. Bytes between one
+  // ordered pair of ranks are FIFO, so a sender and its receiver only have to agree on the sizes.
+  // Zero-byte entries complete at once and synchronise nothing. Throws CommError on a deadline or a
+  // dead peer; the message names the peer.
+  virtual void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) = 0;
+
+  void send(int peer, const void* data, size_t bytes) {
+    SendSpec s{peer, data, bytes};
+    exchange({&s, 1}, {});
+  }
+  void recv(int peer, void* data, size_t bytes) {
+    RecvSpec r{peer, data, bytes};
+    exchange({}, {&r, 1});
+  }
+  void sendRecv(int to, const void* sdata, size_t sbytes, int from, void* rdata, size_t rbytes) {
+    SendSpec s{to, sdata, sbytes};
+    RecvSpec r{from, rdata, rbytes};
+    exchange({&s, 1}, {&r, 1});
+  }
+
+  // Every exchange after this throws kTimeout once the deadline passes (set per op by the communicator).
+  void setDeadline(Clock::time_point d) { deadline_ = d; }
+
+ protected:
+  Clock::time_point deadline_ = Clock::time_point::max();
+};
+
+}  // namespace spmd

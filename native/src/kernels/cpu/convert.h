@@ -1,0 +1,13 @@
+// Conversions for float16/bfloat16 storage with float32 accumulation, and the final scaling of "mean".
+#pragma once
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace spmd::kernels {
+
+void widenToF32(DType dt, const void* src, float* dst, size_t count);     // dt is F16 or BF16
+void narrowFromF32(DType dt, const float* src, void* dst, size_t count);  // dt is F16 or BF16
+void scaleInPlace(DType dt, void* data, size_t count, double factor);     // dt is F32 or F64
+
+}  // namespace spmd::kernels
