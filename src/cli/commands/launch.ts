@@ -1,0 +1,97 @@
+// `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
+// `runner run JOB.json [run options]`.
+
+import { fileURLToPath } from "node:url";
+import type { Argv, CommandModule, Options } from "yargs";
+import { launch } from "../../launch/launcher.js";
+
+// dist/cli/commands/launch.js -> <repo>/runner/index.js
+const RUNNER_ENTRY = fileURLToPath(new URL("../../../runner/index.js", import.meta.url));
+
+const BACKENDS = ["auto", "shm", "tcp", "mpi", "nccl", "hccl"] as const;
+
+// Declared here (rather than passed through blindly) so that strict parsing rejects
+// typos before any rank starts. Values stay strings: `run` validates them, once.
+const RUN_OPTIONS = {
+  config: { type: "string", requiresArg: true, describe: "Run configuration file" },
+  backend: { type: "string", choices: BACKENDS, describe: "Communication backend" },
+  check: { type: "boolean", describe: "Verify every stage's result" },
+  iterations: { type: "string", requiresArg: true, describe: "Timed steps per sweep point" },
+  warmup: { type: "string", requiresArg: true, describe: "Untimed steps before timing" },
+  timeout: { type: "string", requiresArg: true, describe: "Per-op deadline in seconds" },
+  out: { type: "string", requiresArg: true, describe: "Output directory" },
+  json: { type: "string", requiresArg: true, describe: "Write the result JSON to this file" },
+  "dump-dir": { type: "string", requiresArg: true, describe: "Where ranks dump their last ops on a fault" },
+  "log-level": { type: "string", requiresArg: true, describe: "Log level" },
+  "log-all-ranks": { type: "boolean", describe: "Log from every rank, not only rank 0" },
+  quiet: { type: "boolean", describe: "Print only the result table" },
+} satisfies Record<string, Options>;
+
+type RunOptionName = keyof typeof RUN_OPTIONS;
+
+export interface LaunchArgs {
+  job: string;
+  nprocs: number;
+  config?: string;
+  backend?: (typeof BACKENDS)[number];
+  check?: boolean;
+  iterations?: string;
+  warmup?: string;
+  timeout?: string;
+  out?: string;
+  json?: string;
+  "dump-dir"?: string;
+  "log-level"?: string;
+  "log-all-ranks"?: boolean;
+  quiet?: boolean;
+}
+
+/** The run options the user gave, in a form `run` parses back to the same values. */
+function forwardedRunArgs(argv: LaunchArgs): string[] {
+  const forwarded: string[] = [];
+  for (const name of Object.keys(RUN_OPTIONS) as RunOptionName[]) {
+    const given: unknown = argv[name];
+    if (given === undefined) continue;
+    // A repeated option arrives as an array; each occurrence is passed on as given.
+    for (const value of Array.isArray(given) ? given : [given]) {
+      if (typeof value === "boolean") forwarded.push(value ? `--${name}` : `--no-${name}`);
+      else forwarded.push(`--${name}`, String(value));
+    }
+  }
+  return forwarded;
+}
+
+export const launchCommand: CommandModule<object, LaunchArgs> = {
+  command: "launch <job>",
+  describe: "Start N local ranks of a job (torchrun-style environment)",
+  builder: (yargs: Argv<object>) =>
+    yargs
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON)" })
+      .option("nprocs", { alias: "n", type: "number", demandOption: true, describe: "Number of ranks to start" })
+      .options(RUN_OPTIONS)
+      .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
+      .check((argv) => {
+        if (!Number.isInteger(argv.nprocs) || argv.nprocs < 1) {
+          throw new Error(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
+        }
+        // Strict mode does not look past "--", and silently dropping what is there would surprise.
+        const stray = argv._.slice(1);
+        if (stray.length > 0) {
+          throw new Error(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
+        }
+        return true;
+      })
+      .example("$0 launch -n 4 jobs/quickstart.json", "Run the quickstart job on 4 local ranks")
+      .example(
+        "$0 launch -n 2 jobs/onebit.json --backend tcp --iterations 100 --json onebit.json",
+        "Two ranks over TCP, 100 timed steps, results written as JSON",
+      ),
+  handler: async (argv) => {
+    const result = await launch({
+      nprocs: argv.nprocs,
+      command: [process.execPath, RUNNER_ENTRY, "run", argv.job, ...forwardedRunArgs(argv)],
+    });
+    if (result.message) process.stderr.write(`${result.message}\n`);
+    process.exitCode = result.exitCode;
+  },
+};

@@ -1,0 +1,41 @@
+import yargs from "yargs";
+import { hideBin } from "yargs/helpers";
+import { VERSION } from "../version.js";
+import { infoCommand } from "./commands/info.js";
+import { launchCommand } from "./commands/launch.js";
+import { runCommand } from "./commands/run.js";
+import { validateCommand } from "./commands/validate.js";
+
+/** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
+function fail(err: unknown): never {
+  const e = err as { message?: string; exitCode?: number; code?: string };
+  const rank = process.env.RANK ?? process.env.OMPI_COMM_WORLD_RANK ?? process.env.PMI_RANK ?? process.env.SLURM_PROCID;
+  const where = rank !== undefined ? `runner (rank ${rank})` : "runner";
+  process.stderr.write(`${where}: ${(e.message ?? String(err)).split("\n")[0]}\n`);
+  process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await yargs(argv)
+      .scriptName("runner")
+      .command(runCommand)
+      .command(launchCommand)
+      .command(validateCommand)
+      .command(infoCommand)
+      .strict()
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info)")
+      .version(VERSION)
+      .help()
+      .wrap(Math.min(120, process.stdout.columns ?? 100))
+      .fail((msg, err) => {
+        if (err) throw err;
+        throw Object.assign(new Error(`${msg} (see --help)`), { exitCode: 2 });
+      })
+      .parseAsync();
+  } catch (err) {
+    fail(err);
+  }
+}
+
+await main(hideBin(process.argv));

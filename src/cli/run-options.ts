@@ -1,0 +1,35 @@
+import type { Options } from "yargs";
+
+export const BACKENDS = ["auto", "shm", "tcp", "mpi", "nccl", "hccl"] as const;
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
+
+/** The options of `run`, which `launch` also accepts and forwards to every rank (DESIGN.md, Command line). */
+export const RUN_OPTIONS = {
+  config: { type: "string", requiresArg: true, describe: "Run configuration file (backend, timeouts, logs, output)" },
+  backend: { type: "string", choices: BACKENDS, describe: "Communication backend" },
+  check: { type: "boolean", describe: "Verify every element of every stage's result" },
+  iterations: { type: "number", requiresArg: true, describe: "Timed steps per sweep point" },
+  warmup: { type: "number", requiresArg: true, describe: "Untimed steps before timing" },
+  timeout: { type: "number", requiresArg: true, describe: "Per-op deadline in seconds" },
+  out: { type: "string", requiresArg: true, describe: "Directory for run directories (default: results)" },
+  json: { type: "string", requiresArg: true, describe: "Also write the result JSON to this file" },
+  "dump-dir": { type: "string", requiresArg: true, describe: "Each rank writes <dir>/<stage>/rank<r>.output.npy" },
+  "log-level": { type: "string", choices: LOG_LEVELS, describe: "Log level" },
+  "log-all-ranks": { type: "boolean", describe: "Log from every rank, not only rank 0" },
+  quiet: { type: "boolean", describe: "No table or info logs on the console (result files are still written)" },
+} satisfies Record<string, Options>;
+
+export interface RunOptionArgs {
+  config?: string;
+  backend?: (typeof BACKENDS)[number];
+  check?: boolean;
+  iterations?: number;
+  warmup?: number;
+  timeout?: number;
+  out?: string;
+  json?: string;
+  "dump-dir"?: string;
+  "log-level"?: (typeof LOG_LEVELS)[number];
+  "log-all-ranks"?: boolean;
+  quiet?: boolean;
+}

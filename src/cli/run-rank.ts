@@ -1,0 +1,126 @@
+import { createHash } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import winston from "winston";
+import { openCommunicator } from "../comm/open.js";
+import type { Job } from "../config/job.js";
+import { loadJob, loadRunConfig } from "../config/load.js";
+import type { RunConfig } from "../config/run-config.js";
+import { discoverPlace } from "../env/discover.js";
+import { execute } from "../graph/execute.js";
+import { validateGraph } from "../graph/validate.js";
+import { createLogger } from "../log/logger.js";
+import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
+import { formatTable } from "../report/table.js";
+import { writeFileAtomic } from "../report/write-atomic.js";
+import { VERSION } from "../version.js";
+import type { RunArgs } from "./commands/run.js";
+
+/** CLI flags override the run configuration, which overrides the job's own settings and defaults. */
+function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: RunConfig } {
+  return {
+    job: {
+      ...job,
+      iterations: a.iterations ?? job.iterations,
+      warmup: a.warmup ?? job.warmup,
+      check: a.check ?? job.check,
+      timeoutSec: a.timeout ?? job.timeoutSec,
+    },
+    cfg: {
+      ...cfg,
+      backend: a.backend ?? cfg.backend,
+      log: { ...cfg.log, level: a["log-level"] ?? (a.quiet ? "warn" : cfg.log.level), allRanks: a["log-all-ranks"] ?? cfg.log.allRanks },
+      output: { ...cfg.output, dir: a.out ?? cfg.output.dir, json: a.json ?? cfg.output.json },
+    },
+  };
+}
+
+function checkCount(name: string, v: number | undefined, min: number): void {
+  if (v !== undefined && (!Number.isInteger(v) || v < min)) {
+    throw Object.assign(new Error(`--${name}: expected an integer >= ${min}, got ${v}`), { exitCode: 2 });
+  }
+}
+
+/** Ranks of one job share a token; a rank of another job (another file or launch) is turned away. */
+function jobToken(job: Job, cfg: RunConfig): string {
+  const explicit = process.env.SPMD_RUNNER_TOKEN;
+  if (explicit) return explicit;
+  return createHash("sha256").update(JSON.stringify({ VERSION, job, backend: cfg.backend })).digest("hex").slice(0, 32);
+}
+
+/** A new directory per run, never reusing one: `<out>/<job>-<UTC time>[-n]`. */
+function createRunDir(outDir: string, jobName: string): string {
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  mkdirSync(outDir, { recursive: true });
+  for (let n = 1; ; n++) {
+    const dir = path.join(outDir, `${jobName}-${stamp}${n > 1 ? `-${n}` : ""}`);
+    try {
+      mkdirSync(dir);
+      return dir;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+  }
+}
+
+/** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
+export async function runRank(args: RunArgs): Promise<number> {
+  checkCount("iterations", args.iterations, 1);
+  checkCount("warmup", args.warmup, 0);
+  if (args.timeout !== undefined && !(args.timeout > 0)) {
+    throw Object.assign(new Error(`--timeout: expected seconds > 0, got ${args.timeout}`), { exitCode: 2 });
+  }
+  const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
+  const place = discoverPlace(process.env);
+  validateGraph(job, args.job, place.size);
+  const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
+  log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
+
+  const opened = await openCommunicator({
+    place,
+    backend: cfg.backend,
+    token: jobToken(job, cfg),
+    timeoutMs: cfg.connectTimeoutSec * 1000,
+    addr: cfg.rendezvous.addr,
+    port: cfg.rendezvous.port,
+  });
+  const release = () => opened.comm.release();
+  process.once("exit", release);
+  try {
+    // Rank 0 names the run directory; every rank needs it for its log file.
+    let runDir: string | undefined;
+    if (place.rank === 0) runDir = createRunDir(cfg.output.dir, job.name);
+    if (opened.store) {
+      if (place.rank === 0) await opened.store.set("run/dir", runDir!);
+      else runDir = (await opened.store.get("run/dir", cfg.connectTimeoutSec * 1000)).toString();
+    }
+    if (cfg.log.files && runDir) {
+      log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
+    }
+    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] });
+    const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
+    if (place.rank === 0) {
+      const doc: ResultDocument = {
+        version: VERSION,
+        job: job.name,
+        world_size: place.size,
+        backend: opened.comm.backend,
+        results: rows,
+        average_bus_bandwidth: averageBusBandwidth(rows),
+      };
+      const table = formatTable(doc);
+      const json = JSON.stringify(doc, null, 2) + "\n";
+      writeFileAtomic(path.join(runDir!, "results.json"), json);
+      writeFileAtomic(path.join(runDir!, "table.txt"), table);
+      if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
+      if (!args.quiet) process.stdout.write(table);
+      log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
+    }
+    if (wrong > 0) log.error(`${wrong} wrong elements`);
+    return wrong > 0 ? 1 : 0;
+  } finally {
+    process.off("exit", release);
+    await opened.close();
+    log.close();
+  }
+}

@@ -1,0 +1,64 @@
+// Brings all ranks of a job together on the TCP store hosted by rank 0.
+
+import { StoreClient, StoreServer } from "./store.js";
+
+export interface RendezvousOptions {
+  rank: number;
+  size: number;
+  addr: string;
+  port: number;
+  token: string;
+  timeoutMs: number;
+}
+
+export interface Rendezvous {
+  store: StoreClient;
+  /** Present on rank 0, which hosts the store. */
+  server?: StoreServer;
+  close(): Promise<void>;
+}
+
+const JOINED = "rendezvous/joined";
+const CLOSED = "rendezvous/closed";
+const ALL_CLOSED = "rendezvous/closed/all";
+
+export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
+  if (!Number.isInteger(opts.size) || opts.size < 1 || !Number.isInteger(opts.rank) || opts.rank < 0 || opts.rank >= opts.size) {
+    throw new Error(`rendezvous: rank ${opts.rank} does not fit a world of size ${opts.size}`);
+  }
+  const server =
+    opts.rank === 0 ? await StoreServer.listen({ host: opts.addr, port: opts.port, token: opts.token }) : undefined;
+  let store: StoreClient | undefined;
+  try {
+    store = await StoreClient.connect({
+      host: opts.addr,
+      port: server?.port ?? opts.port,
+      token: opts.token,
+      rank: opts.rank,
+      timeoutMs: opts.timeoutMs,
+    });
+    await store.barrier(JOINED, opts.size, opts.timeoutMs);
+  } catch (err) {
+    store?.close();
+    await server?.close();
+    throw err;
+  }
+  const joined = store;
+  let closing: Promise<void> | undefined;
+  return { store: joined, server, close: () => (closing ??= leave(joined, server, opts)) };
+}
+
+async function leave(store: StoreClient, server: StoreServer | undefined, opts: RendezvousOptions): Promise<void> {
+  try {
+    if ((await store.add(CLOSED, 1)) === opts.size) await store.set(ALL_CLOSED, "1");
+    // Rank 0 keeps the store up until every rank is done with it, but only for the
+    // timeout: a rank that died will never say so.
+    if (server) await store.wait([ALL_CLOSED], opts.timeoutMs);
+  } catch {
+    // Leaving is best effort. A rank or store that went away is reported by whatever
+    // was using it; failing close() as well would only hide that first error.
+  } finally {
+    store.close();
+    await server?.close();
+  }
+}

@@ -1,0 +1,273 @@
+// Wire format of the rendezvous store, shared by server and client.
+//
+// frame   = u32be payloadLength, payload
+// payload = u8 type, fields...
+// string  = u32be byteLength, UTF-8 bytes;  bytes = u32be byteLength, raw bytes
+//
+// Everything here is pure (no sockets) so malformed input can be tested directly.
+
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+/** Until a peer has shown the job token it gets no room to make the server buffer much. */
+export const MAX_HELLO_FRAME_BYTES = 64 * 1024;
+
+const HEADER_BYTES = 4;
+const I64_MIN = -(2n ** 63n);
+const I64_MAX = 2n ** 63n - 1n;
+
+export const MsgType = {
+  Hello: 1,
+  Set: 2,
+  Get: 3,
+  Add: 4,
+  Wait: 5,
+  Ok: 0x80,
+  Value: 0x81,
+  Error: 0x82,
+} as const;
+
+export type Message =
+  | { type: "hello"; token: string; rank: number }
+  | { type: "set"; key: string; value: Buffer }
+  | { type: "get"; key: string; timeoutMs: number }
+  | { type: "add"; key: string; delta: bigint }
+  | { type: "wait"; keys: string[]; timeoutMs: number }
+  | { type: "ok" }
+  | { type: "value"; value: Buffer }
+  | { type: "error"; message: string };
+
+export type Request = Extract<Message, { type: "set" | "get" | "add" | "wait" }>;
+
+export class ProtocolError extends Error {}
+
+/** The one wording of a GET/WAIT timeout, used by the server's reply and the client's own guard. */
+export function timeoutMessage(keys: readonly string[], timeoutMs: number): string {
+  const what = keys.length === 1 ? "key" : "keys";
+  const names = keys.map((k) => JSON.stringify(k)).join(", ");
+  return `rendezvous: timed out after ${timeoutMs} ms waiting for ${what} ${names}`;
+}
+
+/** host:port, with IPv6 literals bracketed so the port stays unambiguous. */
+export function formatAddress(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+class Writer {
+  private readonly parts: Buffer[] = [];
+
+  u8(v: number): this {
+    this.parts.push(Buffer.of(v));
+    return this;
+  }
+
+  u32(v: number): this {
+    const b = Buffer.allocUnsafe(4);
+    b.writeUInt32BE(v);
+    this.parts.push(b);
+    return this;
+  }
+
+  i64(v: bigint): this {
+    const b = Buffer.allocUnsafe(8);
+    b.writeBigInt64BE(v);
+    this.parts.push(b);
+    return this;
+  }
+
+  bytes(v: Uint8Array): this {
+    this.u32(v.byteLength);
+    this.parts.push(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+    return this;
+  }
+
+  str(v: string): this {
+    return this.bytes(Buffer.from(v, "utf8"));
+  }
+
+  frame(): Buffer {
+    const payload = Buffer.concat(this.parts);
+    const header = Buffer.allocUnsafe(HEADER_BYTES);
+    header.writeUInt32BE(payload.length);
+    return Buffer.concat([header, payload]);
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+class Reader {
+  private pos = 0;
+
+  constructor(private readonly buf: Buffer) {}
+
+  private need(n: number, what: string): void {
+    if (this.buf.length - this.pos < n) throw new ProtocolError(`truncated ${what}`);
+  }
+
+  u8(what: string): number {
+    this.need(1, what);
+    return this.buf.readUInt8(this.pos++);
+  }
+
+  u32(what: string): number {
+    this.need(4, what);
+    const v = this.buf.readUInt32BE(this.pos);
+    this.pos += 4;
+    return v;
+  }
+
+  i64(what: string): bigint {
+    this.need(8, what);
+    const v = this.buf.readBigInt64BE(this.pos);
+    this.pos += 8;
+    return v;
+  }
+
+  bytes(what: string): Buffer {
+    const n = this.u32(`${what} length`);
+    this.need(n, what);
+    // A copy, so a stored value does not pin the whole receive buffer.
+    const v = Buffer.from(this.buf.subarray(this.pos, this.pos + n));
+    this.pos += n;
+    return v;
+  }
+
+  str(what: string): string {
+    const raw = this.bytes(what);
+    try {
+      return utf8.decode(raw);
+    } catch {
+      throw new ProtocolError(`${what} is not valid UTF-8`);
+    }
+  }
+
+  /** Upper bound on how many length-prefixed items could still follow. */
+  maxItems(): number {
+    return Math.floor((this.buf.length - this.pos) / 4);
+  }
+
+  end(): void {
+    if (this.pos !== this.buf.length) {
+      throw new ProtocolError(`${this.buf.length - this.pos} trailing bytes`);
+    }
+  }
+}
+
+/** The complete frame (length header included) for one message. */
+export function encodeMessage(msg: Message): Buffer {
+  const w = new Writer();
+  switch (msg.type) {
+    case "hello":
+      return w.u8(MsgType.Hello).str(msg.token).u32(msg.rank).frame();
+    case "set":
+      return w.u8(MsgType.Set).str(msg.key).bytes(msg.value).frame();
+    case "get":
+      return w.u8(MsgType.Get).str(msg.key).u32(msg.timeoutMs).frame();
+    case "add":
+      return w.u8(MsgType.Add).str(msg.key).i64(msg.delta).frame();
+    case "wait":
+      w.u8(MsgType.Wait).u32(msg.keys.length);
+      for (const key of msg.keys) w.str(key);
+      return w.u32(msg.timeoutMs).frame();
+    case "ok":
+      return w.u8(MsgType.Ok).frame();
+    case "value":
+      return w.u8(MsgType.Value).bytes(msg.value).frame();
+    case "error":
+      return w.u8(MsgType.Error).str(msg.message).frame();
+  }
+}
+
+/** Decodes one frame's payload; throws ProtocolError on anything but an exact, well-formed message. */
+export function decodeMessage(payload: Uint8Array): Message {
+  const r = new Reader(Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength));
+  const type = r.u8("message type");
+  let msg: Message;
+  switch (type) {
+    case MsgType.Hello:
+      msg = { type: "hello", token: r.str("token"), rank: r.u32("rank") };
+      break;
+    case MsgType.Set:
+      msg = { type: "set", key: r.str("key"), value: r.bytes("value") };
+      break;
+    case MsgType.Get:
+      msg = { type: "get", key: r.str("key"), timeoutMs: r.u32("timeout") };
+      break;
+    case MsgType.Add:
+      msg = { type: "add", key: r.str("key"), delta: r.i64("delta") };
+      break;
+    case MsgType.Wait: {
+      const count = r.u32("key count");
+      // Checked before looping so a forged count cannot make us allocate a huge array.
+      if (count > r.maxItems()) throw new ProtocolError(`truncated key list (${count} keys announced)`);
+      const keys: string[] = [];
+      for (let i = 0; i < count; i++) keys.push(r.str("key"));
+      msg = { type: "wait", keys, timeoutMs: r.u32("timeout") };
+      break;
+    }
+    case MsgType.Ok:
+      msg = { type: "ok" };
+      break;
+    case MsgType.Value:
+      msg = { type: "value", value: r.bytes("value") };
+      break;
+    case MsgType.Error:
+      msg = { type: "error", message: r.str("message") };
+      break;
+    default:
+      throw new ProtocolError(`unknown message type ${type}`);
+  }
+  r.end();
+  return msg;
+}
+
+/** Parses an ADD counter's stored decimal text; undefined if it is not a 64-bit integer. */
+export function parseCounter(value: Buffer): bigint | undefined {
+  const text = value.toString("latin1");
+  if (!/^-?\d{1,19}$/.test(text)) return undefined;
+  const n = BigInt(text);
+  return fitsI64(n) ? n : undefined;
+}
+
+export function fitsI64(n: bigint): boolean {
+  return n >= I64_MIN && n <= I64_MAX;
+}
+
+/**
+ * Cuts a byte stream into frame payloads. Chunks are kept as a list and joined once
+ * per complete frame, so a large value arriving in many chunks is copied once.
+ */
+export class FrameReader {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+
+  /** May be raised between frames (the server does so once a peer is authenticated). */
+  constructor(public maxFrameBytes: number) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+  }
+
+  /** The next complete payload, or undefined until more bytes arrive; throws on an oversize length. */
+  next(): Buffer | undefined {
+    if (this.buffered < HEADER_BYTES) return undefined;
+    if (this.chunks[0].length < HEADER_BYTES) this.join();
+    const length = this.chunks[0].readUInt32BE(0);
+    if (length > this.maxFrameBytes) {
+      throw new ProtocolError(`frame of ${length} bytes exceeds the ${this.maxFrameBytes}-byte limit`);
+    }
+    const total = HEADER_BYTES + length;
+    if (this.buffered < total) return undefined;
+    if (this.chunks[0].length < total) this.join();
+    const head = this.chunks[0];
+    const payload = head.subarray(HEADER_BYTES, total);
+    if (head.length === total) this.chunks.shift();
+    else this.chunks[0] = head.subarray(total);
+    this.buffered -= total;
+    return payload;
+  }
+
+  private join(): void {
+    this.chunks = [Buffer.concat(this.chunks, this.buffered)];
+  }
+}

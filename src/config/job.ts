@@ -1,0 +1,162 @@
+import { z } from "zod";
+import { describeValue } from "./errors.js";
+import { sizeSchema } from "./size.js";
+
+/** Tensor and stage names: usable as file names and CSV cells without quoting. */
+const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+
+function nameSchema(what: string) {
+  return z.string().regex(NAME, {
+    error: (issue) =>
+      `expected a ${what} name (a letter or "_", then letters, digits, "_", "." or "-"), got ${describeValue(issue.input)}`,
+  });
+}
+
+const tensorName = nameSchema("tensor");
+const stageId = nameSchema("stage");
+
+export const dtypeSchema = z.enum(["float32", "float64", "int32", "int64", "float16", "bfloat16"]);
+export const reduceOpSchema = z.enum(["sum", "mean", "max", "min"]);
+
+const seed = z.int().min(0).default(0);
+
+export const fillSchema = z.discriminatedUnion("kind", [
+  z.strictObject({
+    kind: z.literal("normal"),
+    seed,
+    mean: z.number().default(0),
+    std: z.number().min(0).default(1),
+  }),
+  z
+    .strictObject({
+      kind: z.literal("uniform"),
+      seed,
+      low: z.number().default(-1),
+      high: z.number().default(1),
+    })
+    .superRefine((fill, ctx) => {
+      if (fill.low >= fill.high) {
+        ctx.addIssue({ code: "custom", message: `expected low < high, got low ${fill.low} and high ${fill.high}` });
+      }
+    }),
+  z
+    .strictObject({
+      kind: z.literal("integers"),
+      seed,
+      low: z.int().default(-4),
+      high: z.int().default(4),
+    })
+    .superRefine((fill, ctx) => {
+      if (fill.low > fill.high) {
+        ctx.addIssue({ code: "custom", message: `expected low <= high, got low ${fill.low} and high ${fill.high}` });
+      }
+    }),
+  z.strictObject({ kind: z.literal("constant"), value: z.number() }),
+  z.strictObject({ kind: z.literal("rank") }),
+]);
+
+export const tensorSchema = z.strictObject({
+  dtype: dtypeSchema,
+  count: sizeSchema,
+  fill: fillSchema.default({ kind: "integers", seed: 1, low: -4, high: 4 }),
+});
+
+/** Every op has "auto" (the runner picks) plus the algorithms implemented for it. */
+function algorithm<const A extends readonly string[]>(...names: A) {
+  return z.enum(["auto", ...names]).default("auto");
+}
+
+const common = {
+  id: stageId,
+  after: z.array(stageId).optional(),
+  timeoutSec: z.number().positive().optional(),
+};
+const input = z.string();
+const root = z.int().min(0).default(0);
+const reduce = reduceOpSchema.default("sum");
+
+function stage<const Op extends string, Shape extends z.core.$ZodLooseShape>(op: Op, shape: Shape) {
+  return z.strictObject({ ...common, op: z.literal(op), ...shape });
+}
+
+const rootedOp = <const Op extends string>(op: Op) => stage(op, { input, root, algorithm: algorithm("direct", "tree") });
+
+const reduceScatter = stage("reduce_scatter", {
+  input: input.optional(),
+  inputs: z.array(input).min(1).optional(),
+  coalesced: z.boolean().default(false),
+  reduce,
+  algorithm: algorithm("ring", "direct"),
+}).superRefine((s, ctx) => {
+  if (s.input !== undefined && s.inputs !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["inputs"], message: 'give either "input" or "inputs", not both' });
+  } else if (s.input === undefined && s.inputs === undefined) {
+    ctx.addIssue({ code: "custom", message: 'expected "input" (one tensor) or "inputs" (a list of tensors)' });
+  } else if (s.coalesced && s.inputs === undefined) {
+    ctx.addIssue({ code: "custom", path: ["coalesced"], message: '"coalesced": true needs "inputs" (a list of tensors)' });
+  } else if (!s.coalesced && s.inputs !== undefined && s.inputs.length > 1) {
+    ctx.addIssue({ code: "custom", path: ["inputs"], message: 'more than one tensor needs "coalesced": true' });
+  }
+});
+
+export const stageSchema = z.discriminatedUnion("op", [
+  stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct") }),
+  reduceScatter,
+  stage("all_gather", { input, algorithm: algorithm("ring", "direct") }),
+  rootedOp("gather"),
+  rootedOp("igather"),
+  rootedOp("broadcast"),
+  stage("reduce", { input, root, reduce, algorithm: algorithm("tree", "direct") }),
+  rootedOp("scatter"),
+  stage("all_to_all", { input, algorithm: algorithm("direct") }),
+  stage("send_recv", { input, shift: z.int().default(1), algorithm: algorithm("direct") }),
+  stage("barrier", { algorithm: algorithm("dissemination") }),
+  stage("compute", { us: z.number().min(0), algorithm: algorithm() }),
+]);
+
+const sweepRange = z
+  .strictObject({ from: sizeSchema, to: sizeSchema, factor: z.number().gt(1).default(2) })
+  .superRefine((range, ctx) => {
+    if (range.from > range.to) {
+      ctx.addIssue({ code: "custom", path: ["from"], message: `expected from <= to, got from ${range.from} and to ${range.to}` });
+    }
+  });
+
+export const sweepSchema = z.strictObject({
+  count: z.union([sweepRange, z.array(sizeSchema).min(1)]),
+});
+
+export const jobSchema = z.strictObject({
+  $schema: z.string().optional(),
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
+    error: (issue) => `expected 1 to 128 letters, digits, "_", "." or "-", got ${describeValue(issue.input)}`,
+  }),
+  device: z.enum(["cpu"]).default("cpu"),
+  iterations: z.int().min(1).default(20),
+  warmup: z.int().min(0).default(5),
+  check: z.boolean().default(false),
+  timeoutSec: z.number().positive().default(300),
+  tensors: z.record(tensorName, tensorSchema).default({}),
+  stages: z.array(stageSchema).min(1),
+  sweep: sweepSchema.optional(),
+});
+
+export type Job = z.output<typeof jobSchema>;
+export type Stage = z.output<typeof stageSchema>;
+export type StageOp = Stage["op"];
+export type TensorSpec = z.output<typeof tensorSchema>;
+export type Fill = z.output<typeof fillSchema>;
+export type DType = z.output<typeof dtypeSchema>;
+export type ReduceOp = z.output<typeof reduceOpSchema>;
+export type Sweep = z.output<typeof sweepSchema>;
+
+/** The tensor names a stage reads, in declaration order. */
+export function stageInputs(stage: Stage): string[] {
+  if (stage.op === "reduce_scatter") return stage.inputs ?? (stage.input === undefined ? [] : [stage.input]);
+  return "input" in stage ? [stage.input] : [];
+}
+
+/** Stages that combine values with a reduction operator. */
+export function stageHasReduce(stage: Stage): stage is Extract<Stage, { reduce: ReduceOp }> {
+  return "reduce" in stage;
+}

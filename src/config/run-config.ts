@@ -1,0 +1,32 @@
+import { z } from "zod";
+
+/** Everything about a run that is not the experiment itself; `{}` is a complete configuration. */
+export const runConfigSchema = z.strictObject({
+  $schema: z.string().optional(),
+  backend: z.enum(["auto", "shm", "tcp", "mpi", "nccl", "hccl"]).default("auto"),
+  timeoutSec: z.number().positive().default(300),
+  connectTimeoutSec: z.number().positive().default(60),
+  log: z
+    .strictObject({
+      level: z.enum(["error", "warn", "info", "debug"]).default("info"),
+      allRanks: z.boolean().default(false),
+      files: z.boolean().default(false),
+    })
+    .prefault({}),
+  output: z
+    .strictObject({
+      dir: z.string().min(1).default("results"),
+      json: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  rendezvous: z
+    .strictObject({
+      addr: z.string().min(1).optional(),
+      port: z.int().min(1).max(65535).optional(),
+    })
+    .prefault({}),
+});
+
+export type RunConfig = z.output<typeof runConfigSchema>;
+export type Backend = RunConfig["backend"];
+export type LogLevel = RunConfig["log"]["level"];

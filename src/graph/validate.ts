@@ -1,0 +1,94 @@
+import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
+import { stageHasReduce, stageInputs, type DType, type Job, type Stage } from "../config/job.js";
+import { topologicalOrder } from "./schedule.js";
+
+const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
+
+type Fail = (path: PropertyKey[], message: string) => never;
+
+function known(what: string, names: readonly string[]): string {
+  return names.length === 0 ? `the job declares no ${what}` : `${what}: ${quoteList(names)}`;
+}
+
+function checkInputs(job: Job, stage: Stage, fail: Fail): void {
+  const names = stageInputs(stage);
+  const field = (k: number) => ("inputs" in stage && stage.inputs ? ["inputs", k] : ["input"]);
+  names.forEach((name, k) => {
+    if (!Object.hasOwn(job.tensors, name)) {
+      fail(field(k), `unknown tensor ${JSON.stringify(name)} (${known("tensors", Object.keys(job.tensors))})`);
+    }
+  });
+  // A coalesced collective is one flat buffer, so every piece must have the first one's dtype.
+  const [first, ...rest] = names;
+  rest.forEach((name, k) => {
+    const [a, b] = [job.tensors[first].dtype, job.tensors[name].dtype];
+    if (a !== b) fail(field(k + 1), `coalesced tensors must share a dtype: "${first}" is ${a} but "${name}" is ${b}`);
+  });
+  if (stageHasReduce(stage) && stage.reduce === "mean") {
+    const integer = names.find((name) => INTEGER_DTYPES.has(job.tensors[name].dtype));
+    if (integer !== undefined) {
+      fail(["reduce"], `"mean" needs a floating-point dtype but tensor "${integer}" is ${job.tensors[integer].dtype}`);
+    }
+  }
+}
+
+function checkStage(job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, fail: Fail): void {
+  checkInputs(job, stage, fail);
+  (stage.after ?? []).forEach((id, k) => {
+    if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
+    if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
+  });
+  if ("root" in stage && worldSize !== undefined && stage.root >= worldSize) {
+    fail(["root"], `root ${stage.root} is out of range for ${worldSize} ranks (expected 0..${worldSize - 1})`);
+  }
+  if (stage.op === "send_recv" && !Number.isSafeInteger(stage.shift)) {
+    fail(["shift"], `expected a safe integer, got ${stage.shift}`);
+  }
+}
+
+/** Follows `after` links among the stages left unscheduled until one repeats: that loop is a cycle. */
+function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, number>, scheduled: ReadonlySet<number>): number[] {
+  const path: number[] = [];
+  const seenAt = new Map<number, number>();
+  let i = stages.findIndex((_, k) => !scheduled.has(k));
+  while (!seenAt.has(i)) {
+    seenAt.set(i, path.length);
+    path.push(i);
+    // Every unscheduled stage waits on at least one other unscheduled stage.
+    i = (stages[i].after ?? []).map((id) => stageIds.get(id)!).find((k) => !scheduled.has(k))!;
+  }
+  const cycle = path.slice(seenAt.get(i));
+  const start = cycle.indexOf(Math.min(...cycle));
+  return [...cycle.slice(start), ...cycle.slice(0, start)];
+}
+
+/**
+ * The checks a schema cannot express: names that must resolve, a DAG without cycles,
+ * dtype/reduction compatibility, and (when the world size is known) roots in range.
+ * Throws a ConfigError for the first problem, in declaration order.
+ */
+export function validateGraph(job: Job, file: string, worldSize?: number): void {
+  const failAt =
+    (i: number): Fail =>
+    (path, message) => {
+      throw new ConfigError(file, formatJsonPath(["stages", i, ...path]), message);
+    };
+  const stageIds = new Map<string, number>();
+  job.stages.forEach((stage, i) => {
+    const first = stageIds.get(stage.id);
+    if (first !== undefined) failAt(i)(["id"], `duplicate stage id "${stage.id}" (also stages[${first}])`);
+    stageIds.set(stage.id, i);
+  });
+  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, failAt(i)));
+
+  const order = topologicalOrder(job.stages);
+  if (order.length < job.stages.length) {
+    const cycle = findCycle(job.stages, stageIds, new Set(order));
+    const ids = [...cycle, cycle[0]].map((i) => job.stages[i].id);
+    failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}`);
+  }
+
+  if (job.sweep && Object.keys(job.tensors).length === 0) {
+    throw new ConfigError(file, "sweep", "nothing to sweep: the job declares no tensors");
+  }
+}

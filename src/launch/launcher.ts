@@ -1,0 +1,160 @@
+// The built-in launcher: starts N local ranks with a torchrun-style environment,
+// prefixes their output, and takes the whole job down when one rank fails.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import net from "node:net";
+import { constants } from "node:os";
+import { createInterface } from "node:readline";
+import type { Readable } from "node:stream";
+
+export type OutputStream = "stdout" | "stderr";
+
+export interface LaunchOptions {
+  nprocs: number;
+  /** Program and arguments every rank runs. */
+  command: string[];
+  /** Base environment for the ranks; defaults to this process's. */
+  env?: NodeJS.ProcessEnv;
+  masterAddr?: string;
+  /** Prefix each line with "[rank] " (default true). */
+  prefixOutput?: boolean;
+  /** Time between SIGTERM and SIGKILL when taking ranks down (default 5000 ms). */
+  graceMs?: number;
+  /** Receives each output line instead of this process's stdout/stderr. */
+  onLine?: (rank: number, stream: OutputStream, line: string) => void;
+}
+
+export interface LaunchResult {
+  exitCode: number;
+  failedRank?: number;
+  message?: string;
+}
+
+const FORWARDED_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+// A grandchild that inherited a rank's pipes can hold them open after the rank exits;
+// output is not waited for longer than this once the rank itself is gone.
+const PIPE_DRAIN_MS = 1000;
+
+/** Asks the OS for a port that is free right now (a small race with other binders is accepted). */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", reject);
+    probe.listen({ host, port: 0 }, () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function forEachLine(stream: Readable, onLine: (line: string) => void): void {
+  // readline also emits a final line that lacks its newline when the stream ends.
+  createInterface({ input: stream, crlfDelay: Infinity }).on("line", onLine);
+}
+
+function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 0);
+}
+
+export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
+  if (!Number.isInteger(opts.nprocs) || opts.nprocs < 1) {
+    throw new Error(`runner launch: the number of ranks must be an integer >= 1, got ${opts.nprocs}`);
+  }
+  if (opts.command.length === 0) throw new Error("runner launch: no command to run");
+  const masterAddr = opts.masterAddr ?? "127.0.0.1";
+  const graceMs = opts.graceMs ?? 5000;
+  const prefix = opts.prefixOutput ?? true;
+  const port = await freePort(masterAddr);
+  // A fresh token per launch, so a rank left over from another job cannot join this one.
+  const token = randomBytes(16).toString("hex");
+  const [program, ...args] = opts.command;
+
+  const sink =
+    opts.onLine ??
+    ((rank: number, stream: OutputStream, line: string) => {
+      process[stream].write(prefix ? `[${rank}] ${line}\n` : `${line}\n`);
+    });
+  const piped = prefix || opts.onLine !== undefined;
+
+  const children: ChildProcess[] = [];
+  let failure: LaunchResult | undefined;
+  let interrupt: NodeJS.Signals | undefined;
+  let killTimer: NodeJS.Timeout | undefined;
+
+  const signalAll = (signal: NodeJS.Signals) => {
+    for (const child of children) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    }
+  };
+  // Ranks get `signal` first so they can clean up; whatever is left after the grace period is killed.
+  const takeDown = (signal: NodeJS.Signals) => {
+    signalAll(signal);
+    killTimer ??= setTimeout(() => signalAll("SIGKILL"), graceMs);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupt ??= signal;
+    takeDown(signal);
+  };
+  const recordFailure = (result: LaunchResult) => {
+    if (failure || interrupt) return;
+    failure = result;
+    takeDown("SIGTERM");
+  };
+
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+  try {
+    const finished = Array.from({ length: opts.nprocs }, (_, rank) => {
+      const child = spawn(program, args, {
+        env: {
+          ...(opts.env ?? process.env),
+          RANK: String(rank),
+          WORLD_SIZE: String(opts.nprocs),
+          LOCAL_RANK: String(rank),
+          LOCAL_WORLD_SIZE: String(opts.nprocs),
+          GROUP_RANK: "0",
+          MASTER_ADDR: masterAddr,
+          MASTER_PORT: String(port),
+          SPMD_RUNNER_TOKEN: token,
+        },
+        stdio: ["ignore", piped ? "pipe" : "inherit", piped ? "pipe" : "inherit"],
+      });
+      children.push(child);
+      if (piped) {
+        forEachLine(child.stdout!, (line) => sink(rank, "stdout", line));
+        forEachLine(child.stderr!, (line) => sink(rank, "stderr", line));
+      }
+      return new Promise<void>((resolve) => {
+        let started = false;
+        child.once("spawn", () => (started = true));
+        child.on("error", (err) => {
+          if (!started) {
+            recordFailure({ exitCode: 127, failedRank: rank, message: `runner launch: rank ${rank} could not start: ${err.message}` });
+          }
+        });
+        child.once("exit", (code, signal) => {
+          if (signal) {
+            recordFailure({ exitCode: signalExitCode(signal), failedRank: rank, message: `runner launch: rank ${rank} was killed by ${signal}` });
+          } else if (code !== 0) {
+            recordFailure({ exitCode: code ?? 1, failedRank: rank, message: `runner launch: rank ${rank} exited with code ${code}` });
+          }
+          setTimeout(() => {
+            child.stdout?.destroy();
+            child.stderr?.destroy();
+          }, PIPE_DRAIN_MS).unref();
+        });
+        // "close" comes after "exit" and after the output pipes are drained.
+        child.once("close", () => resolve());
+      });
+    });
+    await Promise.all(finished);
+  } finally {
+    clearTimeout(killTimer);
+    for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+  }
+
+  // Whichever came first, a rank failing or the launcher being interrupted, is the story.
+  if (failure) return failure;
+  if (interrupt) return { exitCode: signalExitCode(interrupt), message: `runner launch: interrupted by ${interrupt}` };
+  return { exitCode: 0 };
+}

@@ -1,0 +1,32 @@
+import path from "node:path";
+import winston from "winston";
+import type { LogLevel } from "../config/run-config.js";
+
+export interface LoggerOptions {
+  rank: number;
+  level: LogLevel;
+  /** Every rank logs to the console, not just rank 0. */
+  allRanks: boolean;
+  /** Per-rank JSON lines file in this directory. */
+  fileDir?: string;
+}
+
+/** Rank-labelled logs on stderr (stdout carries the result table), optionally per-rank JSON files. */
+export function createLogger(o: LoggerOptions): winston.Logger {
+  const transports: winston.transport[] = [
+    new winston.transports.Console({
+      stderrLevels: ["error", "warn", "info", "debug"],
+      silent: o.rank !== 0 && !o.allRanks,
+      format: winston.format.printf((info) => `[rank ${o.rank}] ${info.level}: ${String(info.message)}`),
+    }),
+  ];
+  if (o.fileDir) {
+    transports.push(
+      new winston.transports.File({
+        filename: path.join(o.fileDir, `rank${o.rank}.log.jsonl`),
+        format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
+      }),
+    );
+  }
+  return winston.createLogger({ level: o.level, defaultMeta: { rank: o.rank }, transports });
+}

@@ -1,0 +1,42 @@
+import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
+import type { Plan } from "../graph/plan.js";
+import type { ResultRow } from "../report/result.js";
+import { algbw, busbw } from "./bandwidth.js";
+import { timeStats } from "./stats.js";
+
+const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const;
+
+/**
+ * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
+ * (nccl-tests, OSU), and #wrong is summed over ranks. Collective: every rank must call it.
+ */
+export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean): Promise<ResultRow[]> {
+  const iterations = plan.program.iterations;
+  const times = new Float64Array(results.length * iterations);
+  results.forEach((r, i) => times.set(r.timeUs, i * iterations));
+  const slowest = await comm.allreduceF64(times, "max");
+  const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
+  const world = comm.size;
+  return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {
+    const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
+    const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
+    const factor = kind.busFactor(world);
+    return {
+      stage: stage.id,
+      op: stage.op,
+      size,
+      count,
+      type: dtype,
+      redop: "reduce" in stage ? stage.reduce : null,
+      root: "root" in stage ? stage.root : null,
+      algorithm: results[i]!.algorithm,
+      time,
+      algbw: algbw(size, time.avg_us),
+      busbw: busbw(size, time.avg_us, factor),
+      wrong: check && dtype ? wrong[i]! : null,
+      // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
+      wire_bytes: Math.round(size * factor),
+      rel_error: null,
+    };
+  });
+}

@@ -1,0 +1,47 @@
+import type { ResultDocument, ResultRow } from "./result.js";
+
+interface Column {
+  title: string;
+  unit: string;
+  width: number;
+  left?: boolean;
+  cell(r: ResultRow): string;
+}
+
+const fixed = (v: number, digits: number) => v.toFixed(digits);
+const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1) : fixed(us, 2));
+
+// nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
+const columns: Column[] = [
+  { title: "stage", unit: "", width: 14, left: true, cell: (r) => r.stage },
+  { title: "op", unit: "", width: 14, left: true, cell: (r) => r.op },
+  { title: "algo", unit: "", width: 13, left: true, cell: (r) => r.algorithm },
+  { title: "size", unit: "(B)", width: 12, cell: (r) => String(r.size) },
+  { title: "count", unit: "(elements)", width: 12, cell: (r) => String(r.count) },
+  { title: "type", unit: "", width: 9, cell: (r) => r.type ?? "none" },
+  { title: "redop", unit: "", width: 6, cell: (r) => r.redop ?? "none" },
+  { title: "root", unit: "", width: 5, cell: (r) => String(r.root ?? -1) },
+  { title: "time", unit: "(us)", width: 10, cell: (r) => time(r.time.avg_us) },
+  { title: "algbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.algbw, 2) },
+  { title: "busbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.busbw, 2) },
+  { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
+];
+
+function line(cells: string[]): string {
+  return cells.map((c, i) => (columns[i]!.left ? c.padEnd(columns[i]!.width) : c.padStart(columns[i]!.width))).join(" ");
+}
+
+/** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
+export function formatTable(doc: ResultDocument): string {
+  const out = [
+    `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
+    "#",
+    "# " + line(columns.map((c) => c.title)),
+    "# " + line(columns.map((c) => c.unit)),
+    ...doc.results.map((r) => "  " + line(columns.map((c) => c.cell(r)))),
+  ];
+  const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
+  out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
+  out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,11 @@
+import type { Stage } from "../config/job.js";
+import { inputCount, type StageKind } from "./stage-kind.js";
+
+type S = Extract<Stage, { op: "broadcast" }>;
+
+export const broadcast: StageKind<S> = {
+  op: "broadcast",
+  busFactor: () => 1,
+  count: inputCount,
+  toNative: (s, ctx) => ({ kind: "broadcast", inputs: [ctx.tensorIndex(s.input)], root: s.root, algorithm: s.algorithm }),
+};

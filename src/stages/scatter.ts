@@ -1,0 +1,11 @@
+import type { Stage } from "../config/job.js";
+import { inputCount, ringFactor, type StageKind } from "./stage-kind.js";
+
+type S = Extract<Stage, { op: "scatter" }>;
+
+export const scatter: StageKind<S> = {
+  op: "scatter",
+  busFactor: ringFactor,
+  count: inputCount,
+  toNative: (s, ctx) => ({ kind: "scatter", inputs: [ctx.tensorIndex(s.input)], root: s.root, algorithm: s.algorithm }),
+};

@@ -1,0 +1,30 @@
+import type { NativeOp } from "../comm/native.js";
+import type { Job, Stage } from "../config/job.js";
+
+export interface PlanContext {
+  readonly job: Job;
+  readonly worldSize: number;
+  tensorIndex(name: string): number;
+}
+
+/** What the planner and the report need to know about one stage op. */
+export interface StageKind<S extends Stage = Stage> {
+  readonly op: S["op"];
+  /** nccl-tests' bus-bandwidth factor: busbw = algbw × factor. */
+  busFactor(worldSize: number): number;
+  /** Elements of the whole array the bandwidth refers to (nccl-tests' "count"). */
+  count(stage: S, ctx: PlanContext): number;
+  toNative(stage: S, ctx: PlanContext): Omit<NativeOp, "stage" | "waitFor" | "timeoutSec">;
+}
+
+export const ringFactor = (w: number) => (w - 1) / w;
+export const allreduceFactor = (w: number) => (2 * (w - 1)) / w;
+
+export function inputCount(stage: { input: string }, ctx: PlanContext): number {
+  return ctx.job.tensors[stage.input]!.count;
+}
+
+/** "mean" travels as a sum that native code divides once at the end. */
+export function nativeReduction(reduce: "sum" | "mean" | "max" | "min"): Pick<NativeOp, "op" | "mean"> {
+  return reduce === "mean" ? { op: "sum", mean: true } : { op: reduce };
+}
