@@ -72,7 +72,10 @@ export interface NativeCommunicator {
   readonly backend: string;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
   allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
+  /** Op `op`'s output on this rank after the last run. */
   output(op: number): { dtype: NativeDType; data: Buffer };
+  /** Tensor `index` (program order) as the last run filled it on this rank. */
+  tensor(index: number): { dtype: NativeDType; data: Buffer };
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;

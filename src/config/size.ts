@@ -3,7 +3,7 @@ import { describeValue } from "./errors.js";
 
 const EXPECTED = 'expected a size like 4096, "4Ki", "16Mi" or "1Gi"';
 /** Largest accepted size; keeps counts far inside the safe-integer range even after multiplying by a dtype width. */
-export const MAX_SIZE = 2 ** 40;
+const MAX_SIZE = 2 ** 40;
 
 const MULTIPLIERS: Record<string, bigint> = {
   "": 1n,

@@ -57,7 +57,8 @@ function port(env: Env): number | undefined {
 /** MPI launchers bootstrap without a master, but an explicit MASTER_ADDR/MASTER_PORT still counts. */
 function masterAt(addr: string | undefined, env: Env): Place["master"] {
   const p = port(env);
-  return addr === undefined ? undefined : { addr, port: p };
+  if (addr === undefined) return undefined;
+  return p === undefined ? { addr } : { addr, port: p };
 }
 
 interface Layout {

@@ -53,9 +53,10 @@ export function expandHostlist(s: string): string[] {
   let depth = 0;
   for (const c of s) {
     depth += c === "[" ? 1 : c === "]" ? -1 : 0;
-    if (depth < 0 || depth > 1) throw new EnvError(`hostlist "${s}" has unbalanced or nested brackets`);
+    if (depth < 0) throw new EnvError(`hostlist "${s}" has a "]" without "["`);
+    if (depth > 1) throw new EnvError(`hostlist "${s}" has nested brackets`);
   }
-  if (depth !== 0) throw new EnvError(`hostlist "${s}" has unbalanced brackets`);
+  if (depth !== 0) throw new EnvError(`hostlist "${s}" has an unclosed "["`);
   return splitTopLevel(s).flatMap((expr) => expandHost(expr, s));
 }
 

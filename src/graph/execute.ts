@@ -9,7 +9,10 @@ import { plan, sweepPoints } from "./plan.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
-  /** Each rank writes `<dir>/<stage>/rank<r>.output.npy` after every sweep point (the last one stays). */
+  /**
+   * Each rank writes `<dir>/<stage>/rank<r>.output.npy` and its inputs (`rank<r>.input.npy`, or
+   * `rank<r>.input<i>.npy` for several) after every sweep point; the last point's files stay.
+   */
   dumpDir?: string;
 }
 
@@ -23,8 +26,15 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
     rows.push(...(await aggregate(comm, p, results, job.check)));
     if (o.dumpDir) {
       p.stages.forEach(({ stage, dtype }, i) => {
+        if (!dtype) return;
+        const dir = path.join(o.dumpDir!, stage.id);
         const out = comm.output(i);
-        if (dtype) writeNpy(path.join(o.dumpDir!, stage.id, `rank${comm.rank}.output.npy`), out.dtype, out.data);
+        writeNpy(path.join(dir, `rank${comm.rank}.output.npy`), out.dtype, out.data);
+        const inputs = p.program.ops[i]!.inputs;
+        inputs.forEach((t, k) => {
+          const input = comm.tensor(t);
+          writeNpy(path.join(dir, `rank${comm.rank}.input${inputs.length > 1 ? k : ""}.npy`), input.dtype, input.data);
+        });
       });
     }
   }

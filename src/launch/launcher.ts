@@ -84,7 +84,9 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
 
   const signalAll = (signal: NodeJS.Signals) => {
     for (const child of children) {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      // No pid means the spawn failed. Node reports that a tick later, and a kill in
+      // between would reach kill(0, ...), i.e. our whole process group.
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(signal);
     }
   };
   // Ranks get `signal` first so they can clean up; whatever is left after the grace period is killed.

@@ -38,6 +38,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                      {InstanceMethod<&CommunicatorWrap::run>("run"),
                       InstanceMethod<&CommunicatorWrap::allreduceF64>("allreduceF64"),
                       InstanceMethod<&CommunicatorWrap::output>("output"),
+                      InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
@@ -115,13 +116,19 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   if (!info[0].IsObject()) throwInvalid(env, "run: expected a program object");
   auto program = std::make_shared<Program>(programFromJs(info[0].As<Napi::Object>(), size_));
   auto results = std::make_shared<std::vector<OpResult>>();
+  auto tensors = std::make_shared<std::vector<std::vector<uint8_t>>>();
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
-  p->work = [backend, program, results] {
+  p->work = [backend, program, results, tensors] {
     Collectives* lane1 = backend->lanes() > 1 ? &backend->lane(1) : nullptr;
-    *results = Executor(backend->lane(0), lane1, *program).run();
+    Executor ex(backend->lane(0), lane1, *program);
+    *results = ex.run();
+    *tensors = ex.takeTensors();
   };
-  p->settle = [this, results](Napi::Env env) -> Napi::Value {
+  p->settle = [this, program, results, tensors](Napi::Env env) -> Napi::Value {
+    tensors_ = std::move(*tensors);
+    tensorTypes_.clear();
+    for (const TensorSpec& t : program->tensors) tensorTypes_.push_back(t.dtype);
     Napi::Array out = Napi::Array::New(env, results->size());
     outputs_.clear();
     outputTypes_.clear();
@@ -164,16 +171,23 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   return submit(env, std::move(p));
 }
 
-Napi::Value CommunicatorWrap::output(const Napi::CallbackInfo& info) {
+namespace {
+
+Napi::Value typedBytes(const Napi::CallbackInfo& info, const char* what, const std::vector<std::vector<uint8_t>>& all,
+                       const std::vector<DType>& types) {
   Napi::Env env = info.Env();
   uint32_t i = info[0].ToNumber().Uint32Value();
-  if (i >= outputs_.size()) throwInvalid(env, "output: no op " + std::to_string(i) + " in the last run");
-  const auto& bytes = outputs_[i];
+  if (i >= all.size()) throwInvalid(env, std::string(what) + ": no index " + std::to_string(i) + " in the last run");
   Napi::Object o = Napi::Object::New(env);
-  o.Set("dtype", std::string(dtypeName(outputTypes_[i])));
-  o.Set("data", Napi::Buffer<uint8_t>::Copy(env, bytes.data(), bytes.size()));
+  o.Set("dtype", std::string(dtypeName(types[i])));
+  o.Set("data", Napi::Buffer<uint8_t>::Copy(env, all[i].data(), all[i].size()));
   return o;
 }
+
+}  // namespace
+
+Napi::Value CommunicatorWrap::output(const Napi::CallbackInfo& info) { return typedBytes(info, "output", outputs_, outputTypes_); }
+Napi::Value CommunicatorWrap::tensor(const Napi::CallbackInfo& info) { return typedBytes(info, "tensor", tensors_, tensorTypes_); }
 
 Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
   if (backend_) backend_->release();

@@ -38,6 +38,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value run(const Napi::CallbackInfo& info);
   Napi::Value allreduceF64(const Napi::CallbackInfo& info);
   Napi::Value output(const Napi::CallbackInfo& info);
+  Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);
@@ -51,6 +52,8 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   int pending_ = 0;
   std::vector<std::vector<uint8_t>> outputs_;  // of the last run, for output(i)
   std::vector<DType> outputTypes_;
+  std::vector<std::vector<uint8_t>> tensors_;  // the last run's inputs, for tensor(i)
+  std::vector<DType> tensorTypes_;
 };
 
 }  // namespace spmd::addon

@@ -13,6 +13,8 @@ class Executor {
   // lane1 may be null when the program has no nonblocking op.
   Executor(Collectives& lane0, Collectives* lane1, const Program& program);
   std::vector<OpResult> run();
+  // The filled input tensors of the last run, in program order (for dumps).
+  std::vector<std::vector<uint8_t>> takeTensors() { return std::move(tensors_); }
 
  private:
   struct Prepared;

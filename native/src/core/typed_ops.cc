@@ -9,10 +9,9 @@ namespace spmd {
 template <typename Run>
 void TypedOps::typed(Collectives& c, const void* in, void* out, size_t inCount, size_t outCount, DType dt,
                      Reduction r, Run run) {
-  double scale = r.mean ? 1.0 / c.size() : 1.0;
   if (!isHalf(dt)) {
     run(in, out, dt);
-    if (r.mean && out) kernels::scaleInPlace(dt, out, outCount, scale);
+    if (r.mean && out) kernels::divideInPlace(dt, out, outCount, c.size());
     return;
   }
   auto* wi = static_cast<float*>(wideIn_.get(inCount * sizeof(float)));
@@ -20,7 +19,7 @@ void TypedOps::typed(Collectives& c, const void* in, void* out, size_t inCount, 
   kernels::widenToF32(dt, in, wi, inCount);
   run(wi, out ? wo : nullptr, DType::F32);
   if (!out) return;
-  if (r.mean) kernels::scaleInPlace(DType::F32, wo, outCount, scale);
+  if (r.mean) kernels::divideInPlace(DType::F32, wo, outCount, c.size());
   kernels::narrowFromF32(dt, wo, out, outCount);
 }
 

@@ -22,14 +22,14 @@ void narrowFromF32(DType dt, const float* __restrict src, void* dst, size_t coun
   }
 }
 
-void scaleInPlace(DType dt, void* data, size_t count, double factor) {
+void divideInPlace(DType dt, void* data, size_t count, double divisor) {
   if (dt == DType::F64) {
     auto* p = static_cast<double*>(data);
-    for (size_t i = 0; i < count; ++i) p[i] *= factor;
+    for (size_t i = 0; i < count; ++i) p[i] /= divisor;
   } else {
     auto* p = static_cast<float*>(data);
-    float f = float(factor);
-    for (size_t i = 0; i < count; ++i) p[i] *= f;
+    float d = float(divisor);
+    for (size_t i = 0; i < count; ++i) p[i] /= d;
   }
 }
 

@@ -8,6 +8,7 @@ namespace spmd::kernels {
 
 void widenToF32(DType dt, const void* src, float* dst, size_t count);     // dt is F16 or BF16
 void narrowFromF32(DType dt, const float* src, void* dst, size_t count);  // dt is F16 or BF16
-void scaleInPlace(DType dt, void* data, size_t count, double factor);     // dt is F32 or F64
+// Divides rather than multiplying by 1/d, so each result is the correctly rounded quotient.
+void divideInPlace(DType dt, void* data, size_t count, double divisor);  // dt is F32 or F64
 
 }  // namespace spmd::kernels

@@ -1,0 +1,97 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseJob } from "../dist/config/load.js";
+import { schedule } from "../dist/graph/schedule.js";
+import { validateGraph } from "../dist/graph/validate.js";
+
+const tensors = {
+  f: { dtype: "float32", count: 16 },
+  d: { dtype: "float64", count: 16 },
+  i: { dtype: "int32", count: 16 },
+  l: { dtype: "int64", count: 16 },
+};
+
+function job(stages, extra = {}) {
+  return parseJob(JSON.stringify({ name: "g", tensors, stages, ...extra }), "g.json");
+}
+
+const barrier = (id, after) => ({ id, op: "barrier", ...(after && { after }) });
+const ids = (stages) => stages.map((s) => s.id);
+
+test("schedule keeps declaration order when nothing constrains it", () => {
+  assert.deepEqual(ids(schedule(job([barrier("c"), barrier("a"), barrier("b")]))), ["c", "a", "b"]);
+});
+
+test("schedule moves a stage after what it waits for, ties by declaration order", () => {
+  const j = job([barrier("a", ["d"]), barrier("b"), barrier("c", ["a"]), barrier("d"), barrier("e", ["b"])]);
+  // b and d are ready first; once d is done, a is declared before e and c before e.
+  assert.deepEqual(ids(schedule(j)), ["b", "d", "a", "c", "e"]);
+});
+
+test("schedule with a diamond and repeated after entries", () => {
+  const j = job([barrier("join", ["left", "right", "left"]), barrier("right", ["top"]), barrier("left", ["top"]), barrier("top")]);
+  assert.deepEqual(ids(schedule(j)), ["top", "right", "left", "join"]);
+});
+
+test("schedule is the same for every call (every rank)", () => {
+  const stages = Array.from({ length: 30 }, (_, k) => barrier(`s${k}`, k % 3 === 0 && k > 0 ? [`s${k - 2}`] : undefined));
+  const first = ids(schedule(job(stages)));
+  for (let k = 0; k < 5; k++) assert.deepEqual(ids(schedule(job(stages))), first);
+});
+
+test("schedule refuses a cyclic job", () => {
+  assert.throws(() => schedule(job([barrier("a", ["b"]), barrier("b", ["a"])])), /cycle/);
+});
+
+test("a valid graph passes", () => {
+  const j = job([
+    { id: "ar", op: "allreduce", input: "f", reduce: "mean" },
+    { id: "sum", op: "allreduce", input: "i", reduce: "sum", after: ["ar"] },
+    { id: "rs", op: "reduce_scatter", inputs: ["f", "f"], coalesced: true, reduce: "mean" },
+    { id: "bc", op: "broadcast", input: "l", root: 3 },
+  ]);
+  assert.doesNotThrow(() => validateGraph(j, "g.json", 4));
+});
+
+function failure(j, worldSize) {
+  try {
+    validateGraph(j, "g.json", worldSize);
+  } catch (error) {
+    assert.equal(error.name, "ConfigError");
+    assert.equal(error.exitCode, 2);
+    return error.message;
+  }
+  assert.fail("expected a ConfigError");
+}
+
+const invalid = [
+  ["duplicate ids", job([barrier("a"), barrier("b"), barrier("a")]), 'g.json: stages[2].id: duplicate stage id "a" (also stages[0])'],
+  ["unknown input", job([{ id: "a", op: "all_gather", input: "x" }]), 'g.json: stages[0].input: unknown tensor "x" (tensors: "f", "d", "i", "l")'],
+  ["unknown tensor among inputs", job([{ id: "a", op: "reduce_scatter", inputs: ["f", "zz"], coalesced: true }]),
+    'g.json: stages[0].inputs[1]: unknown tensor "zz" (tensors: "f", "d", "i", "l")'],
+  ["unknown after", job([barrier("a", ["nope"])]), 'g.json: stages[0].after[0]: unknown stage "nope" (stages: "a")'],
+  ["after itself", job([barrier("a"), barrier("b", ["a", "b"])]), 'g.json: stages[1].after[1]: stage "b" cannot run after itself'],
+  ["two-stage cycle", job([barrier("a", ["b"]), barrier("b", ["a"])]), "g.json: stages[0].after: cycle a -> b -> a"],
+  ["cycle reported from its first stage, not from a stage behind it",
+    job([barrier("tail", ["q"]), barrier("p", ["r"]), barrier("q", ["p"]), barrier("r", ["q"])]),
+    "g.json: stages[1].after: cycle p -> r -> q -> p"],
+  ["coalesced dtype mismatch", job([{ id: "rs", op: "reduce_scatter", inputs: ["f", "f", "d"], coalesced: true }]),
+    'g.json: stages[0].inputs[2]: coalesced tensors must share a dtype: "f" is float32 but "d" is float64'],
+  ["mean on int32", job([{ id: "ar", op: "allreduce", input: "i", reduce: "mean" }]),
+    'g.json: stages[0].reduce: "mean" needs a floating-point dtype but tensor "i" is int32'],
+  ["mean on int64 in a reduce", job([{ id: "r", op: "reduce", input: "l", reduce: "mean" }]),
+    'g.json: stages[0].reduce: "mean" needs a floating-point dtype but tensor "l" is int64'],
+  ["mean on an integer reduce_scatter", job([{ id: "rs", op: "reduce_scatter", input: "i", reduce: "mean" }]),
+    'g.json: stages[0].reduce: "mean" needs a floating-point dtype but tensor "i" is int32'],
+  ["root out of range", job([{ id: "g", op: "gather", input: "f", root: 2 }]), "g.json: stages[0].root: root 2 is out of range for 2 ranks (expected 0..1)", 2],
+  ["igather root out of range", job([barrier("x"), { id: "ig", op: "igather", input: "f", root: 7 }]),
+    "g.json: stages[1].root: root 7 is out of range for 4 ranks (expected 0..3)", 4],
+  ["sweep with no tensors", parseJob(JSON.stringify({ name: "s", stages: [barrier("b")], sweep: { count: [8] } }), "g.json"),
+    "g.json: sweep: nothing to sweep: the job declares no tensors"],
+  ["unsafe shift in a job built by code", { ...job([barrier("a")]), stages: [{ id: "s", op: "send_recv", input: "f", shift: 2 ** 60, algorithm: "auto" }] },
+    "g.json: stages[0].shift: expected a safe integer, got 1152921504606847000"],
+];
+
+for (const [name, j, expected, worldSize] of invalid) {
+  test(`invalid graph: ${name}`, () => assert.equal(failure(j, worldSize), expected));
+}

@@ -1,0 +1,53 @@
+// Starts W ranks of `node runner ...` as separate processes with torchrun-style variables, the way a
+// user would in W shells, and collects their exit codes and output.
+import { spawn } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const RUNNER = path.join(REPO, "runner");
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Runs `node runner <args>` once, with extra environment; resolves with code, stdout, stderr. */
+export function runNode(args, env = {}, timeoutMs = 120_000) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...env } });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, pid: child.pid });
+    });
+  });
+}
+
+/** W ranks of `node runner <args>`; resolves when all have exited. */
+export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
+  const port = await freePort();
+  return Promise.all(
+    Array.from({ length: world }, (_, rank) =>
+      runNode([RUNNER, ...args], {
+        RANK: String(rank),
+        WORLD_SIZE: String(world),
+        LOCAL_RANK: String(rank),
+        LOCAL_WORLD_SIZE: String(world),
+        MASTER_ADDR: "127.0.0.1",
+        MASTER_PORT: String(port),
+        ...env,
+      }, timeoutMs),
+    ),
+  );
+}
