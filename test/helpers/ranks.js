@@ -1,6 +1,7 @@
 // Starts W ranks of `node runner ...` as separate processes with torchrun-style variables, the way a
 // user would in W shells, and collects their exit codes and output.
 import { spawn } from "node:child_process";
+import { readdirSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,10 +35,15 @@ export function runNode(args, env = {}, timeoutMs = 120_000) {
   });
 }
 
+/** Shared-memory segments that processes `pids` created and left behind (names carry the creator's pid). */
+export function shmLeftovers(pids) {
+  return readdirSync("/dev/shm").filter((f) => pids.some((pid) => f.startsWith(`spmd-${pid}-`)));
+}
+
 /** W ranks of `node runner <args>`; resolves when all have exited. */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
   const port = await freePort();
-  return Promise.all(
+  const ranks = await Promise.all(
     Array.from({ length: world }, (_, rank) =>
       runNode([RUNNER, ...args], {
         RANK: String(rank),
@@ -50,4 +56,7 @@ export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
       }, timeoutMs),
     ),
   );
+  const left = shmLeftovers(ranks.map((r) => r.pid));
+  if (left.length) throw new Error(`shared-memory segments left behind: ${left.join(", ")}`);
+  return ranks;
 }

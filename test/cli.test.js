@@ -1,0 +1,144 @@
+// The command line as users and scripts meet it: the quick start, torchrun-style starts, validate,
+// and bad input (one line, exit code 2, nothing run).
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { RUNNER, runNode, runRanks, shmLeftovers } from "./helpers/ranks.js";
+
+const tmp = () => mkdtempSync(path.join(os.tmpdir(), "spmd-cli-"));
+const QUICKSTART = "jobs/quickstart.json";
+const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
+
+function assertOneLineError(p, pattern) {
+  assert.equal(p.code, 2, `exit code ${p.code}, stderr: ${p.stderr}`);
+  // Rank-labelled log lines may precede it; the error itself is one line.
+  const lines = p.stderr.trimEnd().split("\n").filter((l) => !/^\[rank \d+\] (info|debug):/.test(l));
+  assert.equal(lines.length, 1, `expected one line, got:\n${p.stderr}`);
+  assert.match(lines[0], pattern);
+  assert.doesNotMatch(p.stderr, /\n\s+at /, "no stack trace");
+}
+
+test("the quick start: launch -n 4 prints the table with 0 wrong and writes results", async () => {
+  const out = tmp();
+  try {
+    const json = path.join(out, "r.json");
+    const p = await runNode([RUNNER, "launch", "-n", "4", QUICKSTART, "--out", out, "--json", json, "--iterations", "3"]);
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stdout, TABLE_HEAD);
+    assert.match(p.stdout, /# Avg bus bandwidth {4}: \d+\.\d{4}/);
+    assert.match(p.stdout, /# Out of bounds values : 0 OK/);
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "results", "average_bus_bandwidth"]);
+    assert.equal(doc.world_size, 4);
+    assert.equal(doc.backend, "shm");
+    assert.deepEqual(Object.keys(doc.results[0]), [
+      "stage", "op", "size", "count", "type", "redop", "root", "algorithm", "time", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
+    ]);
+    assert.deepEqual(Object.keys(doc.results[0].time), ["avg_us", "p50_us", "p95_us", "min_us", "max_us"]);
+    const ar = doc.results.find((r) => r.stage === "allreduce");
+    assert.equal(ar.size, 4 * ar.count);
+    assert.ok(Math.abs(ar.busbw - ar.algbw * 1.5) < 1e-9, "allreduce busbw = algbw × 2(W-1)/W");
+    assert.ok(doc.results.every((r) => r.wrong === 0 || (r.wrong === null && r.size === 0)));
+    const runs = readdirSync(out).filter((d) => d.startsWith("quickstart-"));
+    assert.equal(runs.length, 1);
+    assert.deepEqual(readdirSync(path.join(out, runs[0])).sort(), ["results.json", "table.txt"]);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("torchrun-style start: 3 separate processes form one job; only rank 0 prints the table", async () => {
+  const out = tmp();
+  try {
+    const ranks = await runRanks(3, [QUICKSTART, "--out", out, "--iterations", "2", "--warmup", "1"]);
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r}: ${p.stderr}`));
+    assert.match(ranks[0].stdout, TABLE_HEAD);
+    assert.match(ranks[0].stdout, /job quickstart, 3 ranks, backend shm/);
+    assert.equal(ranks[1].stdout, "");
+    assert.equal(ranks[2].stdout, "");
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("two runs never share a results directory", async () => {
+  const out = tmp();
+  try {
+    for (let i = 0; i < 2; i++) {
+      const p = await runNode([RUNNER, QUICKSTART, "--out", out, "--iterations", "1", "--warmup", "0", "--quiet"]);
+      assert.equal(p.code, 0, p.stderr);
+      assert.equal(p.stdout, "", "--quiet prints no table");
+    }
+    assert.equal(readdirSync(out).length, 2);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test("validate checks a job without running it", async () => {
+  const ok = await runNode([RUNNER, "validate", QUICKSTART]);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /jobs\/quickstart.json: ok \(12 stages/);
+  const dir = tmp();
+  try {
+    const job = JSON.parse(readFileSync(QUICKSTART, "utf8"));
+    job.stages[6].root = 5;
+    const file = path.join(dir, "root.json");
+    writeFileSync(file, JSON.stringify(job));
+    assertOneLineError(await runNode([RUNNER, "validate", "-n", "4", file]), /root\.json: stages\[6\]\.root: .*4/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("bad input: one line naming file and JSON path, exit code 2, no rank started", async () => {
+  const dir = tmp();
+  try {
+    const bad = path.join(dir, "bad.json");
+    writeFileSync(bad, JSON.stringify({ name: "x", tensors: { t: { dtype: "float32", count: "4Qi" } }, stages: [{ id: "a", op: "allreduce", input: "t" }] }));
+    assertOneLineError(await runNode([RUNNER, bad]), /^runner: .*bad\.json: tensors\.t\.count: /);
+    const p = await runNode([RUNNER, "launch", "-n", "2", bad]);
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, /bad\.json: tensors\.t\.count: /);
+    assertOneLineError(await runNode([RUNNER, path.join(dir, "missing.json")]), /missing\.json: cannot read file/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("bad flags and environment are one-line errors with exit code 2", async () => {
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /Unknown argument: iteratons/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /Invalid values/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART], { RANK: "1" }), /environment: RANK=1 is set but WORLD_SIZE, MASTER_ADDR, MASTER_PORT are missing/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "mpi"]), /backend mpi is not available in this build/);
+});
+
+test("a rank from another job cannot join: the rendezvous rejects its token", async () => {
+  const dir = tmp();
+  try {
+    const other = path.join(dir, "other.json");
+    const job = JSON.parse(readFileSync(QUICKSTART, "utf8"));
+    writeFileSync(other, JSON.stringify({ ...job, name: "other" }));
+    const port = String(20000 + Math.floor(Math.random() * 20000));
+    const env = (rank) => ({ RANK: String(rank), WORLD_SIZE: "2", LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: port });
+    const [r0, r1] = await Promise.all([
+      runNode([RUNNER, QUICKSTART, "--out", dir, "--timeout", "5", "--config", writeConfig(dir)], env(0)),
+      runNode([RUNNER, other, "--out", dir, "--config", writeConfig(dir)], env(1)),
+    ]);
+    assert.notEqual(r1.code, 0);
+    assert.match(r1.stderr, /wrong job token/);
+    assert.notEqual(r0.code, 0, "rank 0 gives up waiting for its partner");
+    assert.deepEqual(shmLeftovers([r0.pid, r1.pid]), []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+function writeConfig(dir) {
+  const file = path.join(dir, "fast-fail.json");
+  writeFileSync(file, JSON.stringify({ connectTimeoutSec: 3 }));
+  return file;
+}
