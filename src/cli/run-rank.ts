@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import winston from "winston";
 import { openCommunicator } from "../comm/open.js";
@@ -85,7 +86,16 @@ export async function runRank(args: RunArgs): Promise<number> {
     port: cfg.rendezvous.port,
   });
   const release = () => opened.comm.release();
+  // A signal (the launcher forwarding Ctrl-C, or SIGTERM after another rank failed) must not leak the
+  // segment even in the short window before every rank has attached and rank 0 unlinked it.
+  const onSignal = (signal: NodeJS.Signals) => {
+    release();
+    log.error(`stopped by ${signal}`);
+    process.exit(128 + os.constants.signals[signal]);
+  };
+  const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
   process.once("exit", release);
+  signals.forEach((s) => process.on(s, onSignal));
   try {
     // Rank 0 names the run directory; every rank needs it for its log file.
     let runDir: string | undefined;
@@ -120,6 +130,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     return wrong > 0 ? 1 : 0;
   } finally {
     process.off("exit", release);
+    signals.forEach((s) => process.off(s, onSignal));
     await opened.close();
     log.close();
   }

@@ -70,12 +70,11 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   const token = randomBytes(16).toString("hex");
   const [program, ...args] = opts.command;
 
+  // Unprefixed output with no line consumer is simply inherited, byte for byte.
+  const piped = prefix || opts.onLine !== undefined;
   const sink =
     opts.onLine ??
-    ((rank: number, stream: OutputStream, line: string) => {
-      process[stream].write(prefix ? `[${rank}] ${line}\n` : `${line}\n`);
-    });
-  const piped = prefix || opts.onLine !== undefined;
+    ((rank: number, stream: OutputStream, line: string) => process[stream].write(`[${rank}] ${line}\n`));
 
   const children: ChildProcess[] = [];
   let failure: LaunchResult | undefined;
@@ -127,10 +126,9 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
         forEachLine(child.stderr!, (line) => sink(rank, "stderr", line));
       }
       return new Promise<void>((resolve) => {
-        let started = false;
-        child.once("spawn", () => (started = true));
+        let drainTimer: NodeJS.Timeout | undefined;
         child.on("error", (err) => {
-          if (!started) {
+          if (child.pid === undefined) {
             recordFailure({ exitCode: 127, failedRank: rank, message: `runner launch: rank ${rank} could not start: ${err.message}` });
           }
         });
@@ -140,13 +138,16 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
           } else if (code !== 0) {
             recordFailure({ exitCode: code ?? 1, failedRank: rank, message: `runner launch: rank ${rank} exited with code ${code}` });
           }
-          setTimeout(() => {
+          drainTimer = setTimeout(() => {
             child.stdout?.destroy();
             child.stderr?.destroy();
           }, PIPE_DRAIN_MS).unref();
         });
         // "close" comes after "exit" and after the output pipes are drained.
-        child.once("close", () => resolve());
+        child.once("close", () => {
+          clearTimeout(drainTimer);
+          resolve();
+        });
       });
     });
     await Promise.all(finished);

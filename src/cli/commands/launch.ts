@@ -2,48 +2,18 @@
 // `runner run JOB.json [run options]`.
 
 import { fileURLToPath } from "node:url";
-import type { Argv, CommandModule, Options } from "yargs";
+import type { Argv, CommandModule } from "yargs";
 import { launch } from "../../launch/launcher.js";
+import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
 // dist/cli/commands/launch.js -> <repo>/runner/index.js
 const RUNNER_ENTRY = fileURLToPath(new URL("../../../runner/index.js", import.meta.url));
 
-const BACKENDS = ["auto", "shm", "tcp", "mpi", "nccl", "hccl"] as const;
-
-// Declared here (rather than passed through blindly) so that strict parsing rejects
-// typos before any rank starts. Values stay strings: `run` validates them, once.
-const RUN_OPTIONS = {
-  config: { type: "string", requiresArg: true, describe: "Run configuration file" },
-  backend: { type: "string", choices: BACKENDS, describe: "Communication backend" },
-  check: { type: "boolean", describe: "Verify every stage's result" },
-  iterations: { type: "string", requiresArg: true, describe: "Timed steps per sweep point" },
-  warmup: { type: "string", requiresArg: true, describe: "Untimed steps before timing" },
-  timeout: { type: "string", requiresArg: true, describe: "Per-op deadline in seconds" },
-  out: { type: "string", requiresArg: true, describe: "Output directory" },
-  json: { type: "string", requiresArg: true, describe: "Write the result JSON to this file" },
-  "dump-dir": { type: "string", requiresArg: true, describe: "Where ranks dump their last ops on a fault" },
-  "log-level": { type: "string", requiresArg: true, describe: "Log level" },
-  "log-all-ranks": { type: "boolean", describe: "Log from every rank, not only rank 0" },
-  quiet: { type: "boolean", describe: "Print only the result table" },
-} satisfies Record<string, Options>;
-
 type RunOptionName = keyof typeof RUN_OPTIONS;
 
-export interface LaunchArgs {
+export interface LaunchArgs extends RunOptionArgs {
   job: string;
   nprocs: number;
-  config?: string;
-  backend?: (typeof BACKENDS)[number];
-  check?: boolean;
-  iterations?: string;
-  warmup?: string;
-  timeout?: string;
-  out?: string;
-  json?: string;
-  "dump-dir"?: string;
-  "log-level"?: string;
-  "log-all-ranks"?: boolean;
-  quiet?: boolean;
 }
 
 /** The run options the user gave, in a form `run` parses back to the same values. */

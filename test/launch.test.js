@@ -1,0 +1,194 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { launch } from "../dist/launch/launcher.js";
+
+const T = { timeout: 30_000 };
+const LAUNCHER_URL = new URL("../dist/launch/launcher.js", import.meta.url).href;
+
+/** A rank program: node -e SOURCE. */
+const rank = (source) => [process.execPath, "-e", source];
+
+function collect() {
+  const lines = [];
+  return { lines, onLine: (r, stream, line) => lines.push({ rank: r, stream, line }) };
+}
+
+function assertGone(pid) {
+  assert.throws(() => process.kill(pid, 0), { code: "ESRCH" }, `process ${pid} is still alive`);
+}
+
+/**
+ * Runs launch() inside a separate node process (so its own stdout/stderr and signal
+ * handling can be observed) and reports its output and result.
+ */
+function launcherProcess(options, { onStdout } = {}) {
+  const script = `
+    const { launch } = await import(${JSON.stringify(LAUNCHER_URL)});
+    const result = await launch(JSON.parse(process.argv[1]));
+    process.stdout.write("RESULT " + JSON.stringify(result) + "\\n");
+    process.exitCode = result.exitCode;
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script, JSON.stringify(options)], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (d) => {
+    stdout += d;
+    onStdout?.(stdout, child);
+  });
+  child.stderr.setEncoding("utf8").on("data", (d) => (stderr += d));
+  const done = new Promise((resolve) =>
+    child.on("close", (code, signal) => {
+      // Not anchored to a line start: unprefixed rank output may lack a final newline.
+      const m = /RESULT (\{.*\})\n/.exec(stdout);
+      resolve({ code, signal, stdout, stderr, result: m && JSON.parse(m[1]) });
+    }),
+  );
+  return { child, done };
+}
+
+test("all ranks exiting 0 gives exit code 0", T, async () => {
+  const { lines, onLine } = collect();
+  const result = await launch({ nprocs: 3, command: rank("console.log('hi from', process.env.RANK)"), onLine });
+  assert.deepEqual(result, { exitCode: 0 });
+  assert.deepEqual(lines.map((l) => l.line).sort(), ["hi from 0", "hi from 1", "hi from 2"]);
+});
+
+test("a failing rank takes the others down and is reported", T, async () => {
+  // Every rank prints its pid once its handlers are installed; rank 2 then fails on cue,
+  // rank 3 ignores SIGTERM (so it needs the SIGKILL), the rest sleep forever.
+  const source = `
+    const r = Number(process.env.RANK);
+    if (r === 2) process.on("SIGUSR2", () => process.exit(3));
+    if (r === 3) process.on("SIGTERM", () => console.log("ignoring SIGTERM"));
+    setInterval(() => {}, 1000);
+    console.log("pid " + process.pid);
+  `;
+  const pids = new Map();
+  const lines = [];
+  const t0 = Date.now();
+  const result = await launch({
+    nprocs: 4,
+    command: rank(source),
+    graceMs: 500,
+    onLine: (r, _stream, line) => {
+      lines.push(`${r}:${line}`);
+      const m = /^pid (\d+)$/.exec(line);
+      if (!m) return;
+      pids.set(r, Number(m[1]));
+      if (pids.size === 4) process.kill(pids.get(2), "SIGUSR2");
+    },
+  });
+  assert.equal(result.exitCode, 3);
+  assert.equal(result.failedRank, 2);
+  assert.equal(result.message, "runner launch: rank 2 exited with code 3");
+  assert.ok(lines.includes("3:ignoring SIGTERM"), lines.join("\n"));
+  assert.ok(Date.now() - t0 < 15_000);
+  for (const pid of pids.values()) assertGone(pid);
+});
+
+test("a rank killed by a signal is reported with 128+signal", T, async () => {
+  const source = `
+    if (process.env.RANK === "1") process.kill(process.pid, "SIGKILL");
+    setInterval(() => {}, 1000);
+  `;
+  const result = await launch({ nprocs: 2, command: rank(source), onLine: () => {} });
+  assert.deepEqual(result, { exitCode: 137, failedRank: 1, message: "runner launch: rank 1 was killed by SIGKILL" });
+});
+
+test("a command that cannot start is reported", T, async () => {
+  const result = await launch({ nprocs: 2, command: ["/nonexistent/spmd-runner-rank"], onLine: () => {} });
+  assert.equal(result.exitCode, 127);
+  assert.match(result.message, /^runner launch: rank \d could not start: spawn \/nonexistent\/spmd-runner-rank ENOENT$/);
+});
+
+test("each rank gets its own torchrun-style environment", T, async () => {
+  const vars = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "SPMD_RUNNER_TOKEN", "FROM_PARENT"];
+  const source = `console.log(JSON.stringify(Object.fromEntries(${JSON.stringify(vars)}.map((k) => [k, process.env[k]]))))`;
+  const run = async () => {
+    const { lines, onLine } = collect();
+    const result = await launch({ nprocs: 3, command: rank(source), env: { ...process.env, FROM_PARENT: "yes" }, onLine });
+    assert.equal(result.exitCode, 0);
+    return new Map(lines.map((l) => [l.rank, JSON.parse(l.line)]));
+  };
+  const envs = await run();
+  assert.equal(envs.size, 3);
+  const { MASTER_PORT: port, SPMD_RUNNER_TOKEN: token } = envs.get(0);
+  assert.match(port, /^\d+$/);
+  assert.match(token, /^[0-9a-f]{32}$/);
+  for (const [r, env] of envs) {
+    assert.deepEqual(env, {
+      RANK: String(r),
+      WORLD_SIZE: "3",
+      LOCAL_RANK: String(r),
+      LOCAL_WORLD_SIZE: "3",
+      GROUP_RANK: "0",
+      MASTER_ADDR: "127.0.0.1",
+      MASTER_PORT: port,
+      SPMD_RUNNER_TOKEN: token,
+      FROM_PARENT: "yes",
+    });
+  }
+  const again = await run();
+  assert.notEqual(again.get(0).SPMD_RUNNER_TOKEN, token, "each launch must get a fresh token");
+});
+
+test("output is prefixed per rank, in order, with partial last lines flushed", T, async () => {
+  const source = `
+    const r = process.env.RANK;
+    let out = "";
+    for (let i = 0; i < 200; i++) out += "line " + i + "\\n";
+    process.stdout.write(out);
+    process.stderr.write("problem on " + r + "\\n");
+    process.stdout.write("no newline at the end");
+  `;
+  const { done } = launcherProcess({ nprocs: 3, command: rank(source) });
+  const { code, stdout, stderr, result } = await done;
+  assert.equal(code, 0);
+  assert.deepEqual(result, { exitCode: 0 });
+  const lines = stdout.split("\n").filter((l) => !l.startsWith("RESULT "));
+  for (const r of [0, 1, 2]) {
+    const mine = lines.filter((l) => l.startsWith(`[${r}] `)).map((l) => l.slice(`[${r}] `.length));
+    const expected = [...Array.from({ length: 200 }, (_, i) => `line ${i}`), "no newline at the end"];
+    assert.deepEqual(mine, expected);
+  }
+  assert.deepEqual(stderr.trim().split("\n").sort(), ["[0] problem on 0", "[1] problem on 1", "[2] problem on 2"]);
+  assert.ok(lines.every((l) => l === "" || /^\[\d\] /.test(l)));
+});
+
+test("without prefixing, output passes through unchanged", T, async () => {
+  const source = `process.stdout.write("raw " + process.env.RANK + " no newline")`;
+  const { done } = launcherProcess({ nprocs: 2, command: rank(source), prefixOutput: false });
+  const { stdout, result } = await done;
+  assert.deepEqual(result, { exitCode: 0 });
+  const raw = stdout.slice(0, stdout.indexOf("RESULT "));
+  assert.ok(raw === "raw 0 no newlineraw 1 no newline" || raw === "raw 1 no newlineraw 0 no newline", raw);
+});
+
+test("SIGTERM to the launcher is forwarded to every rank", T, async () => {
+  const source = `
+    process.on("SIGTERM", () => { console.log("got SIGTERM"); process.exit(0); });
+    setInterval(() => {}, 1000);
+    console.log("pid " + process.pid);
+  `;
+  let signalled = false;
+  const { done } = launcherProcess(
+    { nprocs: 3, command: rank(source), graceMs: 5000 },
+    {
+      onStdout: (stdout, launcher) => {
+        if (!signalled && (stdout.match(/^\[\d\] pid \d+$/gm) ?? []).length === 3) {
+          signalled = true;
+          launcher.kill("SIGTERM");
+        }
+      },
+    },
+  );
+  const { code, stdout, result } = await done;
+  assert.ok(signalled, stdout);
+  assert.deepEqual(result, { exitCode: 143, message: "runner launch: interrupted by SIGTERM" });
+  assert.equal(code, 143);
+  for (const r of [0, 1, 2]) assert.match(stdout, new RegExp(`^\\[${r}\\] got SIGTERM$`, "m"));
+  for (const m of stdout.matchAll(/^\[\d\] pid (\d+)$/gm)) assertGone(Number(m[1]));
+});

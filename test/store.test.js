@@ -1,0 +1,392 @@
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { spawn } from "node:child_process";
+import { StoreClient, StoreServer } from "../dist/comm/store.js";
+import { rendezvous } from "../dist/comm/rendezvous.js";
+import {
+  FrameReader,
+  ProtocolError,
+  decodeMessage,
+  encodeMessage,
+} from "../dist/comm/store-protocol.js";
+
+const TOKEN = "0123456789abcdef0123456789abcdef";
+const T = { timeout: 20_000 };
+
+async function withStore(fn, { host = "127.0.0.1", maxFrameBytes } = {}) {
+  const server = await StoreServer.listen({ host, port: 0, token: TOKEN, maxFrameBytes });
+  const clients = [];
+  const connect = async (rank = 0, extra = {}) => {
+    const c = await StoreClient.connect({ host, port: server.port, token: TOKEN, rank, timeoutMs: 5000, ...extra });
+    clients.push(c);
+    return c;
+  };
+  try {
+    await fn({ server, connect });
+  } finally {
+    for (const c of clients) c.close();
+    await server.close();
+  }
+}
+
+/** A port with nothing listening on it (for a moment). */
+function unusedPort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer().once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Sends raw bytes, then collects everything the server sends until it closes the connection. */
+function rawExchange(port, chunks, { endAfterWrite = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const received = [];
+    const socket = net.createConnection({ host: "127.0.0.1", port }, async () => {
+      for (const chunk of chunks) socket.write(chunk);
+      if (endAfterWrite) socket.end();
+    });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error("server did not close the connection"));
+    }, 5000);
+    socket.on("data", (d) => received.push(d));
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(received));
+    });
+  });
+}
+
+function framesOf(bytes) {
+  const reader = new FrameReader(1 << 30);
+  reader.push(bytes);
+  const out = [];
+  for (let p = reader.next(); p !== undefined; p = reader.next()) out.push(decodeMessage(p));
+  return out;
+}
+
+function assertOnlyError(bytes, pattern) {
+  const frames = framesOf(bytes);
+  assert.equal(frames.length, 1, `expected one ERROR frame, got ${JSON.stringify(frames)}`);
+  assert.equal(frames[0].type, "error");
+  assert.match(frames[0].message, pattern);
+}
+
+describe("store protocol codec", () => {
+  test("round-trips every message type", () => {
+    const messages = [
+      { type: "hello", token: "tök", rank: 7 },
+      { type: "set", key: "k", value: Buffer.from([0, 1, 255]) },
+      { type: "get", key: "k", timeoutMs: 1234 },
+      { type: "add", key: "n", delta: -5n },
+      { type: "wait", keys: ["a", "b", ""], timeoutMs: 0 },
+      { type: "ok" },
+      { type: "value", value: Buffer.alloc(0) },
+      { type: "error", message: "nope" },
+    ];
+    for (const msg of messages) {
+      const frame = encodeMessage(msg);
+      assert.equal(frame.readUInt32BE(0), frame.length - 4);
+      assert.deepEqual(decodeMessage(frame.subarray(4)), msg);
+    }
+  });
+
+  test("rejects truncated and garbage payloads with ProtocolError", () => {
+    const hello = encodeMessage({ type: "hello", token: "abc", rank: 1 }).subarray(4);
+    for (let n = 0; n < hello.length; n++) {
+      assert.throws(() => decodeMessage(hello.subarray(0, n)), ProtocolError, `prefix of ${n} bytes`);
+    }
+    assert.throws(() => decodeMessage(Buffer.concat([hello, Buffer.of(0)])), /trailing/);
+    assert.throws(() => decodeMessage(Buffer.of(0x42)), /unknown message type 66/);
+    // A key count far beyond what the payload could hold.
+    assert.throws(() => decodeMessage(Buffer.of(5, 0xff, 0xff, 0xff, 0xff)), /truncated key list/);
+    // Invalid UTF-8 in a string.
+    assert.throws(() => decodeMessage(Buffer.of(3, 0, 0, 0, 1, 0xff, 0, 0, 0, 0)), /not valid UTF-8/);
+  });
+
+  test("FrameReader reassembles frames split at every byte and refuses oversize lengths", () => {
+    const frames = [
+      encodeMessage({ type: "set", key: "x", value: Buffer.alloc(300, 7) }),
+      encodeMessage({ type: "ok" }),
+    ];
+    const reader = new FrameReader(1024);
+    const got = [];
+    for (const byte of Buffer.concat(frames)) {
+      reader.push(Buffer.of(byte));
+      for (let p = reader.next(); p !== undefined; p = reader.next()) got.push(decodeMessage(p));
+    }
+    assert.deepEqual(got.map((m) => m.type), ["set", "ok"]);
+    const small = new FrameReader(16);
+    small.push(Buffer.of(0, 0, 0, 17));
+    assert.throws(() => small.next(), /17 bytes exceeds the 16-byte limit/);
+  });
+});
+
+describe("store server and client", () => {
+  test("set then get, strings and bytes", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect();
+      await c.set("greeting", "héllo");
+      await c.set("bytes", Uint8Array.of(0, 1, 2, 255));
+      assert.equal((await c.get("greeting")).toString(), "héllo");
+      assert.deepEqual([...(await c.get("bytes"))], [0, 1, 2, 255]);
+      await c.set("greeting", "again");
+      assert.equal((await c.get("greeting")).toString(), "again");
+    }));
+
+  test("get waits for a later set from another client", T, () =>
+    withStore(async ({ connect }) => {
+      const [a, b] = await Promise.all([connect(0), connect(1)]);
+      const pending = a.get("late");
+      await new Promise((r) => setTimeout(r, 50));
+      await b.set("late", "here");
+      assert.equal((await pending).toString(), "here");
+    }));
+
+  test("requests on one connection are pipelined: a get does not block a later set", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect();
+      const [value] = await Promise.all([c.get("self"), c.set("self", "v"), c.add("n", 2)]);
+      assert.equal(value.toString(), "v");
+    }));
+
+  test("add from many clients is exact, and get sees the decimal value", T, () =>
+    withStore(async ({ connect }) => {
+      const clients = await Promise.all(Array.from({ length: 8 }, (_, r) => connect(r)));
+      await Promise.all(clients.flatMap((c) => Array.from({ length: 25 }, () => c.add("counter", 1))));
+      assert.equal((await clients[0].get("counter")).toString(), "200");
+      assert.equal(await clients[1].add("counter", -201), -1);
+      await clients[0].set("text", "abc");
+      await assert.rejects(clients[0].add("text", 1), /cannot add to key "text": its value is not an integer/);
+      // The connection stays usable after a per-request error.
+      assert.equal(await clients[0].add("counter", 1), 0);
+    }));
+
+  test("wait returns once every key exists", T, () =>
+    withStore(async ({ connect }) => {
+      const [a, b] = await Promise.all([connect(0), connect(1)]);
+      let done = false;
+      const waiting = a.wait(["x", "y"]).then(() => (done = true));
+      await b.set("x", "1");
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(done, false);
+      await b.set("y", "1");
+      await waiting;
+      await a.wait([]);
+    }));
+
+  test("barrier releases 5 clients only when all have arrived", T, () =>
+    withStore(async ({ connect }) => {
+      const clients = await Promise.all(Array.from({ length: 5 }, (_, r) => connect(r)));
+      const released = [];
+      const first = clients.slice(0, 4).map((c, r) => c.barrier("b1", 5).then(() => released.push(r)));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(released, []);
+      await Promise.all([...first, clients[4].barrier("b1", 5)]);
+      assert.equal(released.length, 4);
+    }));
+
+  test("barrier timeout says how many arrived", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect();
+      await assert.rejects(
+        c.barrier("lonely", 3, 150),
+        { message: 'rendezvous: barrier "lonely" timed out after 150 ms with 1 of 3 ranks arrived' },
+      );
+    }));
+
+  test("get and wait timeouts name the keys", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect();
+      const t0 = Date.now();
+      await assert.rejects(c.get("missing", 150), {
+        message: 'rendezvous: timed out after 150 ms waiting for key "missing"',
+      });
+      assert.ok(Date.now() - t0 >= 140);
+      await c.set("a", "1");
+      await assert.rejects(c.wait(["a", "b", "c"], 100), {
+        message: 'rendezvous: timed out after 100 ms waiting for keys "a", "b", "c"',
+      });
+      await assert.rejects(c.get("missing", 0), /waiting for key "missing"/);
+    }));
+
+  test("wrong token is rejected with a clear error; the server keeps serving", T, () =>
+    withStore(async ({ server, connect }) => {
+      const good = await connect(0);
+      await good.set("secret", "s3cret");
+      await assert.rejects(
+        StoreClient.connect({ host: "127.0.0.1", port: server.port, token: "other-job", rank: 1, timeoutMs: 2000 }),
+        { message: `rendezvous at 127.0.0.1:${server.port} rejected this rank: wrong job token (is another job using this port?)` },
+      );
+      const again = await connect(1);
+      assert.equal((await again.get("secret")).toString(), "s3cret");
+    }));
+
+  test("raw peers sending bad frames get one ERROR, never a value, and are closed", T, () =>
+    withStore(
+      async ({ server, connect }) => {
+        const good = await connect(0);
+        await good.set("secret", "s3cret");
+        const port = server.port;
+        const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 9 });
+        const wrongToken = /^rendezvous: wrong job token from 127\.0\.0\.1:\d+$/;
+
+        // Data before HELLO: asks for the secret straight away.
+        const early = await rawExchange(port, [encodeMessage({ type: "get", key: "secret", timeoutMs: 0 })]);
+        assertOnlyError(early, wrongToken);
+        assert.ok(!early.includes(Buffer.from("s3cret")));
+        // Wrong token, with a request pipelined behind it.
+        const bad = await rawExchange(port, [
+          encodeMessage({ type: "hello", token: "nope", rank: 1 }),
+          encodeMessage({ type: "get", key: "secret", timeoutMs: 0 }),
+        ]);
+        assertOnlyError(bad, wrongToken);
+        assert.ok(!bad.includes(Buffer.from("s3cret")));
+        // Garbage (an HTTP request reads as an absurd frame length).
+        assertOnlyError(await rawExchange(port, [Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n")]), wrongToken);
+        // Oversize announced length, nothing else sent.
+        assertOnlyError(await rawExchange(port, [Buffer.of(0xff, 0xff, 0xff, 0xff)]), wrongToken);
+        // A frame whose fields are truncated.
+        assertOnlyError(await rawExchange(port, [Buffer.of(0, 0, 0, 5, 1, 0, 0, 0, 99)]), wrongToken);
+        // A frame cut off mid-way, then the peer hangs up: nothing is sent back.
+        const cut = await rawExchange(port, [hello.subarray(0, hello.length - 3)], { endAfterWrite: true });
+        assert.equal(cut.length, 0);
+
+        // After a good HELLO: garbage and oversize frames are reported as malformed.
+        const afterHello = await rawExchange(port, [hello, Buffer.of(0, 0, 0, 2, 0x77, 0)]);
+        const [ok, err] = framesOf(afterHello);
+        assert.equal(ok.type, "ok");
+        assert.match(err.message, /^rendezvous: malformed frame from rank 9 at 127\.0\.0\.1:\d+: unknown message type 119$/);
+        const big = encodeMessage({ type: "set", key: "big", value: Buffer.alloc(2048) });
+        const oversize = framesOf(await rawExchange(port, [hello, big]));
+        assert.match(oversize[1].message, /exceeds the 1024-byte limit/);
+
+        // Everyone else is still served.
+        assert.equal((await good.get("secret")).toString(), "s3cret");
+        await assert.rejects(good.get("big", 0), /waiting for key "big"/);
+      },
+      { maxFrameBytes: 1024 },
+    ));
+
+  test("pending requests fail when the server goes away", T, async () => {
+    const server = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN });
+    const c = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token: TOKEN, rank: 0, timeoutMs: 5000 });
+    const pending = c.get("never", 10_000);
+    await server.close();
+    await assert.rejects(pending, { message: `rendezvous: connection to 127.0.0.1:${server.port} lost` });
+    await assert.rejects(c.set("k", "v"), /connection to .* lost/);
+    c.close();
+  });
+
+  test("IPv6 loopback", T, async (t) => {
+    let server;
+    try {
+      server = await StoreServer.listen({ host: "::1", port: 0, token: TOKEN });
+    } catch (err) {
+      const reason = `::1 is not available here (${err.message})`;
+      console.log(`# skipping IPv6 test: ${reason}`);
+      t.skip(reason);
+      return;
+    }
+    try {
+      const c = await StoreClient.connect({ host: "::1", port: server.port, token: TOKEN, rank: 0, timeoutMs: 2000 });
+      await c.set("v6", "yes");
+      assert.equal((await c.get("v6")).toString(), "yes");
+      c.close();
+      await assert.rejects(
+        StoreClient.connect({ host: "::1", port: server.port, token: "x", rank: 0, timeoutMs: 2000 }),
+        { message: `rendezvous at [::1]:${server.port} rejected this rank: wrong job token (is another job using this port?)` },
+      );
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("connect gives up after timeoutMs when nothing listens", T, async () => {
+    const port = await unusedPort();
+    const t0 = Date.now();
+    await assert.rejects(
+      StoreClient.connect({ host: "127.0.0.1", port, token: TOKEN, rank: 1, timeoutMs: 400 }),
+      { message: `rendezvous: could not reach 127.0.0.1:${port} within 0.4 s (is rank 0 running?)` },
+    );
+    const elapsed = Date.now() - t0;
+    assert.ok(elapsed >= 390 && elapsed < 3000, `gave up after ${elapsed} ms`);
+  });
+
+  test("connect retries until the server comes up", T, async () => {
+    const port = await unusedPort();
+    const connecting = StoreClient.connect({ host: "127.0.0.1", port, token: TOKEN, rank: 1, timeoutMs: 5000 });
+    await new Promise((r) => setTimeout(r, 300));
+    const server = await StoreServer.listen({ host: "127.0.0.1", port, token: TOKEN });
+    const c = await connecting;
+    await c.set("k", "v");
+    c.close();
+    await server.close();
+  });
+
+  test("an idle or closed client does not keep its process alive", T, async () => {
+    const server = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN });
+    const url = new URL("../dist/comm/store.js", import.meta.url).href;
+    const script = `
+      const { StoreClient } = await import(${JSON.stringify(url)});
+      const opts = { host: "127.0.0.1", port: ${server.port}, token: ${JSON.stringify(TOKEN)}, timeoutMs: 5000 };
+      const a = await StoreClient.connect({ ...opts, rank: 1 });
+      await a.set("from-child", "1");
+      a.close();
+      const idle = await StoreClient.connect({ ...opts, rank: 2 });
+      await idle.add("idle", 1);
+    `;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "inherit" });
+    const code = await new Promise((resolve) => child.on("exit", resolve));
+    assert.equal(code, 0);
+    await server.close();
+  });
+});
+
+describe("rendezvous", () => {
+  test("all ranks join, use the store, and leave; rank 0 outlives the others' use", T, async () => {
+    const port = await unusedPort();
+    const opts = { size: 3, addr: "127.0.0.1", port, token: TOKEN, timeoutMs: 5000 };
+    // Non-zero ranks start first: they must wait for rank 0 to come up.
+    const others = [1, 2].map((rank) => rendezvous({ ...opts, rank }));
+    await new Promise((r) => setTimeout(r, 100));
+    const [r0, r1, r2] = await Promise.all([rendezvous({ ...opts, rank: 0 }), ...others]);
+    assert.ok(r0.server);
+    assert.equal(r1.server, undefined);
+    await r2.store.set("from-2", "hi");
+    let rank0Closed = false;
+    const closing0 = r0.close().then(() => (rank0Closed = true));
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(rank0Closed, false, "rank 0 must keep the store up while other ranks have not left");
+    assert.equal((await r1.store.get("from-2")).toString(), "hi");
+    await Promise.all([r1.close(), r2.close()]);
+    await closing0;
+  });
+
+  test("a busy port is reported clearly", T, async () => {
+    const blocker = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: "other" });
+    try {
+      await assert.rejects(
+        rendezvous({ rank: 0, size: 1, addr: "127.0.0.1", port: blocker.port, token: TOKEN, timeoutMs: 1000 }),
+        { message: `rendezvous: cannot listen on 127.0.0.1:${blocker.port}: address in use` },
+      );
+    } finally {
+      await blocker.close();
+    }
+  });
+
+  test("rank 0 stops waiting for a rank that never leaves after timeoutMs", T, async () => {
+    const port = await unusedPort();
+    const opts = { size: 2, addr: "127.0.0.1", port, token: TOKEN, timeoutMs: 300 };
+    const [r0, r1] = await Promise.all([rendezvous({ ...opts, rank: 0 }), rendezvous({ ...opts, rank: 1 })]);
+    const t0 = Date.now();
+    await r0.close();
+    assert.ok(Date.now() - t0 < 3000);
+    r1.store.close();
+  });
+});
