@@ -96,6 +96,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
   process.once("exit", release);
   signals.forEach((s) => process.on(s, onSignal));
+  let failed = true;
   try {
     // Rank 0 names the run directory; every rank needs it for its log file.
     let runDir: string | undefined;
@@ -127,11 +128,12 @@ export async function runRank(args: RunArgs): Promise<number> {
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
     }
     if (wrong > 0) log.error(`${wrong} wrong elements`);
+    failed = false;
     return wrong > 0 ? 1 : 0;
   } finally {
     process.off("exit", release);
     signals.forEach((s) => process.off(s, onSignal));
-    await opened.close();
+    await opened.close(failed);
     log.close();
   }
 }

@@ -23,7 +23,8 @@ export interface OpenCommunicator {
   comm: NativeCommunicator;
   /** Present when the ranks met on the TCP store (size > 1). */
   store?: Rendezvous["store"];
-  close(): Promise<void>;
+  /** `failed`: leave at once, without waiting for peers that may be dead. */
+  close(failed?: boolean): Promise<void>;
 }
 
 /** Resolves "auto" and rejects what cannot run here, before any rank starts a backend. */
@@ -78,16 +79,16 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     comm.release();
   } catch (err) {
     comm?.close();
-    await rdv.close();
+    await rdv.close({ abandon: true });
     throw err;
   }
   const opened = comm;
   return {
     comm: opened,
     store: rdv.store,
-    close: async () => {
+    close: async (failed = false) => {
       opened.close();
-      await rdv.close();
+      await rdv.close({ abandon: failed });
     },
   };
 }

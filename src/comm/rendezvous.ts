@@ -15,7 +15,11 @@ export interface Rendezvous {
   store: StoreClient;
   /** Present on rank 0, which hosts the store. */
   server?: StoreServer;
-  close(): Promise<void>;
+  /**
+   * Leaves the store. Rank 0 keeps serving until every rank has left, unless `abandon` is set (after a
+   * failure a dead rank would never say it left, so waiting would only delay the error).
+   */
+  close(opts?: { abandon?: boolean }): Promise<void>;
 }
 
 const JOINED = "rendezvous/joined";
@@ -45,11 +49,16 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
   }
   const joined = store;
   let closing: Promise<void> | undefined;
-  return { store: joined, server, close: () => (closing ??= leave(joined, server, opts)) };
+  return {
+    store: joined,
+    server,
+    close: (how) => (closing ??= leave(joined, server, opts, how?.abandon ?? false)),
+  };
 }
 
-async function leave(store: StoreClient, server: StoreServer | undefined, opts: RendezvousOptions): Promise<void> {
+async function leave(store: StoreClient, server: StoreServer | undefined, opts: RendezvousOptions, abandon: boolean): Promise<void> {
   try {
+    if (abandon) return;
     if ((await store.add(CLOSED, 1)) === opts.size) await store.set(ALL_CLOSED, "1");
     // Rank 0 keeps the store up until every rank is done with it, but only for the
     // timeout: a rank that died will never say so.
