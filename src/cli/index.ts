@@ -1,6 +1,7 @@
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { VERSION } from "../version.js";
+import { compareCommand } from "./commands/compare.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
 import { runCommand } from "./commands/run.js";
@@ -23,8 +24,9 @@ export async function main(argv: string[]): Promise<void> {
       .command(launchCommand)
       .command(validateCommand)
       .command(infoCommand)
+      .command(compareCommand)
       .strict()
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info)")
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, compare)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))
