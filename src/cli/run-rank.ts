@@ -12,6 +12,7 @@ import { execute } from "../graph/execute.js";
 import { validateGraph } from "../graph/validate.js";
 import { createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
+import { formatCsv } from "../report/csv.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -101,10 +102,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     // Rank 0 names the run directory; every rank needs it for its log file.
     let runDir: string | undefined;
     if (place.rank === 0) runDir = createRunDir(cfg.output.dir, job.name);
-    if (opened.store) {
-      if (place.rank === 0) await opened.store.set("run/dir", runDir!);
-      else runDir = (await opened.store.get("run/dir", cfg.connectTimeoutSec * 1000)).toString();
-    }
+    runDir = await opened.bootstrap.broadcast("run/dir", runDir);
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
@@ -123,6 +121,7 @@ export async function runRank(args: RunArgs): Promise<number> {
       const json = JSON.stringify(doc, null, 2) + "\n";
       writeFileAtomic(path.join(runDir!, "results.json"), json);
       writeFileAtomic(path.join(runDir!, "table.txt"), table);
+      writeFileAtomic(path.join(runDir!, "results.csv"), formatCsv(doc));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
