@@ -1,6 +1,7 @@
 // Multi-rank tests of every algorithm in algorithms/collectives.h, run over the threaded transport double,
 // plus the reduction kernels. Each case compares every element on every rank with a plain reference.
-// Prints failures as they happen and a final "N passed, N failed"; exits non-zero on any failure.
+// Prints failures as they happen and a final "N passed, N failed"; exits non-zero on any failure. An
+// argument limits the multi-rank cases to those whose name contains it, e.g. "scatterTree W=5".
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +29,7 @@ using Bytes = std::vector<unsigned char>;
 
 int passed = 0;
 int failed = 0;
+std::string caseFilter;  // argv[1]: run only the multi-rank cases whose name contains it
 
 void check(bool ok, const std::string& what) {
   if (ok) {
@@ -59,8 +61,11 @@ int wrap(long long x, int W) { return int(((x % W) + W) % W); }
 // returned "" for every rank.
 void runCase(const std::string& name, int W, size_t capacity, const std::function<void(Transport&)>& body,
              const std::function<std::string(int)>& verify) {
+  if (name.find(caseFilter) == std::string::npos) return;
   std::string problem;
-  for (const std::string& e : testing::runRanksOnThreads(W, capacity, body)) problem += (problem.empty() ? "" : "; ") + e;
+  for (const std::string& e : testing::runRanksOnThreads(W, capacity, body)) {
+    problem += (problem.empty() ? "" : "; ") + e;
+  }
   for (int r = 0; r < W && problem.empty(); ++r) {
     std::string bad = verify(r);
     if (!bad.empty()) problem = "rank " + std::to_string(r) + ": " + bad;
@@ -185,6 +190,20 @@ const Reduction kReductions[] = {
      }},
 };
 
+// Elements of the result rank r holds.
+size_t resultCount(Lands lands, const Partition& p, int r, int root) {
+  switch (lands) {
+    case Lands::Everywhere: return p.total;
+    case Lands::OwnBlock: return p.count(r);
+    case Lands::AtRoot: return r == root ? p.total : 0;
+  }
+  return 0;
+}
+
+std::string rootTag(const Reduction& a, int root) {
+  return a.lands == Lands::AtRoot ? " root=" + std::to_string(root) : "";
+}
+
 // Each rank runs the collective twice on one Workspace, so a result that depends on stale scratch shows.
 // inPlace passes in == out wherever the contract allows it (allreduce everywhere, reduce on the root).
 void testReduction(const Reduction& a, int W, size_t count, DType dt, RedOp op, int root, bool inPlace) {
@@ -193,8 +212,7 @@ void testReduction(const Reduction& a, int W, size_t count, DType dt, RedOp op, 
   std::vector<Bytes> in(static_cast<size_t>(W)), out(static_cast<size_t>(W));
   for (int r = 0; r < W; ++r) {
     in[size_t(r)] = typedInput(dt, r, count);
-    const size_t n = a.lands == Lands::Everywhere ? count : a.lands == Lands::OwnBlock ? p.count(r) : r == root ? count : 0;
-    out[size_t(r)].resize(n * es);
+    out[size_t(r)].resize(resultCount(a.lands, p, r, root) * es);
   }
   auto body = [&](Transport& t) {
     const int r = t.rank();
@@ -222,8 +240,7 @@ void testReduction(const Reduction& a, int W, size_t count, DType dt, RedOp op, 
     return "";
   };
   runCase(std::string(a.name) + " W=" + std::to_string(W) + " count=" + std::to_string(count) + " " +
-              std::string(dtypeName(dt)) + " " + opName(op) + (a.lands == Lands::AtRoot ? " root=" + std::to_string(root) : "") +
-              (inPlace ? " in-place" : ""),
+              std::string(dtypeName(dt)) + " " + opName(op) + rootTag(a, root) + (inPlace ? " in-place" : ""),
           W, capacityFor(count * es), body, verify);
 }
 
@@ -271,7 +288,8 @@ void testFloatDeterminism(int W, size_t count) {
   for (int r = 1; r < W; ++r) {
     for (size_t i = 0; i < count; ++i) fold[i] = fold[i] + x[size_t(r)][i];
   }
-  const std::string tag = " W=" + std::to_string(W) + " count=" + std::to_string(count) + " " + std::string(dtypeName(dt));
+  const std::string tag =
+      " W=" + std::to_string(W) + " count=" + std::to_string(count) + " " + std::string(dtypeName(dt));
 
   for (const Reduction& a : kReductions) {
     const bool rankOrder = std::string(a.name).find("Direct") != std::string::npos;
@@ -283,7 +301,7 @@ void testFloatDeterminism(int W, size_t count) {
         auto body = [&](Transport& t) {
           const int r = t.rank();
           const bool alias = inPlace && (a.lands == Lands::Everywhere || r == root);
-          const size_t n = a.lands == Lands::Everywhere ? count : a.lands == Lands::OwnBlock ? p.count(r) : r == root ? count : 0;
+          const size_t n = resultCount(a.lands, p, r, root);
           std::vector<T>& o = out[size_t(r)];
           o.assign(n, T(0));
           if (alias) o = x[size_t(r)];
@@ -301,12 +319,14 @@ void testFloatDeterminism(int W, size_t count) {
             const T want = fold[first + k];
             const bool ok = rankOrder ? std::memcmp(&o[k], &want, sizeof(T)) == 0
                                       : std::abs(double(o[k]) - double(want)) <= 1e-5 * W;
-            if (!ok) return "element " + std::to_string(first + k) + ": got " + std::to_string(o[k]) + ", want " + std::to_string(want);
+            if (!ok) {
+              return "element " + std::to_string(first + k) + ": got " + std::to_string(o[k]) + ", want " +
+                     std::to_string(want);
+            }
           }
           return "";
         };
-        runCase(std::string(a.name) + " determinism" + tag + (a.lands == Lands::AtRoot ? " root=" + std::to_string(root) : "") +
-                    (inPlace ? " in-place" : ""),
+        runCase(std::string(a.name) + " determinism" + tag + rootTag(a, root) + (inPlace ? " in-place" : ""),
                 W, 64, body, verify);
       }
     }
@@ -325,13 +345,19 @@ void forEachSize(F&& f) {
   }
 }
 
+// Expected bytes of a rank-major concatenation of every rank's byteInput(r, n).
+std::function<unsigned char(size_t)> rankMajor(size_t n) {
+  return [n](size_t k) { return bytePattern(int(k / n), k % n); };
+}
+
 std::string sizeTag(int W, size_t count, size_t esize) {
   return " W=" + std::to_string(W) + " count=" + std::to_string(count) + " esize=" + std::to_string(esize);
 }
 
 void testAllGather() {
   using Fn = void (*)(Transport&, const void*, void*, size_t);
-  const std::pair<const char*, Fn> algos[] = {{"allGatherRing", algo::allGatherRing}, {"allGatherDirect", algo::allGatherDirect}};
+  const std::pair<const char*, Fn> algos[] = {{"allGatherRing", algo::allGatherRing},
+                                              {"allGatherDirect", algo::allGatherDirect}};
   for (auto [name, fn] : algos) {
     forEachSize([&, name = name, fn = fn](int W, size_t count, size_t esize) {
       const size_t n = count * esize;
@@ -340,15 +366,20 @@ void testAllGather() {
       runCase(
           name + sizeTag(W, count, esize), W, capacityFor(n),
           [&](Transport& t) { fn(t, ptr(in[size_t(t.rank())]), ptr(out[size_t(t.rank())]), n); },
-          [&](int r) { return byteMismatch(out[size_t(r)], size_t(W) * n, [&](size_t k) { return bytePattern(int(k / n), k % n); }); });
+          [&](int r) { return byteMismatch(out[size_t(r)], size_t(W) * n, rankMajor(n)); });
     });
   }
 }
 
 void testGather() {
-  const std::pair<const char*, std::function<void(Transport&, Workspace&, const void*, void*, size_t, int)>> algos[] = {
-      {"gatherDirect", [](Transport& t, Workspace&, const void* in, void* out, size_t n, int root) { algo::gatherDirect(t, in, out, n, root); }},
-      {"gatherTree", [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, int root) { algo::gatherTree(t, ws, in, out, n, root); }},
+  using Fn = void (*)(Transport&, Workspace&, const void*, void*, size_t, int);
+  const std::pair<const char*, Fn> algos[] = {
+      {"gatherDirect", [](Transport& t, Workspace&, const void* in, void* out, size_t n, int root) {
+         algo::gatherDirect(t, in, out, n, root);
+       }},
+      {"gatherTree", [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, int root) {
+         algo::gatherTree(t, ws, in, out, n, root);
+       }},
   };
   for (const auto& [name, fn] : algos) {
     forEachSize([&, name = name](int W, size_t count, size_t esize) {
@@ -365,7 +396,7 @@ void testGather() {
             },
             [&](int r) {
               if (r != root) return std::string();
-              return byteMismatch(out[size_t(r)], size_t(W) * n, [&](size_t k) { return bytePattern(int(k / n), k % n); });
+              return byteMismatch(out[size_t(r)], size_t(W) * n, rankMajor(n));
             });
       }
     });
@@ -374,7 +405,8 @@ void testGather() {
 
 void testBroadcast() {
   using Fn = void (*)(Transport&, void*, size_t, int);
-  const std::pair<const char*, Fn> algos[] = {{"broadcastTree", algo::broadcastTree}, {"broadcastDirect", algo::broadcastDirect}};
+  const std::pair<const char*, Fn> algos[] = {{"broadcastTree", algo::broadcastTree},
+                                              {"broadcastDirect", algo::broadcastDirect}};
   for (auto [name, fn] : algos) {
     forEachSize([&, name = name, fn = fn](int W, size_t count, size_t esize) {
       const size_t n = count * esize;
@@ -391,7 +423,8 @@ void testBroadcast() {
 }
 
 void testScatter() {
-  const std::pair<const char*, std::function<void(Transport&, Workspace&, const void*, void*, size_t, size_t, int)>> algos[] = {
+  using Fn = void (*)(Transport&, Workspace&, const void*, void*, size_t, size_t, int);
+  const std::pair<const char*, Fn> algos[] = {
       {"scatterDirect", [](Transport& t, Workspace&, const void* in, void* out, size_t c, size_t e, int root) {
          algo::scatterDirect(t, in, out, c, e, root);
        }},
@@ -414,7 +447,8 @@ void testScatter() {
               fn(t, ws, r == root && !whole.empty() ? whole.data() : nullptr, ptr(out[size_t(r)]), count, esize, root);
             },
             [&](int r) {
-              return byteMismatch(out[size_t(r)], p.count(r) * esize, [&](size_t k) { return whole[p.offset(r) * esize + k]; });
+              return byteMismatch(out[size_t(r)], p.count(r) * esize,
+                                  [&](size_t k) { return whole[p.offset(r) * esize + k]; });
             });
       }
     });
@@ -431,7 +465,10 @@ void testAllToAll() {
     }
     runCase(
         "allToAllDirect" + sizeTag(W, count, esize), W, capacityFor(count * esize),
-        [&](Transport& t) { algo::allToAllDirect(t, ptr(in[size_t(t.rank())]), ptr(out[size_t(t.rank())]), count, esize); },
+        [&](Transport& t) {
+          const size_t r = size_t(t.rank());
+          algo::allToAllDirect(t, ptr(in[r]), ptr(out[r]), count, esize);
+        },
         [&](int r) {
           const size_t mine = p.count(r) * esize;
           return byteMismatch(out[size_t(r)], size_t(W) * mine, [&](size_t k) {
@@ -449,7 +486,10 @@ void testSendRecvShift() {
       for (int r = 0; r < W; ++r) in[size_t(r)] = byteInput(r, n);
       runCase(
           "sendRecvShift" + sizeTag(W, count, esize) + " shift=" + std::to_string(shift), W, capacityFor(n),
-          [&](Transport& t) { algo::sendRecvShift(t, ptr(in[size_t(t.rank())]), ptr(out[size_t(t.rank())]), n, shift); },
+          [&](Transport& t) {
+            const size_t r = size_t(t.rank());
+            algo::sendRecvShift(t, ptr(in[r]), ptr(out[r]), n, shift);
+          },
           [&](int r) {
             const int from = wrap((long long)r - shift, W);
             return byteMismatch(out[size_t(r)], n, [&](size_t k) { return bytePattern(from, k); });
@@ -540,8 +580,9 @@ void testKernels() {
       }
       return false;
     };
-    check(rejects([&] { kernels::reduceInto(half, RedOp::Sum, x, y, 4); }), std::string("reduceInto rejects ") + std::string(dtypeName(half)));
-    check(rejects([&] { kernels::reduce3(half, RedOp::Max, x, x, y, 4); }), std::string("reduce3 rejects ") + std::string(dtypeName(half)));
+    const std::string name(dtypeName(half));
+    check(rejects([&] { kernels::reduceInto(half, RedOp::Sum, x, y, 4); }), "reduceInto rejects " + name);
+    check(rejects([&] { kernels::reduce3(half, RedOp::Max, x, x, y, 4); }), "reduce3 rejects " + name);
   }
 }
 
@@ -567,7 +608,9 @@ void testDoubleReportsDeadlock() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash mid-suite still shows the failures before it
+  if (argc > 1) caseFilter = argv[1];
   const auto start = std::chrono::steady_clock::now();
   testKernels();
   testDoubleReportsDeadlock();

@@ -1,7 +1,7 @@
 // Binomial (MST) tree over ranks relative to the root (v = r - root mod W). The parent of v is v with its
-// lowest set bit cleared; the children of v are v + m for powers of two m below that bit. Each subtree is
-// the contiguous relative range [v, v + span), which is what lets gather and scatter move a whole subtree
-// as one message.
+// lowest set bit cleared; the children of v are v + m for powers of two m below that bit (below W for the
+// root). Each subtree is the contiguous relative range [v, v + span), which is what lets gather and scatter
+// move a whole subtree as one message.
 #pragma once
 #include <algorithm>
 #include <bit>

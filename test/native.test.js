@@ -1,0 +1,22 @@
+// The C++ tests (native/tests: algorithms over a threaded transport double, kernels) built and run by
+// ctest, so CI counts them with the rest of the suite.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { test } from "node:test";
+import { REPO } from "./helpers/ranks.js";
+
+const BUILD = path.join(REPO, "native/build/tests");
+
+function run(cmd, args) {
+  const p = spawnSync(cmd, args, { cwd: REPO, encoding: "utf8", timeout: 900_000 });
+  assert.equal(p.status, 0, `${cmd} ${args.join(" ")} failed:\n${p.stdout}\n${p.stderr}`);
+  return p.stdout;
+}
+
+test("C++ algorithm and kernel tests pass under ctest", { timeout: 1_200_000 }, () => {
+  run("cmake", ["-S", "native/tests", "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release"]);
+  run("cmake", ["--build", BUILD, "-j2"]);
+  const out = run("ctest", ["--test-dir", BUILD, "--output-on-failure"]);
+  assert.match(out, /100% tests passed, 0 tests failed out of \d+/);
+});
