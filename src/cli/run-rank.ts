@@ -102,7 +102,10 @@ export async function runRank(args: RunArgs): Promise<number> {
     // Rank 0 names the run directory; every rank needs it for its log file.
     let runDir: string | undefined;
     if (place.rank === 0) runDir = createRunDir(cfg.output.dir, job.name);
-    runDir = await opened.bootstrap.broadcast("run/dir", runDir);
+    if (opened.store) {
+      if (place.rank === 0) await opened.store.set("run/dir", runDir!);
+      else runDir = (await opened.store.get("run/dir", cfg.connectTimeoutSec * 1000)).toString();
+    }
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
