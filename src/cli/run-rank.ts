@@ -86,6 +86,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
   });
+  log.debug(opened.summary);
   const release = () => opened.comm.release();
   // A signal (the launcher forwarding Ctrl-C, or SIGTERM after another rank failed) must not leak the
   // segment even in the short window before every rank has attached and rank 0 unlinked it.
@@ -102,10 +103,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     // Rank 0 names the run directory; every rank needs it for its log file.
     let runDir: string | undefined;
     if (place.rank === 0) runDir = createRunDir(cfg.output.dir, job.name);
-    if (opened.store) {
-      if (place.rank === 0) await opened.store.set("run/dir", runDir!);
-      else runDir = (await opened.store.get("run/dir", cfg.connectTimeoutSec * 1000)).toString();
-    }
+    runDir = await opened.bootstrap.broadcast("run/dir", runDir);
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }

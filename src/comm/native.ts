@@ -7,7 +7,8 @@ export type NativeDType = "float32" | "float64" | "int32" | "int64" | "float16" 
 export type NativeOpKind =
   | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
   | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination";
+/** "mpi": the MPI library's own collective, what "auto" runs on the MPI backend. */
+export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi";
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";
@@ -37,6 +38,10 @@ export interface NativeOp {
   nonblocking?: boolean;
   waitFor?: number[];
   timeoutSec?: number;
+  /** allreduce only: "onebit" is the compressed_allreduce stage (1 bit per element, error feedback, mean). */
+  compression?: "none" | "onebit";
+  /** onebit: zero the error buffers every k steps (0: never). */
+  resetEvery?: number;
 }
 
 export interface NativeProgram {
@@ -55,6 +60,19 @@ export interface NativeOpResult {
   concurrentUs: Float64Array; // nonblocking: other ops' time while in flight
   wrong: number;
   checked: number;
+  // Compressed allreduce only. Sums of squares are over this rank's block of the elements; add them up
+  // over ranks for the whole array. Per-step arrays include warmup steps.
+  wireBytes?: Float64Array; // [bytes this rank sends per step]
+  exactSq?: Float64Array; // [sum of exact mean^2]
+  errorSq?: Float64Array; // per step: sum of (output - exact mean)^2
+  runningErrorSq?: Float64Array; // per step: sum of (mean of the outputs so far - exact mean)^2
+}
+
+/** A piece of an op's state, e.g. compressed allreduce's "worker_error" and "server_error". */
+export interface NativeStateBuffer {
+  name: string;
+  dtype: NativeDType;
+  data: Buffer;
 }
 
 export interface ShmOptions {
@@ -64,6 +82,41 @@ export interface ShmOptions {
   size: number;
   create: boolean;
   channelBytes?: number;
+}
+
+export interface MpiOptions {
+  backend: "mpi";
+  rank: number;
+  size: number;
+  /** The bootstrap whose MPI thread the communicator runs on. */
+  mpi: NativeMpiBootstrap;
+}
+
+export interface MpiWorld {
+  rank: number;
+  size: number;
+  /** What MPI_Init_thread granted: "multiple" gives the backend a second lane for nonblocking ops. */
+  threadLevel: "multiple" | "serialized" | "funneled" | "single";
+  lanes: 1 | 2;
+}
+
+/** This process's MPI runtime (its own thread; MPI_Init_thread, MPI_Finalize) and exchanges over it. */
+export interface NativeMpiBootstrap {
+  /** MPI_Init_thread on the MPI thread; `localRanks` > cores sets Open MPI's mpi_yield_when_idle. */
+  init(options: { localRanks: number; funneled: boolean }): Promise<MpiWorld>;
+  /** Every rank's value, in rank order. */
+  allGather(value: string, timeoutMs: number): Promise<string[]>;
+  /** Rank 0's value on every rank. */
+  broadcast(value: string | undefined, timeoutMs: number): Promise<string>;
+  barrier(timeoutMs: number): Promise<void>;
+  /**
+   * Blocks until the MPI thread has run what was queued, then MPI_Finalize. `interrupt` first ends the
+   * op the MPI thread waits in. False, with MPI left up, when failed waits stranded requests: end the job
+   * with abort() then. MPI_Abort itself if finalizing takes longer than `timeoutMs`.
+   */
+  finalize(timeoutMs: number, interrupt?: string): boolean;
+  /** MPI_Abort: the last resort; the process (and, under mpirun, the job) ends. */
+  abort(exitCode: number): never;
 }
 
 export interface NativeCommunicator {
@@ -76,6 +129,8 @@ export interface NativeCommunicator {
   output(op: number): { dtype: NativeDType; data: Buffer };
   /** Tensor `index` (program order) as the last run filled it on this rank. */
   tensor(index: number): { dtype: NativeDType; data: Buffer };
+  /** Op `op`'s state on this rank after the last run (empty for ops that keep none). */
+  state(op: number): NativeStateBuffer[];
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;
@@ -87,8 +142,12 @@ export type NativeErrorCode =
   | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | MpiOptions) => NativeCommunicator;
   backends: string[];
+  /** Present when the MPI backend is built. */
+  MpiBootstrap?: new () => NativeMpiBootstrap;
+  /** MPI_Get_library_version's text, when the MPI backend is built. */
+  mpiLibrary?: string;
 }
 
 const addonPath = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../native/build/Release/spmd_native.node");

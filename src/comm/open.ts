@@ -2,8 +2,10 @@ import { randomBytes } from "node:crypto";
 import os from "node:os";
 import type { Backend } from "../config/run-config.js";
 import type { Place } from "../env/place.js";
+import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
+import { MpiBootstrap } from "./bootstrap-mpi.js";
+import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { native, type NativeCommunicator } from "./native.js";
-import { rendezvous, type Rendezvous } from "./rendezvous.js";
 
 /** The user asked for something this build or this placement cannot do (exit code 2). */
 export class BackendError extends Error {
@@ -17,78 +19,146 @@ export interface OpenOptions {
   timeoutMs: number;
   addr?: string;
   port?: number;
+  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface OpenCommunicator {
   comm: NativeCommunicator;
-  /** Present when the ranks met on the TCP store (size > 1). */
-  store?: Rendezvous["store"];
+  /** How the ranks met; it stays open for small exchanges until close(). */
+  bootstrap: Bootstrap;
+  /** How this rank started, for the log: "backend mpi (MPI_THREAD_MULTIPLE, 2 lanes), bootstrap mpi". */
+  summary: string;
   /** `failed`: leave at once, without waiting for peers that may be dead. */
   close(failed?: boolean): Promise<void>;
 }
 
-/** Resolves "auto" and rejects what cannot run here, before any rank starts a backend. */
-function chooseBackend(requested: Backend, sameHost: boolean, hosts: string[]): "shm" {
-  const built = native().backends;
-  if (requested === "auto" || requested === "shm") {
-    if (!sameHost) {
+/** How a rank starts: which bootstrap meets the others, and the backend ("shm" still needs one host). */
+export interface StartPlan {
+  bootstrap: Bootstrap["kind"];
+  backend: "mpi" | "shm";
+}
+
+export interface PlanInput {
+  requested: Backend;
+  place: Place;
+  env: NodeJS.ProcessEnv;
+  /** The addon's backends (native().backends). */
+  built: readonly string[];
+  master: { addr?: string; port?: number };
+}
+
+/**
+ * Resolves "auto" and rejects what cannot run here, before any rank communicates. auto = mpi when an MPI
+ * launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
+ * the mpi backend, and for shm under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
+ */
+export function planStart({ requested, place, env, built, master }: PlanInput): StartPlan {
+  const mpiBuilt = built.includes("mpi");
+  const byMpi = launchedByMpi(place, env);
+  if (requested === "mpi" || (requested === "auto" && byMpi && mpiBuilt)) {
+    if (!mpiBuilt) throw new BackendError(`backend mpi is not available in this build (built: ${built.join(", ")}); see "node runner info"`);
+    if (!byMpi) {
       throw new BackendError(
-        `backend ${requested}: ranks run on several hosts (${[...new Set(hosts)].join(", ")}) and shm needs one; ` +
-          `the tcp backend is not built yet`,
+        `backend mpi: needs an MPI launcher (mpirun, mpiexec or srun --mpi=pmix); this process was started by ${place.launcher}`,
       );
     }
-    return "shm";
+    return { bootstrap: "mpi", backend: "mpi" };
   }
-  throw new BackendError(`backend ${requested} is not available in this build (built: ${built.join(", ")}); see "node runner info"`);
+  if (requested !== "auto" && requested !== "shm") {
+    throw new BackendError(`backend ${requested} is not available in this build (built: ${built.join(", ")}); see "node runner info"`);
+  }
+  if (place.size === 1) return { bootstrap: "none", backend: "shm" };
+  if (master.addr && master.port !== undefined) return { bootstrap: "tcp", backend: "shm" };
+  if (byMpi && mpiBuilt) return { bootstrap: "mpi", backend: "shm" };
+  throw new BackendError(
+    `rendezvous: ${place.size} ranks need MASTER_ADDR and MASTER_PORT (or rendezvous.addr/port in the run config)` +
+      (byMpi ? `; meeting over MPI instead needs the mpi backend, which is not built (see "node runner info")` : ""),
+  );
+}
+
+function mpiThreadLevel(env: NodeJS.ProcessEnv): boolean {
+  const level = env.SPMD_MPI_THREAD_LEVEL ?? "multiple";
+  if (level !== "multiple" && level !== "funneled") {
+    throw new BackendError(`environment: SPMD_MPI_THREAD_LEVEL=${level} is not "multiple" or "funneled"`);
+  }
+  return level === "funneled";
+}
+
+async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input: PlanInput): Promise<Bootstrap> {
+  const { place, token, timeoutMs } = o;
+  switch (kind) {
+    case "none":
+      return alone;
+    case "mpi":
+      return MpiBootstrap.open({ place, token, timeoutMs, funneled: mpiThreadLevel(input.env) });
+    case "tcp": // planStart chose it because both are known
+      return tcpBootstrap({ rank: place.rank, size: place.size, addr: input.master.addr!, port: input.master.port!, token, timeoutMs });
+  }
+}
+
+/** One segment for the ranks of one host: rank 0 creates it, the others attach to the name it sends. */
+async function startShm(boot: Bootstrap, place: Place): Promise<NativeCommunicator> {
+  const { rank, size } = place;
+  const hosts = await boot.allGather("host", os.hostname());
+  if (!hosts.every((h) => h === hosts[0])) {
+    throw new BackendError(
+      `backend shm: ranks run on several hosts (${[...new Set(hosts)].join(", ")}) and shm needs one; the tcp backend is not built yet`,
+    );
+  }
+  const Communicator = native().Communicator;
+  let comm: NativeCommunicator | undefined;
+  try {
+    let name: string | undefined;
+    if (rank === 0) {
+      name = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
+      comm = new Communicator({ backend: "shm", name, rank, size, create: true });
+    }
+    name = await boot.broadcast("shm/name", name);
+    comm ??= new Communicator({ backend: "shm", name, rank, size, create: false });
+    // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
+    await boot.barrier("shm/attached");
+    comm.release();
+    return comm;
+  } catch (err) {
+    comm?.close();
+    throw err;
+  }
 }
 
 /** Meets the other ranks and starts the native communicator every stage runs on. */
 export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator> {
-  const { rank, size } = o.place;
-  const name = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-  if (size === 1) {
-    chooseBackend(o.backend, true, []);
-    const comm = new (native().Communicator)({ backend: "shm", name, rank, size, create: true });
-    comm.release();
-    return { comm, close: async () => comm.close() };
-  }
-  const addr = o.addr ?? o.place.master?.addr;
-  const port = o.port ?? o.place.master?.port;
-  if (!addr || port === undefined) {
-    throw new BackendError(
-      `rendezvous: ${size} ranks need MASTER_ADDR and MASTER_PORT (or rendezvous.addr/port in the run config); ` +
-        `MPI bootstrap needs the mpi backend, which is not built yet`,
-    );
-  }
-  const rdv = await rendezvous({ rank, size, addr, port, token: o.token, timeoutMs: o.timeoutMs });
-  let comm: NativeCommunicator | undefined;
+  const input: PlanInput = {
+    requested: o.backend,
+    place: o.place,
+    env: o.env ?? process.env,
+    built: native().backends,
+    master: { addr: o.addr ?? o.place.master?.addr, port: o.port ?? o.place.master?.port },
+  };
+  const plan = planStart(input);
+  const boot = await openBootstrap(plan.bootstrap, o, input);
+  let comm: NativeCommunicator;
+  let backend: string = plan.backend;
   try {
-    const { store } = rdv;
-    await store.set(`host/${rank}`, os.hostname());
-    const hosts = await Promise.all(Array.from({ length: size }, async (_, r) => (await store.get(`host/${r}`, o.timeoutMs)).toString()));
-    chooseBackend(o.backend, hosts.every((h) => h === hosts[0]), hosts);
-    if (rank === 0) {
-      comm = new (native().Communicator)({ backend: "shm", name, rank, size, create: true });
-      await store.set("shm/name", name);
+    if (plan.backend === "shm") {
+      comm = await startShm(boot, o.place);
     } else {
-      const shared = (await store.get("shm/name", o.timeoutMs)).toString();
-      comm = new (native().Communicator)({ backend: "shm", name: shared, rank, size, create: false });
+      // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
+      const { mpi, world } = boot as MpiBootstrap;
+      comm = new (native().Communicator)({ backend: "mpi", rank: o.place.rank, size: o.place.size, mpi });
+      backend += ` (MPI_THREAD_${world.threadLevel.toUpperCase()}, ${world.lanes} lane${world.lanes > 1 ? "s" : ""})`;
     }
-    // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
-    await store.barrier("shm/attached", size, o.timeoutMs);
-    comm.release();
   } catch (err) {
-    comm?.close();
-    await rdv.close({ abandon: true });
+    await boot.close(true);
     throw err;
   }
-  const opened = comm;
   return {
-    comm: opened,
-    store: rdv.store,
+    comm,
+    bootstrap: boot,
+    summary: `backend ${backend}, bootstrap ${boot.kind}`,
     close: async (failed = false) => {
-      opened.close();
-      await rdv.close({ abandon: failed });
+      comm.close();
+      await boot.close(failed);
     },
   };
 }

@@ -112,6 +112,13 @@ export const stageSchema = z.discriminatedUnion("op", [
   stage("send_recv", { input, shift: z.int().default(1), algorithm: algorithm("direct") }),
   stage("barrier", { algorithm: algorithm("dissemination") }),
   stage("compute", { us: z.number().min(0), algorithm: algorithm() }),
+  // 1-bit allreduce with error feedback; always estimates the mean (DESIGN.md, Stages).
+  stage("compressed_allreduce", {
+    input,
+    resetEvery: z.int().min(1).max(2 ** 30).optional(),
+    dumpDir: z.string().min(1).optional(),
+    algorithm: algorithm(),
+  }),
 ]);
 
 const sweepRange = z

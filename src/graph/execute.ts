@@ -5,15 +5,29 @@ import type { Job } from "../config/job.js";
 import { aggregate } from "../metrics/aggregate.js";
 import { writeNpy } from "../report/npy.js";
 import type { ResultRow } from "../report/result.js";
-import { plan, sweepPoints } from "./plan.js";
+import { plan, sweepPoints, type Plan } from "./plan.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
   /**
-   * Each rank writes `<dir>/<stage>/rank<r>.output.npy` and its inputs (`rank<r>.input.npy`, or
-   * `rank<r>.input<i>.npy` for several) after every sweep point; the last point's files stay.
+   * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
+   * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
+   * sweep point; the last point's files stay. Overrides the dumpDir a stage may set for itself.
    */
   dumpDir?: string;
+}
+
+/** Op i's output, inputs and state (e.g. the error buffers of compressed_allreduce) as this rank's .npy files. */
+function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): void {
+  const file = (what: string) => path.join(dir, `rank${comm.rank}.${what}.npy`);
+  const out = comm.output(i);
+  writeNpy(file("output"), out.dtype, out.data);
+  const inputs = p.program.ops[i]!.inputs;
+  inputs.forEach((t, k) => {
+    const input = comm.tensor(t);
+    writeNpy(file(`input${inputs.length > 1 ? k : ""}`), input.dtype, input.data);
+  });
+  for (const s of comm.state(i)) writeNpy(file(s.name), s.dtype, s.data);
 }
 
 /** Runs every sweep point of the job on this rank; every rank gets the same rows. */
@@ -24,19 +38,11 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
     o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps${point === undefined ? "" : ` at count ${point}`}`);
     const results = await comm.run(p.program);
     rows.push(...(await aggregate(comm, p, results, job.check)));
-    if (o.dumpDir) {
-      p.stages.forEach(({ stage, dtype }, i) => {
-        if (!dtype) return;
-        const dir = path.join(o.dumpDir!, stage.id);
-        const out = comm.output(i);
-        writeNpy(path.join(dir, `rank${comm.rank}.output.npy`), out.dtype, out.data);
-        const inputs = p.program.ops[i]!.inputs;
-        inputs.forEach((t, k) => {
-          const input = comm.tensor(t);
-          writeNpy(path.join(dir, `rank${comm.rank}.input${inputs.length > 1 ? k : ""}.npy`), input.dtype, input.data);
-        });
-      });
-    }
+    p.stages.forEach(({ stage, dtype }, i) => {
+      // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
+      const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);
+      if (dumpDir && dtype) dumpStage(comm, p, i, path.join(dumpDir, stage.id));
+    });
   }
   return rows;
 }

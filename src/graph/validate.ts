@@ -24,6 +24,10 @@ function checkInputs(job: Job, stage: Stage, fail: Fail): void {
     const [a, b] = [job.tensors[first].dtype, job.tensors[name].dtype];
     if (a !== b) fail(field(k + 1), `coalesced tensors must share a dtype: "${first}" is ${a} but "${name}" is ${b}`);
   });
+  // 1-bit compression scales signs by a norm: it has no meaning for integers.
+  if (stage.op === "compressed_allreduce" && INTEGER_DTYPES.has(job.tensors[stage.input].dtype)) {
+    fail(["input"], `compressed_allreduce needs a floating-point tensor but "${stage.input}" is ${job.tensors[stage.input].dtype}`);
+  }
   if (stageHasReduce(stage) && stage.reduce === "mean") {
     const integer = names.find((name) => INTEGER_DTYPES.has(job.tensors[name].dtype));
     if (integer !== undefined) {

@@ -2,9 +2,12 @@ import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
 import type { Plan } from "../graph/plan.js";
 import type { ResultRow } from "../report/result.js";
 import { algbw, busbw } from "./bandwidth.js";
+import { estimateErrors } from "./estimate.js";
 import { timeStats } from "./stats.js";
 
 const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const;
+
+const last = <T>(a: readonly T[]): T | null => (a.length ? a[a.length - 1]! : null);
 
 /**
  * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
@@ -16,27 +19,38 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
   const slowest = await comm.allreduceF64(times, "max");
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
+  const errors = await estimateErrors(comm, plan, results);
   const world = comm.size;
   return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
     const factor = kind.busFactor(world);
+    // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
+    const exactWire = Math.round(size * factor);
+    // Compressed stages report what this rank really sent per step (the same on every rank).
+    const wire = results[i]!.wireBytes?.[0] ?? exactWire;
+    const error = errors[i];
     return {
       stage: stage.id,
       op: stage.op,
       size,
       count,
       type: dtype,
-      redop: "reduce" in stage ? stage.reduce : null,
+      redop: "reduce" in stage ? stage.reduce : (kind.redop ?? null),
       root: "root" in stage ? stage.root : null,
       algorithm: results[i]!.algorithm,
       time,
       algbw: algbw(size, time.avg_us),
       busbw: busbw(size, time.avg_us, factor),
-      wrong: check && dtype ? wrong[i]! : null,
-      // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
-      wire_bytes: Math.round(size * factor),
-      rel_error: null,
+      wrong: check && dtype && !error ? wrong[i]! : null,
+      wire_bytes: wire,
+      rel_error: error ? last(error.relErrorByStep) : null,
+      ...(error && {
+        compression_ratio: wire > 0 ? exactWire / wire : null,
+        rel_error_by_step: error.relErrorByStep,
+        running_mean_rel_error: last(error.runningMeanRelErrorByStep),
+        running_mean_rel_error_by_step: error.runningMeanRelErrorByStep,
+      }),
     };
   });
 }

@@ -16,6 +16,14 @@ export interface ResultRow {
   wrong: number | null;
   wire_bytes: number;
   rel_error: number | null;
+  // Added on the rows of estimating stages (compressed_allreduce) only. Per-step arrays start at the first
+  // warmup step, since the error-feedback state evolves from there; null where the exact result is 0.
+  /** The exact allreduce's wire bytes over this stage's (null for one rank, where neither sends). */
+  compression_ratio?: number | null;
+  rel_error_by_step?: (number | null)[];
+  /** ‖mean of all steps' outputs − exact‖ / ‖exact‖: what error feedback drives down. */
+  running_mean_rel_error?: number | null;
+  running_mean_rel_error_by_step?: (number | null)[];
 }
 
 export interface ResultDocument {

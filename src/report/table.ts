@@ -14,7 +14,7 @@ const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1
 // nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
 const columns: Column[] = [
   { title: "stage", unit: "", width: 14, left: true, cell: (r) => r.stage },
-  { title: "op", unit: "", width: 14, left: true, cell: (r) => r.op },
+  { title: "op", unit: "", width: 20, left: true, cell: (r) => r.op }, // fits "compressed_allreduce"
   { title: "algo", unit: "", width: 13, left: true, cell: (r) => r.algorithm },
   { title: "size", unit: "(B)", width: 12, cell: (r) => String(r.size) },
   { title: "count", unit: "(elements)", width: 12, cell: (r) => String(r.count) },
@@ -25,6 +25,8 @@ const columns: Column[] = [
   { title: "algbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.algbw, 2) },
   { title: "busbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.busbw, 2) },
   { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
+  // Estimating stages only: ‖out − exact‖/‖exact‖ after the last step.
+  { title: "rel_err", unit: "", width: 9, cell: (r) => (r.rel_error === null ? "N/A" : r.rel_error.toExponential(2)) },
 ];
 
 function line(cells: string[]): string {

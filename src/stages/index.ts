@@ -4,6 +4,7 @@ import { allToAll } from "./all-to-all.js";
 import { allreduce } from "./allreduce.js";
 import { barrier } from "./barrier.js";
 import { broadcast } from "./broadcast.js";
+import { compressedAllreduce } from "./compressed-allreduce.js";
 import { compute } from "./compute.js";
 import { gather, igather } from "./gather.js";
 import { reduceScatter } from "./reduce-scatter.js";
@@ -25,6 +26,7 @@ const kinds: { [Op in Stage["op"]]: StageKind<Extract<Stage, { op: Op }>> } = {
   send_recv: sendRecv,
   barrier,
   compute,
+  compressed_allreduce: compressedAllreduce,
 };
 
 export function stageKind<S extends Stage>(stage: S): StageKind<S> {

@@ -1,5 +1,5 @@
 import type { NativeOp } from "../comm/native.js";
-import type { Job, Stage } from "../config/job.js";
+import type { Job, ReduceOp, Stage } from "../config/job.js";
 
 export interface PlanContext {
   readonly job: Job;
@@ -15,6 +15,10 @@ export interface StageKind<S extends Stage = Stage> {
   /** Elements of the whole array the bandwidth refers to (nccl-tests' "count"). */
   count(stage: S, ctx: PlanContext): number;
   toNative(stage: S, ctx: PlanContext): Omit<NativeOp, "stage" | "waitFor" | "timeoutSec">;
+  /** The reduction a stage performs without a "reduce" field to declare it. */
+  readonly redop?: ReduceOp;
+  /** The stage estimates rather than computes its result: the report shows its error, not #wrong. */
+  readonly estimates?: boolean;
 }
 
 export const ringFactor = (w: number) => (w - 1) / w;

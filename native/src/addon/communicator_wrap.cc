@@ -5,6 +5,10 @@
 #include "backends/shm/shm_backend.h"
 #include "core/error.h"
 #include "core/executor.h"
+#ifdef SPMD_HAVE_MPI
+#include "addon/mpi_wrap.h"
+#include "backends/mpi/mpi_backend.h"
+#endif
 
 namespace spmd::addon {
 namespace {
@@ -15,9 +19,29 @@ Napi::Float64Array toFloat64Array(Napi::Env env, const std::vector<double>& v) {
   return a;
 }
 
-std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int rank, int size) {
+// Starts the backend `o` names and sets `queue` to the progress thread its ops must run on.
+std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int rank, int size,
+                                      std::shared_ptr<OpQueue>& queue) {
   std::string kind = o.Get("backend").ToString().Utf8Value();
+#ifdef SPMD_HAVE_MPI
+  if (kind == "mpi") {
+    std::shared_ptr<mpi::Runtime> rt = MpiBootstrapWrap::runtimeOf(env, o.Get("mpi"));
+    queue = std::shared_ptr<OpQueue>(rt, &rt->thread());
+    std::unique_ptr<Backend> backend;
+    // MPI calls stay on the MPI thread; the communicators it creates take every rank a moment at most.
+    runAndWait(*queue, [&] {
+      if (rt->rank() != rank || rt->size() != size) {
+        throw CommError(code::kInvalid, "mpi: MPI says rank " + std::to_string(rt->rank()) + " of " + std::to_string(rt->size()) +
+                                            ", the communicator was asked for rank " + std::to_string(rank) + " of " +
+                                            std::to_string(size));
+      }
+      backend = std::make_unique<mpi::MpiBackend>(*rt);
+    });
+    return backend;
+  }
+#endif
   if (kind == "shm") {
+    queue = std::make_shared<OpQueue>();
     shm::ShmOptions so;
     so.name = o.Get("name").ToString().Utf8Value();
     so.rank = rank;
@@ -39,6 +63,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceMethod<&CommunicatorWrap::allreduceF64>("allreduceF64"),
                       InstanceMethod<&CommunicatorWrap::output>("output"),
                       InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
+                      InstanceMethod<&CommunicatorWrap::state>("state"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
@@ -54,60 +79,32 @@ CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::Objec
   size_ = o.Get("size").ToNumber().Int32Value();
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) throwInvalid(env, "Communicator: need 0 <= rank < size");
   try {
-    backend_ = startBackend(env, o, rank_, size_);
+    backend_ = startBackend(env, o, rank_, size_, queue_);
   } catch (const CommError& e) {
     throw makeError(env, e.code(), e.what());
   }
-  queue_ = std::make_unique<OpQueue>();
-  tsfn_ = Tsfn::New(env, "spmd-communicator", 0, 1, this);
-  tsfn_.Unref(env);  // only pending ops keep the process alive
+  ops_.start(env, "spmd-communicator");
 }
 
 CommunicatorWrap::~CommunicatorWrap() { shutdown(); }
 
 void CommunicatorWrap::shutdown() {
   if (!queue_) return;
-  queue_.reset();  // joins the progress thread after the queued ops
-  if (backend_) backend_->release();
-  backend_.reset();
-  tsfn_.Release();
+  // After the queued ops, on their thread: an MPI backend frees its communicators where it made them.
+  runAndWait(*queue_, [this] {
+    backend_->release();
+    backend_.reset();
+  });
+  queue_.reset();  // joins the progress thread if it was this communicator's own
+  ops_.stop();
 }
 
 void CommunicatorWrap::requireOpen(Napi::Env env) const {
   if (!queue_) throw makeError(env, code::kInvalid, "communicator is closed");
 }
 
-void CommunicatorWrap::settle(Napi::Env env, Napi::Function, CommunicatorWrap* self, Pending* raw) {
-  std::unique_ptr<Pending> p(raw);
-  if (--self->pending_ == 0) self->tsfn_.Unref(env);
-  if (!p->errorCode.empty()) {
-    p->deferred.Reject(makeError(env, p->errorCode, p->errorMessage).Value());
-    return;
-  }
-  try {
-    p->deferred.Resolve(p->settle(env));
-  } catch (const Napi::Error& e) {
-    p->deferred.Reject(e.Value());
-  }
-}
-
 Napi::Value CommunicatorWrap::submit(Napi::Env env, std::unique_ptr<Pending> p) {
-  Napi::Promise promise = p->deferred.Promise();
-  if (pending_++ == 0) tsfn_.Ref(env);
-  Pending* raw = p.release();
-  queue_->submit([this, raw] {
-    try {
-      raw->work();
-    } catch (const CommError& e) {
-      raw->errorCode = e.code();
-      raw->errorMessage = e.what();
-    } catch (const std::exception& e) {
-      raw->errorCode = code::kSystem;
-      raw->errorMessage = e.what();
-    }
-    tsfn_.BlockingCall(raw);
-  });
-  return promise;
+  return ops_.submit(env, *queue_, std::move(p));
 }
 
 Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
@@ -131,6 +128,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
     for (const TensorSpec& t : program->tensors) tensorTypes_.push_back(t.dtype);
     Napi::Array out = Napi::Array::New(env, results->size());
     outputs_.clear();
+    states_.clear();
     outputTypes_.clear();
     for (size_t i = 0; i < results->size(); ++i) {
       OpResult& r = (*results)[i];
@@ -141,8 +139,10 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
       o.Set("concurrentUs", toFloat64Array(env, r.concurrentUs));
       o.Set("wrong", double(r.wrong));
       o.Set("checked", double(r.checked));
+      for (const auto& [name, values] : r.series) o.Set(name, toFloat64Array(env, values));
       out.Set(uint32_t(i), o);
       outputs_.push_back(std::move(r.output));
+      states_.push_back(std::move(r.state));
       outputTypes_.push_back(r.outType);
     }
     return out;
@@ -188,6 +188,23 @@ Napi::Value typedBytes(const Napi::CallbackInfo& info, const char* what, const s
 
 Napi::Value CommunicatorWrap::output(const Napi::CallbackInfo& info) { return typedBytes(info, "output", outputs_, outputTypes_); }
 Napi::Value CommunicatorWrap::tensor(const Napi::CallbackInfo& info) { return typedBytes(info, "tensor", tensors_, tensorTypes_); }
+
+// Op i's state after the last run as [{name, dtype, data}]; empty for ops that keep none.
+Napi::Value CommunicatorWrap::state(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint32_t i = info[0].ToNumber().Uint32Value();
+  if (i >= states_.size()) throwInvalid(env, "state: no index " + std::to_string(i) + " in the last run");
+  Napi::Array out = Napi::Array::New(env, states_[i].size());
+  for (uint32_t k = 0; k < states_[i].size(); ++k) {
+    const NamedBuffer& b = states_[i][k];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", b.name);
+    o.Set("dtype", std::string(dtypeName(b.dtype)));
+    o.Set("data", Napi::Buffer<uint8_t>::Copy(env, b.data.data(), b.data.size()));
+    out.Set(k, o);
+  }
+  return out;
+}
 
 Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
   if (backend_) backend_->release();

@@ -3,11 +3,11 @@
 #pragma once
 #include <napi.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "addon/async_ops.h"
 #include "core/backend.h"
 #include "core/op_queue.h"
 #include "core/program.h"
@@ -22,14 +22,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
 
  private:
   // Finished on the progress thread, settled on the JS thread.
-  struct Pending {
-    Napi::Promise::Deferred deferred;
-    std::function<void()> work;                        // progress thread
-    std::function<Napi::Value(Napi::Env)> settle;      // JS thread, after work succeeded
-    std::string errorCode, errorMessage;
-  };
-  static void settle(Napi::Env env, Napi::Function, CommunicatorWrap* self, Pending* p);
-  using Tsfn = Napi::TypedThreadSafeFunction<CommunicatorWrap, Pending, &CommunicatorWrap::settle>;
+  using Pending = AsyncOps::Pending;
 
   Napi::Value submit(Napi::Env env, std::unique_ptr<Pending> p);
   void requireOpen(Napi::Env env) const;
@@ -39,6 +32,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value allreduceF64(const Napi::CallbackInfo& info);
   Napi::Value output(const Napi::CallbackInfo& info);
   Napi::Value tensor(const Napi::CallbackInfo& info);
+  Napi::Value state(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);
@@ -47,13 +41,15 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<OpQueue> queue_;  // after backend_: destroyed first, so no op outlives the backend
-  Tsfn tsfn_;
-  int pending_ = 0;
+  // The progress thread: the communicator's own (shm), or the MPI runtime's thread, which MPI calls
+  // must stay on (mpi; this also keeps the runtime alive). shutdown() ends the backend on it first.
+  std::shared_ptr<OpQueue> queue_;
+  AsyncOps ops_;
   std::vector<std::vector<uint8_t>> outputs_;  // of the last run, for output(i)
   std::vector<DType> outputTypes_;
   std::vector<std::vector<uint8_t>> tensors_;  // the last run's inputs, for tensor(i)
   std::vector<DType> tensorTypes_;
+  std::vector<std::vector<NamedBuffer>> states_;  // the last run's op state, for state(i)
 };
 
 }  // namespace spmd::addon

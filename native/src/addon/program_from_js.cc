@@ -124,6 +124,11 @@ Program programFromJs(const Napi::Object& obj, int W) {
     else if (redop == "min") s.reduction.op = RedOp::Min;
     else r.fail("op", "sum, max or min");
     s.reduction.mean = r.boolean("mean");
+    std::string compression = r.string("compression", "none");
+    if (compression == "onebit") s.compression = Compression::OneBit;
+    else if (compression != "none") r.fail("compression", "none or onebit");
+    if (s.compression != Compression::None && s.kind != OpKind::AllReduce) r.fail("compression", "none unless kind is allreduce");
+    s.resetEvery = int(r.integer("resetEvery", 0, 0, 1 << 30));
     s.root = int(r.integer("root", 0, 0, W - 1));
     std::string algo = r.string("algorithm", "auto");
     if (!parseAlgo(algo, s.algo)) r.fail("algorithm", "auto, ring, tree, direct or dissemination");

@@ -82,7 +82,8 @@ struct Checker {
 }  // namespace
 
 CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const std::vector<uint8_t>& output) {
-  if (op.inputs.empty()) return {};
+  // A compressed allreduce only estimates the mean; its error is measured (core/mean_error.h), not checked.
+  if (op.inputs.empty() || op.compression != Compression::None) return {};
   const TensorSpec& t0 = program.tensors[size_t(op.inputs[0])];
   Checker c{program, op, W, output.data(), t0.dtype, elementSize(t0.dtype), {}};
   const int in = op.inputs[0];

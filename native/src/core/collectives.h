@@ -3,6 +3,7 @@
 // Reductions here see only F32/F64/I32/I64 with Sum/Max/Min: TypedOps adds float16/bfloat16 and "mean".
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "core/dtype.h"
@@ -11,11 +12,21 @@
 namespace spmd {
 
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination };
+// Mpi: the MPI library's own collective (what Auto runs on the MPI backend), whatever algorithm it picks.
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi };
 
 std::string_view algoName(Algo a);
 bool parseAlgo(std::string_view name, Algo& out);
 bool parseOpKind(std::string_view name, OpKind& out);
+
+// A nonblocking op that a lane posted and that completes on that lane's own thread.
+class PostedOp {
+ public:
+  virtual ~PostedOp() = default;
+  // Returns once the op completed, or throws as its blocking form would, within the deadline the lane
+  // had when the op was posted.
+  virtual void wait() = 0;
+};
 
 class Collectives {
  public:
@@ -36,6 +47,14 @@ class Collectives {
   virtual void allToAll(const void* in, void* out, size_t count, size_t esize) = 0;
   virtual void sendRecv(const void* in, void* out, size_t bytes, int shift) = 0;
   virtual void barrier() = 0;
+
+  // A gather posted now and completed by wait() on this same thread: how a backend with one lane (MPI
+  // granted only MPI_THREAD_FUNNELED, where one thread makes every MPI call) overlaps igather with the
+  // ops issued after it. Null where the backend runs nonblocking ops on its second lane instead.
+  virtual std::unique_ptr<PostedOp> postGather(const void* /*in*/, void* /*out*/, size_t /*bytes*/, int /*root*/,
+                                               Algo /*a*/) {
+    return nullptr;
+  }
 
   virtual void setDeadline(Transport::Clock::time_point deadline) = 0;
   // Makes every rank's pending and future ops fail fast, naming this rank and the reason.

@@ -5,8 +5,10 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/compressed_allreduce.h"
 #include "core/error.h"
 #include "core/lane_worker.h"
+#include "core/mean_error.h"
 #include "core/partition.h"
 #include "kernels/cpu/fill.h"
 
@@ -41,7 +43,10 @@ struct Executor::Prepared {
   std::vector<uint8_t> out;
   std::vector<uint8_t> flatIn, flatOut;  // coalesced reduce_scatter: the one flat collective
   size_t block = 0;                      // coalesced: padded elements per rank
+  std::unique_ptr<CompressedAllreduce> compressed;  // its state persists across steps
+  std::unique_ptr<MeanError> meanError;              // how far the compressed estimate is from the mean
   uint64_t ticket = 0;                   // nonblocking: the lane-1 op in flight this step
+  std::unique_ptr<PostedOp> request;     // nonblocking on a one-lane backend: posted on lane 0 instead
   Clock::time_point posted{}, started{}, finished{};
   double concurrentUs = 0;
   bool inFlight = false;
@@ -85,6 +90,7 @@ Executor::Prepared Executor::prepare(const OpSpec& s) {
     case OpKind::Barrier: case OpKind::Compute: break;
   }
   p.out.resize(outCount * es);
+  if (s.compression == Compression::OneBit) p.compressed = makeCompressedAllreduce(r, W, p.count, p.dt, s.resetEvery);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
   if (s.kind == OpKind::Broadcast && r == s.root) std::memcpy(p.out.data(), p.in, p.count * es);
   return p;
@@ -111,7 +117,9 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p) {
   const size_t es = elementSize(p.dt), bytes = p.count * es;
   uint8_t* out = p.out.data();
   switch (s.kind) {
-    case OpKind::AllReduce: return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+    case OpKind::AllReduce:
+      if (p.compressed) return p.compressed->run(c, p.in, out);
+      return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
     case OpKind::ReduceScatter: {
       if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
       packCoalesced(p, W);
@@ -152,31 +160,48 @@ std::vector<OpResult> Executor::run() {
     const OpSpec& s = program_.ops[i];
     ops.push_back(prepare(s));
     Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : lane0_;
-    results[i].algorithm = lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+    // A compressed allreduce has one algorithm of its own, not one of the backend's.
+    results[i].algorithm =
+        ops.back().compressed ? Algo::Auto : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
     results[i].outType = ops.back().dt;
     anyNonblocking |= s.nonblocking;
   }
-  if (anyNonblocking && !lane1_) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
 
   // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
-  std::unique_ptr<LaneWorker> worker = anyNonblocking ? std::make_unique<LaneWorker>() : nullptr;
+  std::unique_ptr<LaneWorker> worker = anyNonblocking && lane1_ ? std::make_unique<LaneWorker>() : nullptr;
   TypedOps typed0, typed1;
   bool timed = false;
+  auto inStage = [](const OpSpec& s, const std::exception& e) {
+    const auto* ce = dynamic_cast<const CommError*>(&e);
+    return CommError(ce ? ce->code() : code::kSystem, "stage " + s.stage + ": " + e.what());
+  };
   auto complete = [&](size_t i) {
     Prepared& p = ops[i];
     if (!p.inFlight) return;
-    worker->wait(p.ticket);
+    if (p.request) {
+      try {
+        p.request->wait();
+      } catch (const std::exception& e) {
+        throw inStage(p.spec, e);
+      }
+      p.request.reset();
+      p.finished = Clock::now();
+    } else {
+      worker->wait(p.ticket);
+    }
     p.inFlight = false;
     if (!timed) return;
     results[i].timeUs.push_back(microsBetween(p.started, p.finished));
     results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
     results[i].concurrentUs.push_back(p.concurrentUs);
   };
-  auto inStage = [](const OpSpec& s, const std::exception& e) {
-    const auto* ce = dynamic_cast<const CommError*>(&e);
-    return CommError(ce ? ce->code() : code::kSystem, "stage " + s.stage + ": " + e.what());
-  };
   try {
+    // Untimed, before the first step: the exact mean each compressed stage's estimates are measured against.
+    for (Prepared& p : ops) {
+      if (!p.compressed) continue;
+      lane0_.setDeadline(deadlineIn(p.spec.timeoutSec));
+      p.meanError = std::make_unique<MeanError>(lane0_, p.in, p.count, p.dt);
+    }
     for (int step = 0; step < program_.warmup + program_.iterations; ++step) {
       timed = step >= program_.warmup;
       if (W > 1) {  // aligns ranks so each op's time measures the op, not the previous step's skew
@@ -191,6 +216,20 @@ std::vector<OpResult> Executor::run() {
           p.posted = Clock::now();
           p.concurrentUs = 0;
           p.inFlight = true;
+          if (!lane1_) {  // one lane (MPI granted only MPI_THREAD_FUNNELED): posted on it, completed when needed
+            lane0_.setDeadline(deadlineIn(s.timeoutSec));
+            p.started = p.posted;
+            try {
+              if (s.kind == OpKind::Gather) {
+                p.request = lane0_.postGather(p.in, rank == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt),
+                                              s.root, s.algo);
+              }
+              if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
+            } catch (const std::exception& e) {
+              throw inStage(s, e);
+            }
+            continue;
+          }
           p.ticket = worker->post([&, this] {
             lane1_->setDeadline(deadlineIn(s.timeoutSec));
             p.started = Clock::now();
@@ -213,6 +252,7 @@ std::vector<OpResult> Executor::run() {
         double us = microsBetween(t0, Clock::now());
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
+        if (p.meanError) p.meanError->observe(p.out.data());  // after the timing, so untimed
       }
       for (size_t i = 0; i < ops.size(); ++i) complete(i);
     }
@@ -227,6 +267,11 @@ std::vector<OpResult> Executor::run() {
       results[i].checked = c.checked;
     }
     results[i].output = std::move(ops[i].out);
+    if (ops[i].compressed) {
+      results[i].series = ops[i].meanError->series();
+      results[i].series.push_back({"wireBytes", {double(ops[i].compressed->wireBytes())}});
+      results[i].state = ops[i].compressed->state();
+    }
   }
   return results;
 }

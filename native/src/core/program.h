@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/collectives.h"
@@ -18,9 +19,15 @@ struct TensorSpec {
   kernels::Fill fill;
 };
 
+// How an allreduce travels: exactly, or compressed to 1 bit per element with error feedback (the
+// compressed_allreduce stage, which always estimates the mean).
+enum class Compression : uint8_t { None, OneBit };
+
 struct OpSpec {
   std::string stage;
   OpKind kind = OpKind::Barrier;
+  Compression compression = Compression::None;  // AllReduce only
+  int resetEvery = 0;                           // OneBit: zero the errors every k steps; 0 = never
   std::vector<int> inputs;  // tensor indices; several only for a coalesced reduce_scatter
   bool coalesced = false;
   Reduction reduction;
@@ -42,6 +49,16 @@ struct Program {
   double timeoutSec = 300;  // the job's deadline for the untimed step-start barrier
 };
 
+// Named arrays of numbers an op reports beyond its timings.
+using NamedSeries = std::vector<std::pair<std::string, std::vector<double>>>;
+
+// A named array in the op's compute type, e.g. compressed_allreduce's error buffers.
+struct NamedBuffer {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<uint8_t> data;
+};
+
 struct OpResult {
   Algo algorithm = Algo::Auto;
   std::vector<double> timeUs;        // per timed step: this op's own duration on this rank
@@ -51,6 +68,10 @@ struct OpResult {
   uint64_t checked = 0;              // elements compared on this rank
   DType outType = DType::F32;
   std::vector<uint8_t> output;       // this rank's output after the last step
+  // Numbers beyond the timings, each a Float64Array property of the JS result (compressed allreduce:
+  // wireBytes, and this rank's partial sums for the error metrics, which JS adds up over ranks).
+  NamedSeries series;
+  std::vector<NamedBuffer> state;    // op state after the last step (compressed allreduce: its errors)
 };
 
 }  // namespace spmd

@@ -2,6 +2,7 @@
 import os from "node:os";
 import type { CommandModule } from "yargs";
 import { native } from "../../comm/native.js";
+import { planStart } from "../../comm/open.js";
 import { discoverPlace } from "../../env/discover.js";
 import { VERSION } from "../../version.js";
 
@@ -11,13 +12,22 @@ export const infoCommand: CommandModule<object, object> = {
   command: "info",
   describe: "Print version, built backends and the place detected from the environment",
   handler: () => {
-    const built = native().backends;
+    const { backends: built, mpiLibrary } = native();
     const place = discoverPlace(process.env);
+    let auto: string;
+    try {
+      const plan = planStart({ requested: "auto", place, env: process.env, built, master: place.master ?? {} });
+      auto = `backend ${plan.backend}${plan.backend === "shm" && place.size > 1 ? " (if all ranks share a host)" : ""}, bootstrap ${plan.bootstrap}`;
+    } catch (err) {
+      auto = (err as Error).message;
+    }
     const lines = [
       `spmd-runner ${VERSION} (node ${process.version}, ${os.platform()}-${os.arch()})`,
       `backends: ${ALL_BACKENDS.map((b) => `${b}=${built.includes(b) ? "built" : "not built"}`).join(" ")}`,
+      ...(mpiLibrary ? [`mpi: ${mpiLibrary.split("\n")[0]!.replace(/\s+/g, " ").trim()}`] : []),
       `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}; node ${place.nodeRank}` +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
+      `auto: ${auto}`,
       `host: ${os.hostname()}, ${os.availableParallelism()} CPUs, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
     ];
     console.log(lines.join("\n"));

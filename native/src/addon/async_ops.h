@@ -1,0 +1,42 @@
+// Work for a progress thread whose outcome settles a JS Promise on the JS thread: the value `settle`
+// builds, or an Error carrying the CommError's code. Shared by every JS class that owns such a thread.
+#pragma once
+#include <napi.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/op_queue.h"
+
+namespace spmd::addon {
+
+class AsyncOps {
+ public:
+  struct Pending {
+    Napi::Promise::Deferred deferred;
+    std::function<void()> work;                    // progress thread
+    std::function<Napi::Value(Napi::Env)> settle;  // JS thread, after work succeeded
+    std::string errorCode, errorMessage;
+  };
+
+  void start(Napi::Env env, const char* name);
+  // Queues p->work on `queue`; the returned Promise settles once it ran.
+  Napi::Value submit(Napi::Env env, OpQueue& queue, std::unique_ptr<Pending> p);
+  void stop();
+
+ private:
+  static void settle(Napi::Env env, Napi::Function, AsyncOps* self, Pending* p);
+  using Tsfn = Napi::TypedThreadSafeFunction<AsyncOps, Pending, &AsyncOps::settle>;
+
+  Tsfn tsfn_;
+  int pending_ = 0;  // only pending work keeps the process alive
+};
+
+// Runs `work` on `queue` after what is queued there and blocks until it ran, rethrowing what it threw.
+// Returns false if `limit` passed first (the work then still runs later, so it must own what it uses).
+bool runAndWait(OpQueue& queue, std::function<void()> work,
+                std::chrono::milliseconds limit = std::chrono::milliseconds::max());
+
+}  // namespace spmd::addon

@@ -1,0 +1,64 @@
+// What ends MPI waits early, for every thread of this process that waits on MPI: an abort notice from
+// another rank, an abort or an interrupt here; and what such an ending leaves behind.
+//
+// MPI has no way to wake a rank blocked in another rank's collective, so an abort is a message: every
+// rank keeps one receive posted for it (on a communicator of its own), and every wait polls it.
+#pragma once
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/mpi/comm.h"
+
+namespace spmd::mpi {
+
+class Faults {
+ public:
+  // Collective over `world`; on the MPI thread.
+  explicit Faults(MPI_Comm world);
+  Faults(const Faults&) = delete;
+  Faults& operator=(const Faults&) = delete;
+
+  // True once a notice arrived or abort()/interrupt() ran here. Polls for the notice; any thread that
+  // may call MPI.
+  bool aborted();
+  // Who aborted and why, for the CommError every later wait throws.
+  std::string reason() const;
+
+  // Tells every other rank, once: not at all when this abort answers another rank's notice. Bounded: a
+  // rank that cannot take its notice does not keep this one here.
+  void abort(const std::string& why);
+  // Any thread, no MPI call (a signal, the process exiting): ends this process's waits; the op that
+  // failed then calls abort(), which tells the other ranks.
+  void interrupt(const std::string& why);
+
+  // Requests that a failed wait could neither complete nor cancel. MPI_Finalize is erroneous while they
+  // are pending, so the runtime ends such a job with MPI_Abort instead.
+  void strand(size_t requests) { stranded_ += requests; }
+  size_t stranded() const { return stranded_; }
+
+  // On the MPI thread, before MPI_Finalize: withdraws the posted notice receive.
+  void close();
+
+ private:
+  static constexpr int kTag = 1;
+  static constexpr size_t kNoticeBytes = 512;
+
+  void listen();  // posts the receive for a notice
+  void noteAbort(std::string reason, bool told);
+
+  Comm comm_;
+  int rank_;
+  char inbox_[kNoticeBytes];
+  MPI_Request notice_ = MPI_REQUEST_NULL;
+  std::vector<char> outbox_;  // must outlive notices still in flight when abort() stops waiting for them
+  std::mutex noticeMu_;       // under MPI_THREAD_MULTIPLE both lanes poll; a request is tested by one at a time
+  mutable std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  bool told_ = false;  // the other ranks know (we told them, or the abort is theirs)
+  std::string reason_;
+  std::atomic<size_t> stranded_{0};
+};
+
+}  // namespace spmd::mpi

@@ -1,0 +1,203 @@
+#include "backends/mpi/mpi_collectives.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/partition.h"
+
+namespace spmd::mpi {
+namespace {
+
+std::string waitingFor(const char* call, size_t bytes) {
+  return std::string("waiting for ") + call + " of " + std::to_string(bytes) + " bytes";
+}
+
+// What postGather returns for the explicit algorithms, which run to completion when posted.
+class Completed : public PostedOp {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed)
+    : comm_(std::move(comm)),
+      rank_(comm_.rank()),
+      size_(comm_.size()),
+      faults_(faults),
+      waiter_(faults, oversubscribed),
+      transport_(comm_.get(), rank_, size_, waiter_),
+      algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }) {}
+
+Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
+  switch (kind) {
+    case OpKind::Compute: return Algo::Auto;
+    // These take no algorithm: the library always runs them.
+    case OpKind::AllToAll: case OpKind::SendRecv: case OpKind::Barrier: return Algo::Mpi;
+    default: return requested == Algo::Auto || requested == Algo::Mpi ? Algo::Mpi : algorithms_.resolve(kind, requested, bytes);
+  }
+}
+
+void MpiCollectives::setDeadline(Transport::Clock::time_point d) {
+  deadline_ = d;
+  algorithms_.setDeadline(d);
+}
+
+void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) {
+  if (waiter_.poll({&req, 1}, deadline_)) return;
+  waiter_.fail({&req, 1}, waitingFor(call, bytes));
+}
+
+void MpiCollectives::partition(size_t count, const char* call) {
+  const Partition part{count, size_};
+  counts_.resize(size_t(size_));
+  displs_.resize(size_t(size_));
+  mpi::count(count, call);  // every offset below fits once the total does
+  for (int j = 0; j < size_; ++j) {
+    counts_[size_t(j)] = int(part.count(j));
+    displs_[size_t(j)] = int(part.offset(j));
+  }
+}
+
+void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
+  const size_t bytes = count * elementSize(dt);
+  if (!library(OpKind::AllReduce, a, bytes)) return algorithms_.allreduce(in, out, count, dt, op, a);
+  MPI_Request req;
+  check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, mpi::count(count, "MPI_Iallreduce"), reductionType(dt),
+                       reductionOp(op), comm_.get(), &req),
+        "MPI_Iallreduce");
+  complete(req, "MPI_Iallreduce", bytes);
+}
+
+void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
+  const size_t bytes = count * elementSize(dt);
+  if (!library(OpKind::ReduceScatter, a, bytes)) return algorithms_.reduceScatter(in, out, count, dt, op, a);
+  MPI_Request req;
+  if (count % size_t(size_) == 0) {  // equal blocks: the simpler call, which libraries tune best
+    check(MPI_Ireduce_scatter_block(in, out, mpi::count(count / size_t(size_), "MPI_Ireduce_scatter_block"),
+                                    reductionType(dt), reductionOp(op), comm_.get(), &req),
+          "MPI_Ireduce_scatter_block");
+    return complete(req, "MPI_Ireduce_scatter_block", bytes);
+  }
+  partition(count, "MPI_Ireduce_scatter");
+  check(MPI_Ireduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get(), &req),
+        "MPI_Ireduce_scatter");
+  complete(req, "MPI_Ireduce_scatter", bytes);
+}
+
+void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
+  if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms_.allGather(in, out, bytes, a);
+  Units u = units(bytes, "MPI_Iallgather");
+  MPI_Request req;
+  check(MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), &req), "MPI_Iallgather");
+  complete(req, "MPI_Iallgather", bytes * size_t(size_));
+}
+
+void MpiCollectives::gather(const void* in, void* out, size_t bytes, int root, Algo a) {
+  if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms_.gather(in, out, bytes, root, a);
+  MPI_Request req;
+  igather(in, out, bytes, root, &req);
+  complete(req, "MPI_Igather", bytes * size_t(size_));
+}
+
+void MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
+  Units u = units(bytes, "MPI_Igather");
+  check(MPI_Igather(in, u.count, u.type, out, u.count, u.type, root, comm_.get(), req), "MPI_Igather");
+}
+
+// An MPI_Igather in flight: completed by wait(), or stranded if it is dropped first (an earlier op failed).
+class MpiCollectives::PostedRequest : public PostedOp {
+ public:
+  PostedRequest(Waiter& waiter, Transport::Clock::time_point deadline, size_t bytes)
+      : waiter_(waiter), deadline_(deadline), bytes_(bytes) {}
+  ~PostedRequest() override { waiter_.settle({&req_, 1}); }
+  void wait() override {
+    if (waiter_.poll({&req_, 1}, deadline_)) return;
+    waiter_.fail({&req_, 1}, waitingFor("MPI_Igather", bytes_));
+  }
+  MPI_Request req_ = MPI_REQUEST_NULL;
+
+ private:
+  Waiter& waiter_;
+  Transport::Clock::time_point deadline_;
+  size_t bytes_;
+};
+
+std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, size_t bytes, int root, Algo a) {
+  if (!library(OpKind::Gather, a, bytes * size_t(size_))) {
+    algorithms_.gather(in, out, bytes, root, a);
+    return std::make_unique<Completed>();
+  }
+  auto posted = std::make_unique<PostedRequest>(waiter_, deadline_, bytes * size_t(size_));
+  igather(in, out, bytes, root, &posted->req_);
+  return posted;
+}
+
+void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
+  if (!library(OpKind::Broadcast, a, bytes)) return algorithms_.broadcast(data, bytes, root, a);
+  Units u = units(bytes, "MPI_Ibcast");
+  MPI_Request req;
+  check(MPI_Ibcast(data, u.count, u.type, root, comm_.get(), &req), "MPI_Ibcast");
+  complete(req, "MPI_Ibcast", bytes);
+}
+
+void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
+  const size_t bytes = count * elementSize(dt);
+  if (!library(OpKind::Reduce, a, bytes)) return algorithms_.reduce(in, out, count, dt, op, root, a);
+  const void* send = rank_ == root && in == out ? MPI_IN_PLACE : in;
+  MPI_Request req;
+  check(MPI_Ireduce(send, out, mpi::count(count, "MPI_Ireduce"), reductionType(dt), reductionOp(op), root, comm_.get(), &req),
+        "MPI_Ireduce");
+  complete(req, "MPI_Ireduce", bytes);
+}
+
+void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
+  if (!library(OpKind::Scatter, a, count * esize)) return algorithms_.scatter(in, out, count, esize, root, a);
+  partition(count, "MPI_Iscatterv");
+  MPI_Datatype type = elementType(esize);
+  MPI_Request req;
+  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), type, out, counts_[size_t(rank_)], type, root, comm_.get(), &req),
+        "MPI_Iscatterv");
+  complete(req, "MPI_Iscatterv", count * esize);
+}
+
+void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) {
+  // Block j of the input goes to rank j; every rank sends this rank its block r, so each arrives with
+  // this rank's block length, rank-major.
+  partition(count, "MPI_Ialltoallv");
+  const int mine = counts_[size_t(rank_)];
+  mpi::count(size_t(mine) * size_t(size_), "MPI_Ialltoallv");
+  recvCounts_.assign(size_t(size_), mine);
+  recvDispls_.resize(size_t(size_));
+  for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
+  MPI_Datatype type = elementType(esize);
+  MPI_Request req;
+  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), type, out, recvCounts_.data(), recvDispls_.data(), type,
+                       comm_.get(), &req),
+        "MPI_Ialltoallv");
+  complete(req, "MPI_Ialltoallv", count * esize);
+}
+
+void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) {
+  // MPI_Sendrecv as its two nonblocking halves, so the Waiter bounds it like every other op.
+  const int s = ((shift % size_) + size_) % size_;
+  if (s == 0) {
+    if (bytes) std::memcpy(out, in, bytes);
+    return;
+  }
+  Units u = units(bytes, "MPI_Isend");
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check(MPI_Irecv(out, u.count, u.type, (rank_ - s + size_) % size_, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
+  check(MPI_Isend(in, u.count, u.type, (rank_ + s) % size_, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  if (waiter_.poll(reqs, deadline_)) return;
+  waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
+               [](size_t i) { return i == 0; });
+}
+
+void MpiCollectives::barrier() {
+  MPI_Request req;
+  check(MPI_Ibarrier(comm_.get(), &req), "MPI_Ibarrier");
+  complete(req, "MPI_Ibarrier", 0);
+}
+
+}  // namespace spmd::mpi

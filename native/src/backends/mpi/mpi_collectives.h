@@ -1,0 +1,54 @@
+// One lane of the MPI backend. Auto runs the MPI library's own collective (nonblocking, completed by the
+// Waiter so deadlines and aborts hold); a job that names ring, tree or direct gets the shared algorithm
+// over MpiTransport, so the same algorithm can be compared across backends.
+#pragma once
+#include <vector>
+
+#include "backends/mpi/mpi_transport.h"
+#include "core/transport_collectives.h"
+
+namespace spmd::mpi {
+
+class MpiCollectives : public Collectives {
+ public:
+  // `comm`: this lane's own communicator (a lane's ops may run beside the other lane's).
+  MpiCollectives(Comm comm, Faults& faults, bool oversubscribed);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
+
+  void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
+  void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
+  void allGather(const void* in, void* out, size_t bytes, Algo a) override;
+  void gather(const void* in, void* out, size_t bytes, int root, Algo a) override;
+  void broadcast(void* data, size_t bytes, int root, Algo a) override;
+  void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
+  void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
+  void allToAll(const void* in, void* out, size_t count, size_t esize) override;
+  void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
+  void barrier() override;
+  std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
+
+  void setDeadline(Transport::Clock::time_point d) override;
+  void abort(const std::string& reason) override { faults_.abort(reason); }
+
+ private:
+  class PostedRequest;
+  bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == Algo::Mpi; }
+  // Waits for a library collective's request; `call` and `bytes` name it if the wait fails.
+  void complete(MPI_Request& req, const char* call, size_t bytes);
+  void igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);
+  // Partition{count, W} as MPI counts and displacements, for the v-variants.
+  void partition(size_t count, const char* call);
+
+  Comm comm_;
+  int rank_, size_;
+  Faults& faults_;
+  Waiter waiter_;
+  MpiTransport transport_;
+  TransportCollectives algorithms_;
+  Transport::Clock::time_point deadline_ = Transport::Clock::time_point::max();
+  std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
+};
+
+}  // namespace spmd::mpi

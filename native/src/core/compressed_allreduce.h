@@ -1,0 +1,41 @@
+// The 1-bit compressed allreduce with error feedback (DESIGN.md, Stages, compressed_allreduce steps 1-4),
+// after DeepSpeed's NcclBackend/HcclBackend.compressed_allreduce. It is written once over the Collectives
+// interface (allToAll, allGather), so every backend that offers those runs it without a copy of its own.
+//
+// An object holds one stage's state, which persists across steps: the worker error (P elements) and the
+// server error (P/W), P = count rounded up to a multiple of 8W so every rank's chunk is whole bytes.
+//
+// Types: float32, float16 and bfloat16 tensors are computed in float32 (halves are widened on the way in
+// and rounded on the way out), float64 in float64; the errors and scales have the compute type.
+//
+// Each phase moves one message per peer: a chunk's packed signs travel with the sender's scale appended
+// (a record), so the all-to-all of step 2 also delivers the scales the design all-gathers, and step 4
+// all-gathers records. The bytes on the wire are the same; there are two collectives per step, not four.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "core/collectives.h"
+#include "core/program.h"
+
+namespace spmd {
+
+class CompressedAllreduce {
+ public:
+  virtual ~CompressedAllreduce() = default;
+  // One step: out (count elements of the tensor's dtype) <- the estimate of the mean of `in` over ranks.
+  // Collective. Throws CommError(kInvalid) when this rank's values are not finite.
+  virtual void run(Collectives& c, const void* in, void* out) = 0;
+  // Bytes this rank sends per step: records to W-1 peers in each of the two phases.
+  virtual size_t wireBytes() const = 0;
+  // "worker_error" and "server_error" after the last step, in the compute type.
+  virtual std::vector<NamedBuffer> state() const = 0;
+};
+
+// resetEvery > 0 zeroes both errors before every resetEvery-th step (steps count from the first warmup
+// step). Throws CommError(kInvalid) for integer dtypes.
+std::unique_ptr<CompressedAllreduce> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt,
+                                                             int resetEvery);
+
+}  // namespace spmd

@@ -1,0 +1,135 @@
+#include "kernels/cpu/onebit.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace spmd::kernels {
+namespace {
+
+// The loops below are written in the shapes GCC and Clang vectorise without -ffast-math or intrinsics
+// (straight loops over restrict pointers, fixed-length inner loops); bit gathering and spreading, which
+// do not vectorise as bit operations, go through a table or one multiply per byte instead.
+
+// Several independent partial sums: without -ffast-math the compiler may not reorder one running double
+// sum, which would serialise every add on its latency; explicit lanes let it keep a vector of them.
+constexpr int kLanes = 8;
+
+double total(const double (&lanes)[kLanes]) {
+  double s = 0;
+  for (double v : lanes) s += v;
+  return s;
+}
+
+// Row b holds sign_j for the eight elements byte b packs: +1 where bit 7-j is set, else -1. Multiplying
+// a scale by +-1 is exact, so scale * row[j] is exactly +-scale.
+template <class T>
+struct SignTable {
+  T row[256][8];
+  constexpr SignTable() : row{} {
+    for (int b = 0; b < 256; ++b)
+      for (int j = 0; j < 8; ++j) row[b][j] = (b & (0x80 >> j)) ? T(1) : T(-1);
+  }
+};
+template <class T>
+constexpr SignTable<T> kSigns{};
+
+// Elements per tile for the kernels that stage through scratch: 2048 floats or doubles (8 or 16 KiB)
+// plus the data they work on stay in L1.
+constexpr size_t kTile = 2048;
+
+// One 0/1 byte per element (element j of a group in byte j, little-endian) becomes one packed byte with
+// element j in bit 7-j: the multiply moves byte j's low bit to bit 63-j, with no carries between them.
+static_assert(std::endian::native == std::endian::little, "gatherBits reads eight flag bytes as one integer");
+uint8_t gatherBits(const uint8_t* flags) {
+  uint64_t word;
+  std::memcpy(&word, flags, 8);
+  return uint8_t((word * 0x8040201008040201ull) >> 56);
+}
+
+}  // namespace
+
+template <class T>
+double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
+  double lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      x[i + l] += y[i + l];
+      lanes[l] += double(x[i + l]) * double(x[i + l]);
+    }
+  }
+  for (; i < n; ++i) {
+    x[i] += y[i];
+    lanes[0] += double(x[i]) * double(x[i]);
+  }
+  return total(lanes);
+}
+
+template <class T>
+double sumSquares(const T* __restrict x, size_t n) {
+  double lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += double(x[i + l]) * double(x[i + l]);
+  }
+  for (; i < n; ++i) lanes[0] += double(x[i]) * double(x[i]);
+  return total(lanes);
+}
+
+template <class T>
+void packSignsKeepError(T* __restrict x, size_t n, T scale, uint8_t* __restrict packed) {
+  alignas(64) uint8_t flags[kTile];
+  for (size_t t0 = 0; t0 < n; t0 += kTile) {
+    const size_t len = std::min(kTile, n - t0);
+    T* __restrict v = x + t0;
+    for (size_t i = 0; i < len; ++i) {
+      const bool positive = v[i] >= T(0);
+      flags[i] = positive;
+      v[i] -= positive ? scale : -scale;
+    }
+    for (size_t k = 0; k < len / 8; ++k) packed[t0 / 8 + k] = gatherBits(flags + 8 * k);
+  }
+}
+
+template <class T>
+void unpackScaled(const uint8_t* __restrict packed, size_t n, T scale, T* __restrict out) {
+  const size_t whole = n / 8;
+  for (size_t k = 0; k < whole; ++k) {
+    const T* row = kSigns<T>.row[packed[k]];
+    for (int j = 0; j < 8; ++j) out[8 * k + j] = scale * row[j];
+  }
+  for (size_t i = 8 * whole; i < n; ++i) out[i] = scale * kSigns<T>.row[packed[whole]][i % 8];
+}
+
+template <class T>
+double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n) {
+  alignas(64) T scaled[kTile];
+  double squares = 0;
+  for (size_t t0 = 0; t0 < n; t0 += kTile) {
+    const size_t len = std::min(kTile, n - t0);
+    T* __restrict a = acc + t0;
+    if (count == 0) squares += sumSquares(a, len);
+    for (int c = 0; c < count; ++c) {
+      unpackScaled(packed[c] + t0 / 8, len, scales[c], scaled);
+      if (c + 1 < count) {
+        for (size_t i = 0; i < len; ++i) a[i] += scaled[i];
+      } else {
+        squares += addAndSumSquares(a, scaled, len);  // the last source also squares, in the same pass
+      }
+    }
+  }
+  return squares;
+}
+
+#define SPMD_ONEBIT_INSTANTIATE(T)                                                              \
+  template double addAndSumSquares<T>(T*, const T*, size_t);                                    \
+  template double sumSquares<T>(const T*, size_t);                                              \
+  template void packSignsKeepError<T>(T*, size_t, T, uint8_t*);                                 \
+  template void unpackScaled<T>(const uint8_t*, size_t, T, T*);                                 \
+  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t);
+SPMD_ONEBIT_INSTANTIATE(float)
+SPMD_ONEBIT_INSTANTIATE(double)
+#undef SPMD_ONEBIT_INSTANTIATE
+
+}  // namespace spmd::kernels

@@ -1,0 +1,37 @@
+// Kernels of the 1-bit compressed allreduce (core/compressed_allreduce.h), for T = float or double.
+//
+// Sign convention (DESIGN.md): sign(v) = +1 for v >= 0 (so 0 and -0 map to +1), else -1. A set bit means
+// +1. Element 8k+j lives in bit 7-j of byte k (most significant bit first, as numpy.packbits).
+//
+// Every kernel is one pass over memory. Sums of squares accumulate in double whatever T is: a float's
+// square is exact in double, so the result depends on the order of the sum only at the 1e-16 level.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace spmd::kernels {
+
+// x[i] += y[i]; returns the sum of the new x[i]^2.
+template <class T>
+double addAndSumSquares(T* x, const T* y, size_t n);
+
+// Returns the sum of x[i]^2.
+template <class T>
+double sumSquares(const T* x, size_t n);
+
+// packed[k] <- the signs of x[8k..8k+7]; then x[i] <- x[i] - scale*sign(x[i]) (the compression error).
+// n must be a multiple of 8.
+template <class T>
+void packSignsKeepError(T* x, size_t n, T scale, uint8_t* packed);
+
+// out[i] = scale*sign_i for the n elements packed in `packed` (n need not be a multiple of 8).
+template <class T>
+void unpackScaled(const uint8_t* packed, size_t n, T scale, T* out);
+
+// acc[i] += sum over c < count of scales[c]*sign_i(packed[c]), adding the sources in order c = 0, 1, ...
+// for each element; returns the sum of the new acc[i]^2. Works through acc in cache-sized tiles, so acc
+// travels to and from memory once however many sources there are.
+template <class T>
+double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* acc, size_t n);
+
+}  // namespace spmd::kernels

@@ -1,0 +1,87 @@
+// The bootstrap over MPI: MPI_Init_thread on the MPI thread of the native runtime, which the mpi backend's
+// communicator later runs on too. It owns MPI's end as well: MPI_Finalize when it closes, and on any
+// other way out of the process (an error thrown past close, a signal, process.exit), where it first
+// interrupts whatever op is still waiting; MPI_Abort only when finalizing is impossible.
+import type { Place } from "../env/place.js";
+import type { Bootstrap } from "./bootstrap.js";
+import { native, type MpiWorld, type NativeMpiBootstrap } from "./native.js";
+
+export interface MpiBootstrapOptions {
+  place: Place;
+  /** Ranks of one job share it; a rank running another job file or runner version is refused. */
+  token: string;
+  timeoutMs: number;
+  /** Ask MPI only for MPI_THREAD_FUNNELED: one lane, igather posted on it. */
+  funneled: boolean;
+}
+
+// At process exit other ranks are ending too; finalize waits this long for them before MPI_Abort.
+const EXIT_FINALIZE_MS = 10_000;
+
+export class MpiBootstrap implements Bootstrap {
+  readonly kind = "mpi";
+  /** "stranded": a failed op left requests MPI_Finalize cannot run with; the exit ends the job instead. */
+  private state: "up" | "finalized" | "stranded" = "up";
+  private readonly onExit = (code: number) => {
+    if (this.state === "up" && this.mpi.finalize(EXIT_FINALIZE_MS, "the process is exiting")) return;
+    this.mpi.abort(code || 1);
+  };
+
+  /** What MPI_Init_thread granted; set once open() returns. */
+  world!: MpiWorld;
+
+  private constructor(
+    readonly mpi: NativeMpiBootstrap,
+    private readonly timeoutMs: number,
+  ) {
+    process.once("exit", this.onExit);
+  }
+
+  static async open(o: MpiBootstrapOptions): Promise<MpiBootstrap> {
+    const Mpi = native().MpiBootstrap;
+    if (!Mpi) throw new Error("bootstrap: the MPI backend is not built into this addon");
+    const boot = new MpiBootstrap(new Mpi(), o.timeoutMs);
+    try {
+      boot.world = await boot.mpi.init({ localRanks: o.place.localSize, funneled: o.funneled });
+      checkWorld(boot.world, o.place);
+      const tokens = await boot.allGather("token", o.token);
+      const other = tokens.findIndex((t) => t !== o.token);
+      if (other >= 0) throw new Error(`bootstrap: rank ${other} runs another job, run configuration or runner version (job token differs)`);
+    } catch (err) {
+      await boot.close();
+      throw err;
+    }
+    return boot;
+  }
+
+  allGather(_key: string, value: string): Promise<string[]> {
+    return this.mpi.allGather(value, this.timeoutMs);
+  }
+
+  broadcast(_key: string, value: string | undefined): Promise<string> {
+    return this.mpi.broadcast(value, this.timeoutMs);
+  }
+
+  barrier(): Promise<void> {
+    return this.mpi.barrier(this.timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    if (this.state !== "up") return;
+    if (this.mpi.finalize(this.timeoutMs)) {
+      this.state = "finalized";
+      process.off("exit", this.onExit);
+    } else {
+      // MPI_Abort now would kill the job before this rank reports why it failed; the exit does it.
+      this.state = "stranded";
+    }
+  }
+}
+
+function checkWorld(world: MpiWorld, place: Place): void {
+  if (world.rank !== place.rank || world.size !== place.size) {
+    throw new Error(
+      `bootstrap: MPI says rank ${world.rank} of ${world.size}, the launcher's environment rank ${place.rank} of ${place.size}`,
+    );
+  }
+}

@@ -1,0 +1,24 @@
+import type { Stage } from "../config/job.js";
+import { allreduceFactor, inputCount, type StageKind } from "./stage-kind.js";
+
+type S = Extract<Stage, { op: "compressed_allreduce" }>;
+
+/**
+ * 1-bit compressed allreduce with error feedback: an estimate of the mean. Its busbw is the logical one of
+ * the exact allreduce it replaces (nccl-tests' allreduce factor on the whole array); the bytes it really
+ * sends come back from native code as wire_bytes.
+ */
+export const compressedAllreduce: StageKind<S> = {
+  op: "compressed_allreduce",
+  busFactor: allreduceFactor,
+  count: inputCount,
+  redop: "mean",
+  estimates: true,
+  toNative: (s, ctx) => ({
+    kind: "allreduce",
+    compression: "onebit",
+    inputs: [ctx.tensorIndex(s.input)],
+    algorithm: s.algorithm,
+    resetEvery: s.resetEvery ?? 0,
+  }),
+};

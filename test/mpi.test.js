@@ -1,0 +1,251 @@
+// The MPI backend and the MPI bootstrap under a real `mpirun`: every stage at 2, 3, 4 and 8 ranks (8 on
+// 2 cores) checked element by element against the reference in helpers/matrix.js, MPI's "auto" and the
+// named algorithms alike; shm bootstrapped over MPI giving byte-identical results; the quick start;
+// `runner info`; a deadline that fires. Without mpirun or an MPI build these tests are skipped with the
+// reason, except in CI (CI set), where that is a failure.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { planStart } from "../dist/comm/open.js";
+import { discoverPlace } from "../dist/env/discover.js";
+import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
+
+const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
+
+function unavailable() {
+  if (spawnSync("mpirun", ["--version"], { stdio: "ignore" }).error) return "mpirun not found (install Open MPI: openmpi-bin, libopenmpi-dev)";
+  const info = spawnSync(process.execPath, [RUNNER, "info"], { cwd: REPO, encoding: "utf8" });
+  if (!/\bmpi=built\b/.test(info.stdout)) return "the addon was built without MPI (CMake found no MPI; see `node runner info`)";
+  return undefined;
+}
+
+const missing = unavailable();
+if (missing && !process.env.CI) console.log(`# mpi.test.js skipped: ${missing}`);
+
+/** A test that needs mpirun and the MPI build: skipped without them, failed without them in CI. */
+function mpiTest(name, fn) {
+  test(name, { skip: missing && !process.env.CI ? missing : false }, async () => {
+    if (missing) assert.fail(`CI must run the MPI tests: ${missing}`);
+    await fn();
+  });
+}
+
+// The launcher's variables win over MPI's in discovery; a test started from such a shell must not leak them.
+const NOT_MPI = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SPMD_MPI_THREAD_LEVEL"];
+
+/** `mpirun -np W node runner <args>`; resolves with the launcher's code and the ranks' merged output. */
+function mpirun(W, args, { env = {}, timeoutMs = 300_000 } = {}) {
+  const childEnv = { ...process.env };
+  for (const name of NOT_MPI) delete childEnv[name];
+  Object.assign(childEnv, env);
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const child = spawn("mpirun", ["--allow-run-as-root", "--oversubscribe", "-np", String(W), process.execPath, RUNNER, ...args], {
+      cwd: REPO,
+      env: childEnv,
+    });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+test("backend and bootstrap rules: auto is mpi under an MPI launcher when built; shm meets over MPI without MASTER_*", () => {
+  const openmpi = { OMPI_COMM_WORLD_RANK: "1", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "1", OMPI_COMM_WORLD_LOCAL_SIZE: "4" };
+  const master = { MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
+  const slurm = { SLURM_PROCID: "1", SLURM_NTASKS: "4", SLURM_LOCALID: "1", SLURM_NTASKS_PER_NODE: "4", SLURM_NODEID: "0" };
+  const torchrun = { RANK: "1", WORLD_SIZE: "4", LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "4", ...master };
+  const plan = (env, requested = "auto", built = ["shm", "mpi"]) => {
+    const place = discoverPlace(env);
+    try {
+      return planStart({ requested, place, env, built, master: place.master ?? {} });
+    } catch (err) {
+      return err.message;
+    }
+  };
+  assert.deepEqual(plan(openmpi), { backend: "mpi", bootstrap: "mpi" });
+  assert.deepEqual(plan({ ...openmpi, ...master }), { backend: "mpi", bootstrap: "mpi" });
+  assert.deepEqual(plan(openmpi, "shm"), { backend: "shm", bootstrap: "mpi" });
+  assert.deepEqual(plan({ ...openmpi, ...master }, "shm"), { backend: "shm", bootstrap: "tcp" });
+  assert.deepEqual(plan({ ...slurm, PMIX_RANK: "1" }), { backend: "mpi", bootstrap: "mpi" });
+  assert.match(plan(slurm), /need MASTER_ADDR and MASTER_PORT/, "srun without PMI: MPI would not find the job");
+  assert.deepEqual(plan({ ...slurm, SLURM_STEP_NODELIST: "node[01-02]", MASTER_PORT: "29500" }), { backend: "shm", bootstrap: "tcp" });
+  assert.deepEqual(plan(torchrun), { backend: "shm", bootstrap: "tcp" });
+  assert.deepEqual(plan({}), { backend: "shm", bootstrap: "none" });
+  assert.match(plan(torchrun, "mpi"), /^backend mpi: needs an MPI launcher .* started by torchrun$/);
+  // Without the MPI build: auto falls back to shm, which then needs the TCP store.
+  assert.deepEqual(plan({ ...openmpi, ...master }, "auto", ["shm"]), { backend: "shm", bootstrap: "tcp" });
+  assert.match(plan(openmpi, "auto", ["shm"]), /need MASTER_ADDR and MASTER_PORT .*; meeting over MPI instead needs the mpi backend/);
+  assert.match(plan(openmpi, "mpi", ["shm"]), /^backend mpi is not available in this build \(built: shm\)/);
+});
+
+const ours = () => readdirSync("/dev/shm").filter((f) => f.startsWith("spmd-"));
+
+/** Runs `body`, then checks that no shared-memory segment it made is left (rank pids are mpirun's to know). */
+async function noLeftovers(body) {
+  const before = new Set(ours());
+  await body();
+  assert.deepEqual(ours().filter((f) => !before.has(f)), [], "shared-memory segments left behind");
+}
+
+function results(json) {
+  return JSON.parse(readFileSync(json, "utf8"));
+}
+
+for (const W of [2, 3, 4, 8]) {
+  mpiTest(`mpi backend, every stage (MPI's own and the named algorithms), counts 0/1/7/1003, every dtype, W=${W}`, async () => {
+    const job = smallJob(W, { auto: true });
+    const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: mpirun });
+    try {
+      await noLeftovers(async () => {
+        const p = await run();
+        assert.equal(p.code, 0, p.stderr);
+      });
+      const doc = results(json);
+      assert.equal(doc.backend, "mpi");
+      assert.equal(doc.world_size, W);
+      assert.equal(doc.results.length, job.stages.length);
+      for (const row of doc.results) {
+        if (row.type) assert.equal(row.wrong, 0, `${row.stage}: runner's check found ${row.wrong} wrong`);
+        const stage = job.stages.find((s) => s.id === row.stage);
+        const named = stage.algorithm && !["all_to_all", "send_recv", "barrier"].includes(stage.op);
+        assert.equal(row.algorithm, stage.op === "compute" ? "auto" : named ? stage.algorithm : "mpi", `${row.stage}: algorithm`);
+      }
+      assert.ok(verifyDumps(job, W, dumpDir) > 1000 * W);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+for (const W of [3, 8]) {
+  mpiTest(`mpi backend, every stage at count 1000003, W=${W}: runner's check finds 0 wrong`, async () => {
+    const job = bigJob(W, { auto: true });
+    const { dir, json, run } = prepareJob(W, job, { launch: mpirun });
+    try {
+      const p = await run();
+      assert.equal(p.code, 0, p.stderr);
+      for (const row of results(json).results) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+mpiTest("MPI_THREAD_FUNNELED (SPMD_MPI_THREAD_LEVEL=funneled): one lane, igather posted on it, every stage exact, W=3", async () => {
+  const W = 3;
+  const job = smallJob(W, { auto: true });
+  const { dir, json, dumpDir, run } = prepareJob(W, job, {
+    dump: true,
+    launch: (n, args) => mpirun(n, [...args, "--log-level", "debug"], { env: { SPMD_MPI_THREAD_LEVEL: "funneled" } }),
+  });
+  try {
+    const p = await run();
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stderr, /backend mpi \(MPI_THREAD_FUNNELED, 1 lane\), bootstrap mpi/);
+    const rows = results(json).results;
+    for (const row of rows) if (row.type) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+    assert.equal(rows.find((r) => r.op === "igather" && r.count === 3 * 1003).algorithm, "mpi");
+    verifyDumps(job, W, dumpDir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+mpiTest("shm bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) gives byte-identical outputs to the mpi backend, W=4", async () => {
+  const W = 4;
+  const job = smallJob(W, { auto: true });
+  const dumps = {};
+  const dirs = [];
+  try {
+    for (const backend of ["shm", "mpi"]) {
+      const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: mpirun, extraArgs: ["--backend", backend] });
+      dirs.push(dir);
+      await noLeftovers(async () => {
+        const p = await run();
+        assert.equal(p.code, 0, `${backend}: ${p.stderr}`);
+      });
+      assert.equal(results(json).backend, backend);
+      dumps[backend] = dumpDir;
+    }
+    let files = 0;
+    for (const stage of readdirSync(dumps.mpi)) {
+      const names = readdirSync(path.join(dumps.mpi, stage)).sort();
+      assert.deepEqual(readdirSync(path.join(dumps.shm, stage)).sort(), names, `${stage}: the same files`);
+      for (const name of names) {
+        const a = readFileSync(path.join(dumps.shm, stage, name));
+        const b = readFileSync(path.join(dumps.mpi, stage, name));
+        assert.ok(a.equals(b), `${stage}/${name} differs between shm and mpi`);
+        files++;
+      }
+    }
+    assert.ok(files > job.stages.length * W, `compared only ${files} files`);
+  } finally {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+mpiTest("mpirun -np 8 --oversubscribe node runner jobs/quickstart.json prints the table with zero wrong", async () => {
+  const out = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
+  try {
+    const json = path.join(out, "r.json");
+    await noLeftovers(async () => {
+      const p = await mpirun(8, ["jobs/quickstart.json", "--out", out, "--json", json]);
+      assert.equal(p.code, 0, p.stderr);
+      assert.match(p.stdout, TABLE_HEAD);
+      assert.match(p.stdout, /job quickstart, 8 ranks, backend mpi/);
+      assert.match(p.stdout, /# Out of bounds values : 0 OK/);
+    });
+    const doc = results(json);
+    assert.equal(doc.world_size, 8);
+    assert.ok(doc.results.every((r) => r.wrong === 0 || r.wrong === null), "0 wrong");
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
+
+mpiTest("runner info under mpirun: the MPI backend is built and the place comes from Open MPI", async () => {
+  const p = await mpirun(2, ["info"]);
+  assert.equal(p.code, 0, p.stderr);
+  assert.equal(p.stdout.match(/mpi=built/g)?.length, 2, p.stdout);
+  assert.match(p.stdout, /launcher: openmpi; rank 0 of 2/);
+  assert.match(p.stdout, /launcher: openmpi; rank 1 of 2/);
+  assert.match(p.stdout, /auto: backend mpi, bootstrap mpi/);
+  assert.match(p.stdout, /mpi: Open MPI v\d/);
+});
+
+mpiTest("a stage past its deadline fails every rank with ERR_SPMD_TIMEOUT's message naming the stage and the MPI call", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
+  try {
+    const job = path.join(dir, "deadline.json");
+    writeFileSync(job, JSON.stringify({
+      name: "deadline", iterations: 1, warmup: 0,
+      tensors: { t: { dtype: "float32", count: "16Mi" } },
+      stages: [{ id: "slow", op: "allreduce", input: "t", timeoutSec: 0.001 }],
+    }));
+    await noLeftovers(async () => {
+      const p = await mpirun(4, [job, "--out", dir], { timeoutMs: 120_000 });
+      assert.notEqual(p.code, 0);
+      assert.match(p.stderr, /stage slow: deadline passed while waiting for MPI_Iallreduce of 67108864 bytes/);
+      assert.ok(p.ms < 60_000, `took ${p.ms} ms`);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+mpiTest("backend mpi without an MPI launcher is one line and exit code 2", async () => {
+  const p = await runNode([RUNNER, "jobs/quickstart.json", "--backend", "mpi"]);
+  assert.equal(p.code, 2, p.stderr);
+  // The rank's own log line may precede it; the error is one line, the last.
+  assert.match(p.stderr, /\nrunner: backend mpi: needs an MPI launcher \(mpirun, mpiexec or srun --mpi=pmix\); this process was started by none\n$/);
+});

@@ -1,0 +1,321 @@
+// compressed_allreduce (1-bit with error feedback, DESIGN.md steps 1–4) against a reference written here
+// from the design alone: outputs and both error buffers, read back from the ranks' .npy dumps, over several
+// steps (so the carried errors are compared too), plus its report fields, zero's sign, non-finite input
+// and what error feedback buys: the running mean of the outputs converging to the exact mean.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { formatTable } from "../dist/report/table.js";
+import { readNpy } from "./helpers/npy.js";
+import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
+
+// --- the reference ---------------------------------------------------------------------------------------
+
+const sign = (v) => (v >= 0 ? 1 : -1);
+const sumSquares = (a) => a.reduce((s, v) => s + v * v, 0);
+
+/**
+ * Runs `steps` steps of DESIGN.md's compressed_allreduce on W ranks' inputs (plain number arrays) in
+ * float64, and returns what every rank holds after the last one: { out, worker[r], server[r] }.
+ *
+ * `round` is applied wherever the algorithm keeps a value in its compute type: Math.fround for float32
+ * (and float16/bfloat16) tensors, identity for float64. Without it the comparison could not be
+ * element-wise: a sign is a discontinuous function, and over a million elements some x lands within a
+ * rounding error of zero, where a pure float64 run and a float32 run legitimately pick different signs and
+ * then carry different errors forever after. With it, every value here is the float32 (or float64) value
+ * the native code must produce, up to the order of the sums of squares (done in float64 both here and
+ * there, so they agree to ~1e-16 relative before the scale is rounded).
+ *
+ * The server adds its W received chunks in rank order: c = server_error + (s_0/W)·sign_0 + (s_1/W)·sign_1
+ * + …, rounding after each addition, which is (1/W)·Σ_j s_j·sign_j + server_error in that order.
+ */
+function reference(inputs, steps, { round = Math.fround, resetEvery = 0 } = {}) {
+  const W = inputs.length, n = inputs[0].length;
+  const P = Math.ceil(n / (8 * W)) * 8 * W, L = P / W;
+  const worker = inputs.map(() => new Float64Array(P));
+  const server = inputs.map(() => new Float64Array(L));
+  let out;
+  for (let t = 0; t < steps; t++) {
+    if (resetEvery > 0 && t > 0 && t % resetEvery === 0) [...worker, ...server].forEach((e) => e.fill(0));
+    // 1. x = pad(input) + worker_error; s_w = ‖x‖/√P; worker_error = x − s_w·sign(x).
+    const signs = [], scales = [];
+    worker.forEach((x, r) => {
+      for (let i = 0; i < n; i++) x[i] = round(inputs[r][i] + x[i]);
+      const s = round(Math.sqrt(sumSquares(x) / P));
+      signs.push(Array.from(x, sign));
+      for (let i = 0; i < P; i++) x[i] = round(x[i] - s * sign(x[i]));
+      scales.push(s);
+    });
+    // 2.–3. rank i gets chunk i of every rank's signs and every scale; c = (1/W)·Σ_j s_j·sign_j + server_error.
+    const serverSigns = [], serverScales = [];
+    server.forEach((c, i) => {
+      for (let j = 0; j < W; j++) {
+        const w = round(scales[j] / W);
+        for (let e = 0; e < L; e++) c[e] = round(c[e] + w * signs[j][i * L + e]);
+      }
+      const s = round(Math.sqrt(sumSquares(c) / L));
+      serverSigns.push(Array.from(c, sign));
+      for (let e = 0; e < L; e++) c[e] = round(c[e] - s * sign(c[e]));
+      serverScales.push(s);
+    });
+    // 4. chunk j of the output is s_s(j)·sign_j, trimmed to n.
+    out = Array.from({ length: n }, (_, k) => serverScales[Math.floor(k / L)] * serverSigns[Math.floor(k / L)][k % L]);
+  }
+  return { out, worker, server, P };
+}
+
+// --- running jobs ----------------------------------------------------------------------------------------
+
+const normal = (seed) => ({ kind: "normal", seed });
+
+/**
+ * Runs the job on W ranks in a fresh directory and returns the result document and the dumps of its stages
+ * (file(stage, rank, what) gives the values). The dumps come from --dump-dir, or with `stageDumpDir` from
+ * each stage's own dumpDir option.
+ */
+async function runJob(W, job, { stageDumpDir = false } = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-"));
+  try {
+    const dumpDir = path.join(dir, "dump");
+    if (stageDumpDir) job = { ...job, stages: job.stages.map((s) => ({ ...s, dumpDir })) };
+    const jobFile = path.join(dir, "job.json");
+    writeFileSync(jobFile, JSON.stringify(job));
+    const json = path.join(dir, "result.json");
+    const args = [jobFile, "--json", json, "--out", path.join(dir, "runs"), "--quiet", ...(stageDumpDir ? [] : ["--dump-dir", dumpDir])];
+    const ranks = await runRanks(W, args);
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    const files = {};
+    for (const stage of job.stages) {
+      for (let r = 0; r < W; r++) {
+        for (const what of ["input", "output", "worker_error", "server_error"]) {
+          files[`${stage.id}/${r}/${what}`] = readNpy(path.join(dumpDir, stage.id, `rank${r}.${what}.npy`), { bfloat16: true }).values;
+        }
+      }
+    }
+    return { doc, file: (stage, r, what) => files[`${stage}/${r}/${what}`] };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Element-wise comparison to `ulps` units of the largest value's last place (float32: 2^-24 relative). */
+function assertClose(got, want, what, { eps = 2 ** -24, ulps = 2 } = {}) {
+  assert.equal(got.length, want.length, `${what}: length`);
+  const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  const tol = ulps * eps * scale;
+  let worst = 0, at = -1;
+  for (let i = 0; i < want.length; i++) {
+    const d = Math.abs(got[i] - want[i]);
+    if (!(d <= worst)) [worst, at] = [d, i];
+  }
+  if (!(worst <= tol)) assert.fail(`${what}: element ${at} is ${got[at]}, want ${want[at]} (tolerance ${tol})`);
+}
+
+/**
+ * The dumps of one compressed stage on W ranks against the reference run over the same steps. `outRound`
+ * rounds the reference's output to the tensor's dtype where that is narrower than the compute type.
+ */
+function verifyStage(file, stage, W, steps, { outRound = (v) => v, ...options } = {}) {
+  const inputs = Array.from({ length: W }, (_, r) => file(stage, r, "input"));
+  const ref = reference(inputs, steps, options);
+  for (let r = 0; r < W; r++) {
+    assertClose(file(stage, r, "output"), ref.out.map(outRound), `${stage} rank ${r} output`, options);
+    assertClose(file(stage, r, "worker_error"), Array.from(ref.worker[r]), `${stage} rank ${r} worker_error`, options);
+    assertClose(file(stage, r, "server_error"), Array.from(ref.server[r]), `${stage} rank ${r} server_error`, options);
+  }
+  return ref;
+}
+
+/** float32 to bfloat16, round to nearest even (finite values). */
+function toBfloat16(v) {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
+  return f[0];
+}
+
+// --- the tests --------------------------------------------------------------------------------------------
+
+for (const W of [1, 2, 3, 4, 8]) {
+  test(`compressed_allreduce matches the reference, W=${W}, lengths 1/7/8W-1/1000003, 3 steps`, async () => {
+    const lengths = [...new Set([1, 7, 8 * W - 1, 1000003])];
+    const tensors = Object.fromEntries(lengths.map((n) => [`t${n}`, { dtype: "float32", count: n, fill: normal(100 + n) }]));
+    const stages = lengths.map((n) => ({ id: `c${n}`, op: "compressed_allreduce", input: `t${n}` }));
+    const job = { name: `onebit-${W}`, warmup: 1, iterations: 2, tensors, stages };
+    const { doc, file } = await runJob(W, job);
+    for (const n of lengths) {
+      const ref = verifyStage(file, `c${n}`, W, 3);
+      const row = doc.results.find((r) => r.stage === `c${n}`);
+      // Both phases send one record (the packed chunk plus a float32 scale) to each of the W−1 peers.
+      assert.equal(row.wire_bytes, 2 * (W - 1) * (ref.P / (8 * W) + 4), `c${n}: wire bytes`);
+      assert.equal(row.size, 4 * n);
+      assert.equal(row.redop, "mean");
+      assert.equal(row.wrong, null);
+      assert.ok(Math.abs(row.busbw - row.algbw * (2 * (W - 1)) / W) <= 1e-9 * row.algbw, "logical busbw of an allreduce");
+      assert.equal(row.rel_error_by_step.length, 3, "warmup steps count");
+      assert.equal(row.rel_error, row.rel_error_by_step[2]);
+      // Against what an exact ring allreduce sends, 2(W−1)/W of the array: about 32× for long tensors.
+      if (W > 1) assert.ok(Math.abs(row.compression_ratio - Math.round((8 * n * (W - 1)) / W) / row.wire_bytes) < 1e-12, `c${n}: compression ratio`);
+      else assert.equal(row.compression_ratio, null);
+      // The runner's own error against the exact mean, recomputed from the dumps.
+      const mean = Array.from({ length: n }, (_, i) => Array.from({ length: W }, (_, r) => file(`c${n}`, r, "input")[i]).reduce((a, b) => a + b) / W);
+      const err = Math.sqrt(sumSquares(ref.out.map((v, i) => v - mean[i])) / sumSquares(mean));
+      assert.ok(Math.abs(row.rel_error - err) <= 1e-6 * err, `c${n}: rel_error ${row.rel_error}, recomputed ${err}`);
+    }
+  });
+}
+
+test("resetEvery zeroes both errors every k steps; float64 and bfloat16 tensors; dumps from a stage's dumpDir", async () => {
+  const W = 3, n = 1001;
+  const job = {
+    name: "onebit-options", warmup: 2, iterations: 3,
+    tensors: {
+      f: { dtype: "float32", count: n, fill: normal(5) },
+      d: { dtype: "float64", count: n, fill: normal(6) },
+      b: { dtype: "bfloat16", count: n, fill: normal(7) },
+    },
+    stages: [
+      { id: "reset", op: "compressed_allreduce", input: "f", resetEvery: 2 },
+      { id: "f64", op: "compressed_allreduce", input: "d" },
+      { id: "bf16", op: "compressed_allreduce", input: "b" },
+    ],
+  };
+  const { doc, file } = await runJob(W, job, { stageDumpDir: true });
+  verifyStage(file, "reset", W, 5, { resetEvery: 2 });
+  // float64 is computed in float64: the reference rounds nowhere, and only the sums' order differs.
+  verifyStage(file, "f64", W, 5, { round: (v) => v, eps: 2 ** -53, ulps: 64 });
+  // bfloat16 is computed in float32 (errors in float32), the output rounded to bfloat16.
+  verifyStage(file, "bf16", W, 5, { outRound: toBfloat16 });
+  const P = 1008; // 1001 rounded up to a multiple of 8·3
+  assert.equal(doc.results.find((r) => r.stage === "f64").wire_bytes, 2 * (W - 1) * (P / (8 * W) + 8), "float64 scales are 8 bytes");
+  assert.equal(doc.results.find((r) => r.stage === "bf16").wire_bytes, 2 * (W - 1) * (P / (8 * W) + 4));
+});
+
+test("zero maps to +1: a zero element (input or padding) leaves worker error −s_w", async () => {
+  const W = 2, n = 61; // padded to 64: three padding zeros per rank
+  const job = {
+    name: "onebit-zero", warmup: 0, iterations: 1,
+    tensors: { t: { dtype: "float32", count: n, fill: { kind: "integers", seed: 3, low: -2, high: 2 } } },
+    stages: [{ id: "c", op: "compressed_allreduce", input: "t" }],
+  };
+  const { file } = await runJob(W, job);
+  let zeros = 0;
+  for (let r = 0; r < W; r++) {
+    const x = [...file("c", r, "input"), 0, 0, 0];
+    const s = Math.fround(Math.sqrt(sumSquares(x) / x.length));
+    const error = file("c", r, "worker_error");
+    x.forEach((v, i) => {
+      if (v !== 0) return;
+      zeros++;
+      // sign(0) = +1, so the error is 0 − s·(+1); sign(0) = −1 would give +s.
+      assert.equal(error[i], -s, `rank ${r} element ${i}`);
+    });
+  }
+  assert.ok(zeros > 2 * W, `only ${zeros} zeros`);
+});
+
+test("a non-finite input fails every rank with a message naming the rank, without waiting for the deadline", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-inf-"));
+  try {
+    // float32 cannot hold most draws of a normal with std 1e39: they become ±Infinity. With seed 1 on three
+    // ranks some ranks' single element does and some do not.
+    const job = {
+      name: "onebit-inf", warmup: 0, iterations: 1,
+      tensors: { t: { dtype: "float32", count: 1, fill: { kind: "normal", seed: 1, std: 1e39 } } },
+      stages: [{ id: "c", op: "compressed_allreduce", input: "t" }],
+    };
+    const jobFile = path.join(dir, "job.json");
+    writeFileSync(jobFile, JSON.stringify(job));
+    const started = Date.now();
+    const ranks = await runRanks(3, [jobFile, "--out", path.join(dir, "runs"), "--quiet", "--timeout", "60"]);
+    // Which failing rank's abort reaches the others first is a race; every rank names one of them.
+    ranks.forEach((p, r) => {
+      assert.equal(p.code, 1, `rank ${r} exited ${p.code}: ${p.stderr}`);
+      assert.match(p.stderr, /stage c: .*compressed_allreduce: rank \d's input holds NaN or infinite values/, `rank ${r}`);
+    });
+    const own = ranks.filter((p, r) => p.stderr.includes(`compressed_allreduce: rank ${r}'s input`));
+    assert.ok(own.length > 0, "a rank with a non-finite input reports it itself");
+    assert.ok(Date.now() - started < 30_000, "the failure reached every rank long before the 60 s deadline");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("error feedback: over 100 steps of one input the running mean of the outputs converges to the exact mean", async () => {
+  // Why it must, exactly: write C(v) = s·sign(v) for either compression. For every element and step t,
+  //   worker r:  x = g_r + e_r(t−1),  e_r(t) = x − C(x)           ⇒  C(x) = g_r + e_r(t−1) − e_r(t)
+  //   server:    c = (1/W)·Σ_r C(x_r) + E(t−1),  out(t) = C(c) = c − E(t)
+  //   ⇒ out(t) = m + ē(t−1) − ē(t),  with m = (1/W)·Σ_r g_r the exact mean and ē = (1/W)·Σ_r e_r + E.
+  // Summed over t = 1..k from zero errors, the sum telescopes:
+  //   (1/k)·Σ_t out(t) − m = −ē(k)/k,  so  running_mean_rel_error(k) = ‖ē(k)‖ / (k·‖m‖).
+  // The running mean therefore converges like 1/k as long as the error buffers stay bounded. They do, but
+  // grow slowly at first: each element behaves like a sigma-delta modulator whose error keeps growing
+  // while the scale is below |g_i|, and the scale only grows with the error norm — so ‖ē‖ creeps up by a
+  // small factor (of order √(2 ln P) at most, the largest |g_i| over the rms) rather than staying flat.
+  // Asserted: the identity, from the dumped buffers, to float32 rounding accumulated over 100 steps; and
+  // the bound it gives, with ‖ē(k)‖ at most doubling from step 10 to step 100 (so the error falls ≥ 5×).
+  // Without error feedback (resetEvery: 1 zeroes the errors every step) every step repeats the same
+  // estimate, so the running mean never improves on the first step's error.
+  const W = 4, n = 10000, k = 100;
+  const job = {
+    name: "onebit-converge", warmup: 0, iterations: k,
+    tensors: { g: { dtype: "float32", count: n, fill: normal(11) } },
+    stages: [
+      { id: "ef", op: "compressed_allreduce", input: "g" },
+      { id: "noef", op: "compressed_allreduce", input: "g", resetEvery: 1 },
+    ],
+  };
+  const { doc, file } = await runJob(W, job);
+  const ef = doc.results.find((r) => r.stage === "ef");
+  const noef = doc.results.find((r) => r.stage === "noef");
+  const inputs = Array.from({ length: W }, (_, r) => file("ef", r, "input"));
+  const m = Array.from({ length: n }, (_, i) => inputs.reduce((s, g) => s + g[i], 0) / W);
+  // ē over the first n elements: the mean of the worker errors plus the server errors, chunk j from rank j.
+  const server = Array.from({ length: W }, (_, r) => file("ef", r, "server_error")).flat();
+  const eBar = m.map((_, i) => inputs.reduce((s, _g, r) => s + file("ef", r, "worker_error")[i], 0) / W + server[i]);
+  const identity = Math.sqrt(sumSquares(eBar) / sumSquares(m)) / k;
+  const running = ef.running_mean_rel_error_by_step;
+  assert.equal(running.length, k);
+  assert.equal(ef.running_mean_rel_error, running[k - 1]);
+  assert.ok(Math.abs(running[k - 1] - identity) <= 1e-3 * identity, `running mean error ${running[k - 1]}, ‖ē‖/(k‖m‖) = ${identity}`);
+  assert.ok(k * running[k - 1] <= 2 * 10 * running[9], `‖ē‖ grew from ${10 * running[9]} to ${k * running[k - 1]} (×‖m‖)`);
+  assert.ok(running[k - 1] <= running[9] / 5 && running[k - 1] < 0.1, `running mean error ${running[9]} at 10 steps, ${running[k - 1]} at ${k}`);
+  // Each single step stays a rough estimate: error feedback improves the average, not the step.
+  assert.ok(ef.rel_error > 0.5, `one step's error ${ef.rel_error}`);
+  // Without feedback, the same estimate every step.
+  for (const e of noef.running_mean_rel_error_by_step) assert.ok(Math.abs(e - noef.rel_error_by_step[0]) <= 1e-6 * e);
+  assert.ok(running[k - 1] * 10 < noef.running_mean_rel_error, "error feedback beats none by more than 10×");
+});
+
+test("validate: compressed_allreduce needs a floating-point tensor", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-validate-"));
+  try {
+    const jobFile = path.join(dir, "job.json");
+    const job = { name: "v", tensors: { i: { dtype: "int32", count: 8 } }, stages: [{ id: "c", op: "compressed_allreduce", input: "i" }] };
+    writeFileSync(jobFile, JSON.stringify(job));
+    const p = await runNode([RUNNER, "validate", jobFile]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /stages\[0\]\.input: compressed_allreduce needs a floating-point tensor but "i" is int32/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the table shows rel_error in its own column, N/A on exact rows", () => {
+  const time = { avg_us: 10, p50_us: 10, p95_us: 10, min_us: 10, max_us: 10 };
+  const row = { size: 4096, count: 1024, type: "float32", redop: "mean", root: null, algorithm: "auto", time, algbw: 0.4, busbw: 0.6, wrong: null };
+  const table = formatTable({
+    version: "0", job: "t", world_size: 4, backend: "shm", average_bus_bandwidth: 0.6,
+    results: [
+      { ...row, stage: "exact", op: "allreduce", algorithm: "ring", wrong: 0, wire_bytes: 6144, rel_error: null },
+      { ...row, stage: "onebit", op: "compressed_allreduce", wire_bytes: 264, rel_error: 0.8961 },
+    ],
+  });
+  const lines = table.split("\n");
+  assert.match(lines[2], /#wrong +rel_err$/);
+  assert.match(lines.find((l) => l.includes("exact")), / 0 +N\/A$/);
+  assert.match(lines.find((l) => l.includes("onebit")), / N\/A +8\.96e-1$/);
+});
