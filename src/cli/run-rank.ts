@@ -74,7 +74,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   }
   const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
   const place = discoverPlace(process.env);
-  validateGraph(job, args.job, place.size);
+  validateGraph(job, args.job, place.size, place.localSize);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
@@ -107,7 +107,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
-    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] });
+    const rows = await execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: args["dump-dir"] });
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {

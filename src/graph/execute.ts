@@ -9,6 +9,8 @@ import { plan, sweepPoints, type Plan } from "./plan.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
+  /** Ranks per node, as the launcher says: where a hierarchical stage that names no layout splits. */
+  localSize: number;
   /**
    * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
    * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
@@ -17,7 +19,7 @@ export interface ExecuteOptions {
   dumpDir?: string;
 }
 
-/** Op i's output, inputs and state (e.g. the error buffers of compressed_allreduce) as this rank's .npy files. */
+/** Op i's output, inputs and state (e.g. the error buffers of estimating stages) as this rank's .npy files. */
 function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): void {
   const file = (what: string) => path.join(dir, `rank${comm.rank}.${what}.npy`);
   const out = comm.output(i);
@@ -34,7 +36,7 @@ function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): v
 export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOptions): Promise<ResultRow[]> {
   const rows: ResultRow[] = [];
   for (const point of sweepPoints(job)) {
-    const p = plan(job, comm.size, point);
+    const p = plan(job, { size: comm.size, localSize: o.localSize }, point);
     o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps${point === undefined ? "" : ` at count ${point}`}`);
     const results = await comm.run(p.program);
     rows.push(...(await aggregate(comm, p, results, job.check)));

@@ -10,6 +10,16 @@ export interface PlannedStage {
   readonly count: number;
   /** The dtype of the stage's tensors, or null for barrier/compute. */
   readonly dtype: DType | null;
+  /** The stage estimates its result at this point (it has not fallen back to the exact collective). */
+  readonly estimates: boolean;
+  /** Stages that can fall back to the exact collective: why they do at this point, or null. */
+  readonly fallback?: string | null;
+}
+
+/** How many ranks there are, and how many share a node (Place.localSize). */
+export interface World {
+  size: number;
+  localSize: number;
 }
 
 export interface Plan {
@@ -37,7 +47,7 @@ export function sweepPoints(job: Job): (number | undefined)[] {
 }
 
 /** Turns a validated job into the ordered native program every rank runs identically. */
-export function plan(job: Job, worldSize: number, sweepCount?: number): Plan {
+export function plan(job: Job, world: World, sweepCount?: number): Plan {
   const names = Object.keys(job.tensors);
   const tensors = names.map((name) => {
     const t = job.tensors[name]!;
@@ -47,13 +57,21 @@ export function plan(job: Job, worldSize: number, sweepCount?: number): Plan {
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const ctx: PlanContext = { job: pointJob, worldSize, tensorIndex: (name) => names.indexOf(name) };
+  const ctx: PlanContext = { job: pointJob, worldSize: world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name) };
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));
   const stages = order.map((stage): PlannedStage => {
     const kind = stageKind(stage);
     const input = "input" in stage && stage.input ? stage.input : "inputs" in stage ? stage.inputs?.[0] : undefined;
-    return { stage, kind, count: kind.count(stage, ctx), dtype: input ? pointJob.tensors[input]!.dtype : null };
+    const fallback = kind.fallback?.(stage, ctx);
+    return {
+      stage,
+      kind,
+      count: kind.count(stage, ctx),
+      dtype: input ? pointJob.tensors[input]!.dtype : null,
+      estimates: !!kind.estimates && !fallback,
+      ...(fallback !== undefined && { fallback }),
+    };
   });
   const ops = stages.map(({ stage, kind }) => ({
     stage: stage.id,

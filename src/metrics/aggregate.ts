@@ -21,13 +21,13 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
   const errors = await estimateErrors(comm, plan, results);
   const world = comm.size;
-  return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {
+  return plan.stages.map(({ stage, kind, count, dtype, fallback }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
-    const factor = kind.busFactor(world);
+    const factor = kind.busFactor(world, stage);
     // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
     const exactWire = Math.round(size * factor);
-    // Compressed stages report what this rank really sent per step (the same on every rank).
+    // Estimating stages report what this rank really sent per step (the same on every rank).
     const wire = results[i]!.wireBytes?.[0] ?? exactWire;
     const error = errors[i];
     return {
@@ -51,6 +51,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
         running_mean_rel_error: last(error.runningMeanRelErrorByStep),
         running_mean_rel_error_by_step: error.runningMeanRelErrorByStep,
       }),
+      ...(fallback !== undefined && { fallback }),
     };
   });
 }

@@ -27,6 +27,9 @@ const columns: Column[] = [
   { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
   // Estimating stages only: ‖out − exact‖/‖exact‖ after the last step.
   { title: "rel_err", unit: "", width: 9, cell: (r) => (r.rel_error === null ? "N/A" : r.rel_error.toExponential(2)) },
+  // What this rank sends per step: the bandwidth-optimal algorithm's for exact rows, what estimating stages
+  // really put on the wire for theirs.
+  { title: "wire", unit: "(B)", width: 11, cell: (r) => String(r.wire_bytes) },
 ];
 
 function line(cells: string[]): string {
@@ -43,6 +46,7 @@ export function formatTable(doc: ResultDocument): string {
     ...doc.results.map((r) => "  " + line(columns.map((c) => c.cell(r)))),
   ];
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
+  for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${r.stage} at count ${r.count}: ${r.fallback}`);
   out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
   return out.join("\n") + "\n";
