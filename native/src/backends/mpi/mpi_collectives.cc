@@ -56,14 +56,14 @@ void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) 
   waiter_.fail({&req, 1}, waitingFor(call, bytes));
 }
 
-void MpiCollectives::partition(size_t count, const char* call) {
+void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerElement) {
   const Partition part{count, size_};
   counts_.resize(size_t(size_));
   displs_.resize(size_t(size_));
-  mpi::count(count, call);  // every offset below fits once the total does
+  mpi::count(count * unitsPerElement, call);  // every offset below fits once the total does
   for (int j = 0; j < size_; ++j) {
-    counts_[size_t(j)] = int(part.count(j));
-    displs_[size_t(j)] = int(part.offset(j));
+    counts_[size_t(j)] = int(part.count(j) * unitsPerElement);
+    displs_[size_t(j)] = int(part.offset(j) * unitsPerElement);
   }
 }
 
@@ -161,26 +161,27 @@ void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, R
 
 void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
   if (!library(OpKind::Scatter, a, count * esize)) return algorithms().scatter(in, out, count, esize, root, a);
-  partition(count, "MPI_Iscatterv");
-  MPI_Datatype type = elementType(esize);
+  const Units u = units(esize, "MPI_Iscatterv");
+  partition(count, "MPI_Iscatterv", size_t(u.count));
   MPI_Request req;
-  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), type, out, counts_[size_t(rank_)], type, root, comm_.get(), &req),
+  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, counts_[size_t(rank_)], u.type, root, comm_.get(), &req),
         "MPI_Iscatterv");
   complete(req, "MPI_Iscatterv", count * esize);
 }
 
 void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) {
   // Block j of the input goes to rank j; every rank sends this rank its block r, so each arrives with
-  // this rank's block length, rank-major.
-  partition(count, "MPI_Ialltoallv");
+  // this rank's block length, rank-major. Elements travel as the units units() picks for one element, so
+  // elements of any size work (the estimating ops exchange records of hundreds of bytes).
+  const Units u = units(esize, "MPI_Ialltoallv");
+  partition(count, "MPI_Ialltoallv", size_t(u.count));
   const int mine = counts_[size_t(rank_)];
   mpi::count(size_t(mine) * size_t(size_), "MPI_Ialltoallv");
   recvCounts_.assign(size_t(size_), mine);
   recvDispls_.resize(size_t(size_));
   for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
-  MPI_Datatype type = elementType(esize);
   MPI_Request req;
-  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), type, out, recvCounts_.data(), recvDispls_.data(), type,
+  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), u.type, out, recvCounts_.data(), recvDispls_.data(), u.type,
                        comm_.get(), &req),
         "MPI_Ialltoallv");
   complete(req, "MPI_Ialltoallv", count * esize);

@@ -46,8 +46,9 @@ class MpiCollectives : public Collectives {
   // Waits for a library collective's request; `call` and `bytes` name it if the wait fails.
   void complete(MPI_Request& req, const char* call, size_t bytes);
   void igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);
-  // Partition{count, W} as MPI counts and displacements, for the v-variants.
-  void partition(size_t count, const char* call);
+  // Partition{count, W} as MPI counts and displacements, for the v-variants, in units of which an element
+  // holds `unitsPerElement`.
+  void partition(size_t count, const char* call, size_t unitsPerElement = 1);
 
   Comm comm_;
   int rank_, size_;
