@@ -8,6 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { formatTable } from "../dist/report/table.js";
+import { toBfloat16 } from "./helpers/float.js";
 import { readNpy } from "./helpers/npy.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -127,14 +128,6 @@ function verifyStage(file, stage, W, steps, { outRound = (v) => v, ...options } 
     assertClose(file(stage, r, "server_error"), Array.from(ref.server[r]), `${stage} rank ${r} server_error`, options);
   }
   return ref;
-}
-
-/** float32 to bfloat16, round to nearest even (finite values). */
-function toBfloat16(v) {
-  const f = new Float32Array([v]);
-  const u = new Uint32Array(f.buffer);
-  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
-  return f[0];
 }
 
 // --- the tests --------------------------------------------------------------------------------------------
