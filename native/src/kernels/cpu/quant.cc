@@ -11,8 +11,8 @@ namespace {
 // The loops are written in shapes GCC and Clang vectorise without -ffast-math or intrinsics (straight
 // loops over restrict pointers, no calls, selects instead of branches).
 
-// Values per tile where int4 codes are unpacked to or staged in one byte each: 1 KiB, with the floats they
-// stand for, stays in L1.
+// Values per tile where codes are summed, or unpacked from or staged for int4 nibbles, one byte each: a
+// tile's codes (1 KiB per source) and the floats they stand for stay in L1.
 constexpr size_t kTile = 1024;
 
 // Adding and subtracting 1.5·2^23 rounds a float of magnitude <= 2^22 to an integer, half to even: the sum
@@ -29,16 +29,30 @@ float stepAt(const uint8_t* block, size_t k) {
   return s;
 }
 
+// Independent running maxima: one would serialise every compare-and-select on its latency, which on
+// baseline x86-64 (no packed integer max) costs several instructions.
+constexpr int kLanes = 16;
+
 // The bits of the largest |y[i]|: non-negative floats order as their bit patterns do, and an integer max
 // vectorises where a float max (with NaN's rules) does not. The result is kNonFinite or above when some
-// value is infinite or NaN, so one reduction also answers "all finite?".
+// value is infinite or NaN, so one reduction also answers "all finite?". Signed, since the sign bit is
+// clear and SSE2 compares only signed integers.
 uint32_t absmaxBits(const float* __restrict y, size_t n) {
-  uint32_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t b = std::bit_cast<uint32_t>(y[i]) & 0x7fffffffu;
-    m = b > m ? b : m;
+  int32_t lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const int32_t b = std::bit_cast<int32_t>(y[i + size_t(l)]) & 0x7fffffff;
+      lanes[l] = b > lanes[l] ? b : lanes[l];
+    }
   }
-  return m;
+  for (; i < n; ++i) {
+    const int32_t b = std::bit_cast<int32_t>(y[i]) & 0x7fffffff;
+    lanes[0] = b > lanes[0] ? b : lanes[0];
+  }
+  int32_t m = 0;
+  for (int32_t v : lanes) m = v > m ? v : m;
+  return uint32_t(m);
 }
 
 // y[i] <- x[i] + beta·y[i]: the values error feedback quantizes, written where the error was.
@@ -84,6 +98,25 @@ void decodeAdd(const int8_t* __restrict q, size_t n, float step, float* __restri
   for (size_t i = 0; i < n; ++i) acc[i] += float(q[i]) * step;
 }
 
+// Two sources per pass over the sum, added in their order, so the sum travels through the cache half as
+// often; the roundings are those of adding one source at a time.
+void decode2(const int8_t* __restrict q0, float s0, const int8_t* __restrict q1, float s1, size_t n, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = float(q0[i]) * s0 + float(q1[i]) * s1;
+}
+
+void decodeAdd2(const int8_t* __restrict q0, float s0, const int8_t* __restrict q1, float s1, size_t n,
+                float* __restrict acc) {
+  for (size_t i = 0; i < n; ++i) acc[i] = (acc[i] + float(q0[i]) * s0) + float(q1[i]) * s1;
+}
+
+// Codes t0 .. t0+n-1 of a group as one signed byte per value: the bytes themselves (int8), or unpacked into
+// `tile` (int4; t0 even).
+const int8_t* codesAt(int bits, const uint8_t* codes, size_t t0, size_t n, int8_t* tile) {
+  if (bits == 8) return reinterpret_cast<const int8_t*>(codes) + t0;
+  unpackNibbles(codes + t0 / 2, n, tile);
+  return tile;
+}
+
 // One group of len values y (feedback already added): its step into `step`, its codes into `codes`. Returns
 // absmaxBits(y) for the caller's finiteness check.
 template <bool Keep>
@@ -106,18 +139,6 @@ uint32_t quantizeGroup(std::conditional_t<Keep, float*, const float*> y, size_t 
   return m;
 }
 
-// f(q, offset, n) for a group's codes as one signed byte per value, in tiles (int4) or at once (int8).
-template <class F>
-void withCodes(int bits, const uint8_t* codes, size_t len, F f) {
-  if (bits == 8) return f(reinterpret_cast<const int8_t*>(codes), size_t(0), len);
-  alignas(64) int8_t q[kTile];
-  for (size_t t0 = 0; t0 < len; t0 += kTile) {
-    const size_t n = std::min(kTile, len - t0);
-    unpackNibbles(codes + t0 / 2, n, q);
-    f(q, t0, n);
-  }
-}
-
 // Where group k of a block of n values starts, how long it is, and where its codes are.
 struct Group {
   size_t at, len, codeOffset;
@@ -125,15 +146,19 @@ struct Group {
       : at(k * f.groupSize), len(std::min(f.groupSize, n - at)), codeOffset(4 * f.groups(n) + f.codeBytes(at)) {}
 };
 
-// acc[0..g.len) = the sum over sources of group g's values, in source order.
+// acc[0..g.len) = the sum over sources of group g's values, in source order, tile by tile.
 void sumGroup(QuantFormat f, const uint8_t* const* in, int count, size_t k, const Group& g, float* acc) {
   if (count == 0) std::fill(acc, acc + g.len, 0.0f);
-  for (int c = 0; c < count; ++c) {
-    const float s = stepAt(in[c], k);
-    withCodes(f.bits, in[c] + g.codeOffset, g.len, [&](const int8_t* q, size_t t0, size_t n) {
-      if (c == 0) decode(q, n, s, acc + t0);
-      else decodeAdd(q, n, s, acc + t0);
-    });
+  alignas(64) int8_t tiles[2][kTile];
+  for (size_t t0 = 0; t0 < g.len; t0 += kTile) {
+    const size_t n = std::min(kTile, g.len - t0);
+    float* a = acc + t0;
+    auto codes = [&](int c, int slot) { return codesAt(f.bits, in[c] + g.codeOffset, t0, n, tiles[slot]); };
+    int c = std::min(count, 2);
+    if (count == 1) decode(codes(0, 0), n, stepAt(in[0], k), a);
+    if (count >= 2) decode2(codes(0, 0), stepAt(in[0], k), codes(1, 1), stepAt(in[1], k), n, a);
+    for (; c + 1 < count; c += 2) decodeAdd2(codes(c, 0), stepAt(in[c], k), codes(c + 1, 1), stepAt(in[c + 1], k), n, a);
+    if (c < count) decodeAdd(codes(c, 0), n, stepAt(in[c], k), a);
   }
 }
 
@@ -147,7 +172,17 @@ uint32_t quantizeWithFeedback(QuantFormat f, const float* x, float* error, float
 
 }  // namespace
 
-bool quantize(QuantFormat f, const float* x, float* error, float beta, size_t n, uint8_t* out) {
+// Each kernel is compiled twice, for baseline x86-64 and for AVX2, and the loader picks the one the CPU
+// runs (GCC's target_clones; flatten inlines everything the kernel calls, so the helpers get the AVX2 code
+// too). The results are bit-identical: every operation is IEEE's correctly rounded one in both, and the
+// build fuses no multiply-add.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define SPMD_QUANT_KERNEL [[gnu::target_clones("avx2", "default"), gnu::flatten]]
+#else
+#define SPMD_QUANT_KERNEL
+#endif
+
+SPMD_QUANT_KERNEL bool quantize(QuantFormat f, const float* x, float* error, float beta, size_t n, uint8_t* out) {
   uint32_t worst = 0;
   for (size_t k = 0; k < f.groups(n); ++k) {
     const Group g(f, n, k);
@@ -156,22 +191,18 @@ bool quantize(QuantFormat f, const float* x, float* error, float beta, size_t n,
   return worst < kNonFinite;
 }
 
-void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) {
-  for (size_t k = 0; k < f.groups(n); ++k) {
-    const Group g(f, n, k);
-    const float s = stepAt(in, k);
-    withCodes(f.bits, in + g.codeOffset, g.len, [&](const int8_t* q, size_t t0, size_t len) { decode(q, len, s, out + g.at + t0); });
-  }
+SPMD_QUANT_KERNEL void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) {
+  for (size_t k = 0; k < f.groups(n); ++k) sumGroup(f, &in, 1, k, Group(f, n, k), out + k * f.groupSize);
 }
 
-void dequantizeSum(QuantFormat f, const uint8_t* const* in, int count, size_t n, float* out) {
+SPMD_QUANT_KERNEL void dequantizeSum(QuantFormat f, const uint8_t* const* in, int count, size_t n, float* out) {
   for (size_t k = 0; k < f.groups(n); ++k) {
     const Group g(f, n, k);
     sumGroup(f, in, count, k, g, out + g.at);
   }
 }
 
-bool dequantizeSumQuantize(QuantFormat f, const uint8_t* const* in, int count, float* error, float beta, size_t n,
+SPMD_QUANT_KERNEL bool dequantizeSumQuantize(QuantFormat f, const uint8_t* const* in, int count, float* error, float beta, size_t n,
                            float* scratch, uint8_t* out) {
   uint32_t worst = 0;
   for (size_t k = 0; k < f.groups(n); ++k) {
