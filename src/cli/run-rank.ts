@@ -13,6 +13,8 @@ import { validateGraph } from "../graph/validate.js";
 import { createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
+import { formatHtml } from "../report/html.js";
+import { formatSummary } from "../report/summary.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -123,6 +125,9 @@ export async function runRank(args: RunArgs): Promise<number> {
       writeFileAtomic(path.join(runDir!, "results.json"), json);
       writeFileAtomic(path.join(runDir!, "table.txt"), table);
       writeFileAtomic(path.join(runDir!, "results.csv"), formatCsv(doc));
+      const summary = formatSummary(doc, job.iterations);
+      writeFileAtomic(path.join(runDir!, "summary.txt"), summary);
+      writeFileAtomic(path.join(runDir!, "report.html"), await formatHtml(doc, table, summary));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
