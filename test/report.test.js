@@ -88,3 +88,26 @@ test("report.html renders in headless Chromium to a picture that is not blank", 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("progress: rank 0 reports steps to the launcher's side channel; piped output shows no bar", async () => {
+  const { launch } = await import("../dist/launch/launcher.js");
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-progress-"));
+  try {
+    const file = path.join(dir, "job.json");
+    writeFileSync(file, JSON.stringify({ name: "p", iterations: 30, warmup: 2, tensors: { t: { dtype: "float32", count: 4096 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }], sweep: { count: [1024, 4096] } }));
+    const seen = [];
+    const lines = [];
+    const result = await launch({
+      nprocs: 2,
+      command: [process.execPath, RUNNER, "run", file, "--out", dir],
+      onProgress: (done, total) => seen.push([done, total]),
+      onLine: (rank, stream, line) => lines.push(line),
+    });
+    assert.equal(result.exitCode, 0, lines.join("\n"));
+    assert.ok(seen.length > 0, "no progress reported");
+    assert.ok(seen.every(([d, t]) => t === 64 && d >= 0 && d <= 64), JSON.stringify(seen));
+    assert.ok(!lines.some((l) => /steps \[/.test(l)), "no bar drawn by ranks whose output is piped");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

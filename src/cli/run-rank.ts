@@ -14,6 +14,7 @@ import { createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
 import { formatHtml } from "../report/html.js";
+import { rankProgress } from "../report/progress.js";
 import { formatSummary } from "../report/summary.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
@@ -109,7 +110,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
-    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] });
+    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"], progress: rankProgress(place.rank, args.quiet ?? false) });
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {
