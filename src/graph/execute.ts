@@ -6,7 +6,8 @@ import { aggregate } from "../metrics/aggregate.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../report/result.js";
-import { plan, sweepPoints, type Plan } from "./plan.js";
+import { plan, type Plan } from "./plan.js";
+import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
@@ -55,7 +56,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   try {
     for (const [index, point] of points.entries()) {
       const p = plan(job, comm.size, point);
-      o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps${point === undefined ? "" : ` at count ${point}`}`);
+      o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
       rows.push(...(await aggregate(comm, p, results, job.check)));

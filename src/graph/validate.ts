@@ -1,3 +1,4 @@
+import { applyParams, sweepPoints } from "./sweep.js";
 import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage } from "../config/job.js";
 import { topologicalOrder } from "./schedule.js";
@@ -92,7 +93,8 @@ export function validateGraph(job: Job, file: string, worldSize?: number): void 
     failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}`);
   }
 
-  if (job.sweep && Object.keys(job.tensors).length === 0) {
+  if (job.sweep?.count && Object.keys(job.tensors).length === 0) {
     throw new ConfigError(file, "sweep", "nothing to sweep: the job declares no tensors");
   }
+  for (const point of sweepPoints(job)) applyParams(job, point.params, file);
 }

@@ -34,7 +34,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max");
   const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max");
   const world = comm.size;
-  return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {
+  return plan.stages.map(({ stage, kind, count, dtype, params }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
     const factor = kind.busFactor(world);
@@ -60,6 +60,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       wrong: check && dtype && !error ? wrong[i]! : null,
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
+      ...(params && { params }),
       per_rank_avg_us: ranks,
       slowest_rank: ranks.indexOf(Math.max(...ranks)),
       straggler_us: stragglerUs(ranks),

@@ -17,6 +17,8 @@ export interface ResultRow {
   wrong: number | null;
   wire_bytes: number;
   rel_error: number | null;
+  /** The stage options a parameter sweep set for this row. */
+  params?: Record<string, string | number | boolean>;
   /** Each rank's average time, by rank. */
   per_rank_avg_us: number[];
   slowest_rank: number;

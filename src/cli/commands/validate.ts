@@ -2,7 +2,8 @@
 import type { Argv, CommandModule } from "yargs";
 import { loadJob } from "../../config/load.js";
 import { validateGraph } from "../../graph/validate.js";
-import { plan, sweepPoints } from "../../graph/plan.js";
+import { plan } from "../../graph/plan.js";
+import { sweepPoints } from "../../graph/sweep.js";
 
 export interface ValidateArgs {
   job: string;
