@@ -51,6 +51,7 @@ test("each run directory holds the table, JSON, CSV, comms summary and HTML repo
     assert.match(summary, /^Comm\. Op +Message Size +Count +Total Latency\(ms\) +Avg Latency\(ms\)/);
     assert.match(summary, /\nallreduce\n +4 KiB +3 +/);
     assert.match(summary, /\nStragglers +Stage/);
+    assert.match(summary, /\nOverlap \(OSU\) +Stage +Count +Overall\(ms\) +Compute\(ms\) +Comm\(ms\) +Overlap\(%\)\nigather +ig +2048 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+/);
     const html = readFileSync(path.join(run, "report.html"), "utf8");
     assert.equal((html.match(/<svg /g) ?? []).length, 3, "bandwidth, error and overlap charts");
     assert.doesNotMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/, "self-contained: no scripts, nothing fetched");

@@ -5,7 +5,8 @@ const ms = (us: number) => (us / 1e3).toFixed(3);
 
 /**
  * DeepSpeed's comms-logger summary: per op, per message size, the call count, total and average latency
- * and bandwidths; then each op's straggler effect and its slowest rank. Iterations count as calls.
+ * and bandwidths; then each op's straggler effect and its slowest rank, and OSU's overlap columns for
+ * nonblocking stages. Iterations count as calls.
  */
 export function formatSummary(doc: ResultDocument, iterations: number): string {
   const head = ["Comm. Op", "Message Size", "Count", "Total Latency(ms)", "Avg Latency(ms)", "algbw (GB/s)", "busbw (GB/s)"];
@@ -24,6 +25,14 @@ export function formatSummary(doc: ResultDocument, iterations: number): string {
   for (const r of doc.results) {
     const slowest = r.per_rank_avg_us[r.slowest_rank] ?? 0;
     out.push(line([r.op, r.stage, "", ms(r.straggler_us), String(r.slowest_rank), ms(slowest), ms(Math.min(...r.per_rank_avg_us))]));
+  }
+  const overlapping = doc.results.filter((r) => r.overlap);
+  if (overlapping.length) {
+    out.push("", line(["Overlap (OSU)", "Stage", "Count", "Overall(ms)", "Compute(ms)", "Comm(ms)", "Overlap(%)"]));
+    for (const r of overlapping) {
+      const o = r.overlap!;
+      out.push(line([r.op, r.stage, String(r.count), ms(o.overall_us), ms(o.compute_us), ms(o.comm_us), o.overlap_pct.toFixed(1)]));
+    }
   }
   return out.join("\n") + "\n";
 }
