@@ -137,6 +137,8 @@ export interface NativeCommunicator {
   readonly rank: number;
   readonly size: number;
   readonly backend: string;
+  /** Steps the program now running has finished (for progress displays). */
+  readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
   allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
   /** Op `op`'s output on this rank after the last run. */

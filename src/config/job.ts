@@ -152,9 +152,19 @@ const sweepRange = z
     }
   });
 
-export const sweepSchema = z.strictObject({
-  count: z.union([sweepRange, z.array(sizeSchema).min(1)]),
-});
+const sweepValue = z.union([z.string(), z.number(), z.boolean()]);
+
+export const sweepSchema = z
+  .strictObject({
+    count: z.union([sweepRange, z.array(sizeSchema).min(1)]).optional(),
+    // "algorithm": every stage that accepts the value; "<stage id>.<option>": that stage only.
+    params: z.record(z.string().min(1), z.array(sweepValue).min(1)).optional(),
+  })
+  .superRefine((sweep, ctx) => {
+    if (sweep.count === undefined && sweep.params === undefined) {
+      ctx.addIssue({ code: "custom", message: 'expected "count", "params" or both' });
+    }
+  });
 
 export const jobSchema = z.strictObject({
   $schema: z.string().optional(),

@@ -1,3 +1,4 @@
+import { applyParams, sweepPoints } from "./sweep.js";
 import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage } from "../config/job.js";
 import { topologicalOrder } from "./schedule.js";
@@ -112,7 +113,12 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
     failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}`);
   }
 
-  if (job.sweep && Object.keys(job.tensors).length === 0) {
+  if (job.sweep?.count && Object.keys(job.tensors).length === 0) {
     throw new ConfigError(file, "sweep", "nothing to sweep: the job declares no tensors");
+  }
+  for (const point of sweepPoints(job)) {
+    const { job: at } = applyParams(job, point.params, file);
+    // What a point sets (a root, a node layout) must hold there too.
+    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, failAt(i)));
   }
 }

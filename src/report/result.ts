@@ -1,3 +1,4 @@
+import type { Overlap } from "../metrics/overlap.js";
 import type { TimeStats } from "../metrics/stats.js";
 
 /** One row of results.json; field names are fixed by DESIGN.md ("Command line"). */
@@ -16,6 +17,15 @@ export interface ResultRow {
   wrong: number | null;
   wire_bytes: number;
   rel_error: number | null;
+  /** The stage options a parameter sweep set for this row. */
+  params?: Record<string, string | number | boolean>;
+  /** Each rank's average time, by rank. */
+  per_rank_avg_us: number[];
+  slowest_rank: number;
+  /** Σ over ranks of (rank's average − fastest rank's average). */
+  straggler_us: number;
+  /** Nonblocking stages only (OSU's method). */
+  overlap?: Overlap;
   // Added on the rows of estimating stages (compressed_allreduce, quantized_allreduce) only. Per-step
   // arrays start at the first warmup step, since the error-feedback state evolves from there; null where
   // the exact result is 0.

@@ -267,6 +267,7 @@ std::vector<OpResult> Executor::run() {
         if (p.error) p.error->observe(p.out.data());  // after the timing, so untimed
       }
       for (size_t i = 0; i < ops.size(); ++i) complete(i);
+      if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
     }
   } catch (const std::exception& e) {
     lane0_.abort(e.what());

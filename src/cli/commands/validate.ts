@@ -2,8 +2,8 @@
 import type { Argv, CommandModule } from "yargs";
 import { loadJob } from "../../config/load.js";
 import { validateGraph } from "../../graph/validate.js";
-import { sweepPoints } from "../../graph/plan.js";
 import { schedule } from "../../graph/schedule.js";
+import { sweepPoints } from "../../graph/sweep.js";
 
 export interface ValidateArgs {
   job: string;
