@@ -84,6 +84,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   const opened = await openCommunicator({
     place,
     backend: cfg.backend,
+    device: job.device,
     token: jobToken(job, cfg),
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,

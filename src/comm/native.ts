@@ -7,8 +7,8 @@ export type NativeDType = "float32" | "float64" | "int32" | "int64" | "float16" 
 export type NativeOpKind =
   | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
   | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
-/** "mpi": the MPI library's own collective, what "auto" runs on the MPI backend. */
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi";
+/** "mpi" / "nccl": the library's own collective, what "auto" runs on that backend. */
+export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi" | "nccl";
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";
@@ -106,6 +106,27 @@ export interface MpiOptions {
   mpi: NativeMpiBootstrap;
 }
 
+export interface NcclOptions {
+  backend: "nccl";
+  rank: number;
+  size: number;
+  /** The local rank picks the CUDA device. */
+  localRank: number;
+  /** The NCCL library to open (nccl-library.ts). */
+  library: string;
+  /** ncclGetUniqueId's 128 bytes from rank 0. */
+  id: Buffer;
+}
+
+/** What ncclProbe found in a library that loads. */
+export interface NcclProbe {
+  path: string;
+  /** The host-memory ABI double (tests), not a real NCCL. */
+  hostMemory: boolean;
+  /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
+  missing: string;
+}
+
 export interface MpiWorld {
   rank: number;
   size: number;
@@ -147,6 +168,8 @@ export interface NativeCommunicator {
   tensor(index: number): { dtype: NativeDType; data: Buffer };
   /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
+  /** Joins the other ranks where that blocks until all arrive (nccl); resolves at once for the others. */
+  connect(): Promise<void>;
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;
@@ -155,11 +178,15 @@ export interface NativeCommunicator {
 /** Errors from native code carry one of these codes. */
 export type NativeErrorCode =
   | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED";
+  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions | MpiOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | MpiOptions | NcclOptions) => NativeCommunicator;
   backends: string[];
+  /** ncclGetUniqueId from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
+  ncclUniqueId(library: string): Buffer;
+  /** Loads `library` and reports on it; throws why it cannot. */
+  ncclProbe(library: string): NcclProbe;
   /** Present when the MPI backend is built. */
   MpiBootstrap?: new () => NativeMpiBootstrap;
   /** MPI_Get_library_version's text, when the MPI backend is built. */

@@ -6,6 +6,8 @@ import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { native, type NativeCommunicator } from "./native.js";
+import { ncclLibrary } from "./nccl-library.js";
+import type { Job } from "../config/job.js";
 
 /** The user asked for something this build or this placement cannot do (exit code 2). */
 export class BackendError extends Error {
@@ -19,8 +21,10 @@ export interface OpenOptions {
   timeoutMs: number;
   addr?: string;
   port?: number;
-  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL. */
+  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY. */
   env?: NodeJS.ProcessEnv;
+  /** The job's device (default "cpu"): "cuda" makes auto pick nccl. */
+  device?: Job["device"];
 }
 
 export interface OpenCommunicator {
@@ -36,7 +40,7 @@ export interface OpenCommunicator {
 /** How a rank starts: which bootstrap meets the others, and the backend ("shm" still needs one host). */
 export interface StartPlan {
   bootstrap: Bootstrap["kind"];
-  backend: "mpi" | "shm";
+  backend: "mpi" | "shm" | "nccl";
 }
 
 export interface PlanInput {
@@ -46,14 +50,32 @@ export interface PlanInput {
   /** The addon's backends (native().backends). */
   built: readonly string[];
   master: { addr?: string; port?: number };
+  device?: Job["device"];
+}
+
+/** How ranks of a library backend (nccl) meet: alone, over the TCP store, or over MPI. */
+function libraryBootstrap(backend: string, { place, env, built, master }: PlanInput): StartPlan["bootstrap"] {
+  if (place.size === 1) return "none";
+  if (master.addr && master.port !== undefined) return "tcp";
+  if (launchedByMpi(place, env) && built.includes("mpi")) return "mpi";
+  throw new BackendError(`backend ${backend}: ${place.size} ranks need MASTER_ADDR and MASTER_PORT (or an MPI launcher and the mpi backend)`);
 }
 
 /**
- * Resolves "auto" and rejects what cannot run here, before any rank communicates. auto = mpi when an MPI
- * launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
+ * Resolves "auto" and rejects what cannot run here, before any rank communicates. auto = nccl for a job on
+ * device "cuda"; else mpi when an MPI launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
  * the mpi backend, and for shm under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
  */
-export function planStart({ requested, place, env, built, master }: PlanInput): StartPlan {
+export function planStart(input: PlanInput): StartPlan {
+  const { requested, place, env, built, master, device = "cpu" } = input;
+  if (device === "npu") throw new BackendError(`device npu: needs backend hccl, which is not available in this build (built: ${built.join(", ")})`);
+  if (device === "cuda" && requested !== "auto" && requested !== "nccl") {
+    throw new BackendError(`device cuda: backend ${requested} moves host memory only; use backend nccl (or auto)`);
+  }
+  if (requested === "nccl" || device === "cuda") {
+    if (!built.includes("nccl")) throw new BackendError(`backend nccl is not available in this build (built: ${built.join(", ")})`);
+    return { bootstrap: libraryBootstrap("nccl", input), backend: "nccl" };
+  }
   const mpiBuilt = built.includes("mpi");
   const byMpi = launchedByMpi(place, env);
   if (requested === "mpi" || (requested === "auto" && byMpi && mpiBuilt)) {
@@ -126,6 +148,25 @@ async function startShm(boot: Bootstrap, place: Place): Promise<NativeCommunicat
   }
 }
 
+/**
+ * Rank 0 asks NCCL for a unique id, the bootstrap carries it to every rank, and all join with it. Joining
+ * blocks until every rank arrives, so it runs on the communicator's progress thread (connect()): rank 0's
+ * event loop stays free to serve the TCP store the others read the id from.
+ */
+async function startNccl(boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
+  const library = ncclLibrary(env).path;
+  const mine = place.rank === 0 ? native().ncclUniqueId(library).toString("base64") : undefined;
+  const id = Buffer.from(await boot.broadcast("nccl/id", mine), "base64");
+  const comm = new (native().Communicator)({ backend: "nccl", rank: place.rank, size: place.size, localRank: place.localRank, library, id });
+  try {
+    await comm.connect();
+    return comm;
+  } catch (err) {
+    comm.close();
+    throw err;
+  }
+}
+
 /** Meets the other ranks and starts the native communicator every stage runs on. */
 export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator> {
   const input: PlanInput = {
@@ -134,6 +175,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     env: o.env ?? process.env,
     built: native().backends,
     master: { addr: o.addr ?? o.place.master?.addr, port: o.port ?? o.place.master?.port },
+    device: o.device,
   };
   const plan = planStart(input);
   const boot = await openBootstrap(plan.bootstrap, o, input);
@@ -142,6 +184,8 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   try {
     if (plan.backend === "shm") {
       comm = await startShm(boot, o.place);
+    } else if (plan.backend === "nccl") {
+      comm = await startNccl(boot, o.place, input.env);
     } else {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;

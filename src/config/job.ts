@@ -171,7 +171,9 @@ export const jobSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
     error: (issue) => `expected 1 to 128 letters, digits, "_", "." or "-", got ${describeValue(issue.input)}`,
   }),
-  device: z.enum(["cpu"]).default("cpu"),
+  // Where the communicator moves data: "cuda" runs it on NVIDIA GPUs (backend nccl), "npu" on Ascend NPUs
+  // (backend hccl). Tensors live in host memory either way and are staged to the device per op.
+  device: z.enum(["cpu", "cuda", "npu"]).default("cpu"),
   iterations: z.int().min(1).default(20),
   warmup: z.int().min(0).default(5),
   check: z.boolean().default(false),

@@ -1,6 +1,7 @@
 #include "addon/communicator_wrap.h"
 
 #include "addon/errors.h"
+#include "addon/nccl_wrap.h"
 #include "addon/program_from_js.h"
 #include "backends/shm/shm_backend.h"
 #include "core/error.h"
@@ -40,6 +41,14 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
     return backend;
   }
 #endif
+  if (kind == "nccl") {
+    queue = std::make_shared<OpQueue>();
+    try {
+      return std::make_unique<nccl::NcclBackend>(ncclOptionsOf(env, o, rank, size));
+    } catch (const CommError& e) {
+      throw makeError(env, e.code(), e.what());
+    }
+  }
   if (kind == "shm") {
     queue = std::make_shared<OpQueue>();
     shm::ShmOptions so;
@@ -65,6 +74,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
                       InstanceMethod<&CommunicatorWrap::state>("state"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
+                      InstanceMethod<&CommunicatorWrap::connect>("connect"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
@@ -213,6 +223,16 @@ Napi::Value CommunicatorWrap::state(const Napi::CallbackInfo& info) {
 Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
   if (backend_) backend_->release();
   return info.Env().Undefined();
+}
+
+Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen(env);
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  Backend* backend = backend_.get();
+  p->work = [backend] { backend->connect(); };
+  p->settle = [](Napi::Env e) { return e.Undefined(); };
+  return submit(env, std::move(p));
 }
 
 Napi::Value CommunicatorWrap::close(const Napi::CallbackInfo& info) {

@@ -34,6 +34,8 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value state(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
+  // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread.
+  Napi::Value connect(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);
   Napi::Value getSize(const Napi::CallbackInfo& info);

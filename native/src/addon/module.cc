@@ -1,8 +1,9 @@
-// Module entry: the Communicator class and what this build contains (with MPI: the MpiBootstrap class
+// Module entry: the Communicator class, NCCL's module functions, and what this build contains (with MPI: the MpiBootstrap class
 // and the MPI library's version text).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
+#include "addon/nccl_wrap.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
@@ -13,6 +14,9 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
   Napi::Array backends = Napi::Array::New(env);
   backends.Set(backends.Length(), Napi::String::New(env, "shm"));
+  // Always built: NCCL itself is opened at run time (ncclProbe says whether it loads here).
+  backends.Set(backends.Length(), Napi::String::New(env, "nccl"));
+  spmd::addon::defineNccl(env, exports);
 #ifdef SPMD_HAVE_MPI
   backends.Set(backends.Length(), Napi::String::New(env, "mpi"));
   exports.Set("MpiBootstrap", spmd::addon::MpiBootstrapWrap::define(env));

@@ -12,8 +12,8 @@
 namespace spmd {
 
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
-// Mpi: the MPI library's own collective (what Auto runs on the MPI backend), whatever algorithm it picks.
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi };
+// Mpi / Nccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi, Nccl };
 
 std::string_view algoName(Algo a);
 bool parseAlgo(std::string_view name, Algo& out);
@@ -26,6 +26,12 @@ class PostedOp {
   // Returns once the op completed, or throws as its blocking form would, within the deadline the lane
   // had when the op was posted.
   virtual void wait() = 0;
+};
+
+// What postGather returns where the gather ran to completion when posted.
+class CompletedOp : public PostedOp {
+ public:
+  void wait() override {}
 };
 
 class Collectives {

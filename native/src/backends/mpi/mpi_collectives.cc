@@ -12,12 +12,6 @@ std::string waitingFor(const char* call, size_t bytes) {
   return std::string("waiting for ") + call + " of " + std::to_string(bytes) + " bytes";
 }
 
-// What postGather returns for the explicit algorithms, which run to completion when posted.
-class Completed : public PostedOp {
- public:
-  void wait() override {}
-};
-
 }  // namespace
 
 MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed)
@@ -134,7 +128,7 @@ class MpiCollectives::PostedRequest : public PostedOp {
 std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) {
     algorithms().gather(in, out, bytes, root, a);
-    return std::make_unique<Completed>();
+    return std::make_unique<CompletedOp>();
   }
   auto posted = std::make_unique<PostedRequest>(waiter_, *deadline_, bytes * size_t(size_));
   igather(in, out, bytes, root, &posted->req_);
