@@ -129,7 +129,7 @@ const badJobs = [
     'job.json: stages[0].algorithm: expected one of "auto", "direct", "tree", got "ring"'],
   ["empty stages", jobText({ stages: [] }), undefined, "job.json: stages: expected at least 1 item, got 0"],
   ["stages not a list", jobText({ stages: {} }), undefined, "job.json: stages: expected an array, got an object"],
-  ["unknown device", jobText({ device: "gpu" }), undefined, 'job.json: device: expected "cpu", got "gpu"'],
+  ["unknown device", jobText({ device: "gpu" }), undefined, 'job.json: device: expected one of "cpu", "cuda", "npu", got "gpu"'],
   ["sweep from > to", jobText({ sweep: { count: { from: "1Mi", to: "1Ki" } } }), undefined,
     "job.json: sweep.count.from: expected from <= to, got from 1048576 and to 1024"],
   ["sweep missing to", jobText({ sweep: { count: { from: "1Ki" } } }), undefined,
