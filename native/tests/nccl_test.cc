@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/nccl/nccl_backend.h"
+#include "backends/nccl/nccl_library.h"
 #include "core/error.h"
 
 using namespace spmd;
@@ -39,9 +40,11 @@ int main() {
     nccl::NcclOptions o;
     o.library = library;
     o.id = nccl::uniqueId(library);
-    nccl::NcclBackend backend(o);
-    backend.connect();
-    Collectives& c = backend.lane(0);
+    expect(nccl::dataType(DType::F32) == ncclFloat32 && nccl::dataType(DType::BF16) == ncclBfloat16, "dtype mapping");
+    expect(nccl::redOp(RedOp::Max) == ncclMax && nccl::redOp(RedOp::Min) == ncclMin, "reduction mapping");
+    std::unique_ptr<Backend> backend = nccl::makeBackend(o);
+    backend->connect();
+    Collectives& c = backend->lane(0);
     c.setDeadline(Transport::Clock::now() + std::chrono::seconds(30));
     const std::vector<float> in{1.5f, -2.f, 3.f};
     std::vector<float> out(3, 0.f);

@@ -178,7 +178,7 @@ export interface NativeCommunicator {
 /** Errors from native code carry one of these codes. */
 export type NativeErrorCode =
   | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL";
+  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE";
 
 interface NativeModule {
   Communicator: new (options: ShmOptions | MpiOptions | NcclOptions) => NativeCommunicator;

@@ -44,7 +44,7 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
   if (kind == "nccl") {
     queue = std::make_shared<OpQueue>();
     try {
-      return std::make_unique<nccl::NcclBackend>(ncclOptionsOf(env, o, rank, size));
+      return nccl::makeBackend(ncclOptionsOf(env, o, rank, size));
     } catch (const CommError& e) {
       throw makeError(env, e.code(), e.what());
     }

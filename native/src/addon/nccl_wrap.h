@@ -4,6 +4,7 @@
 #pragma once
 #include <napi.h>
 
+#include "backends/nccl/nccl_api.h"
 #include "backends/nccl/nccl_backend.h"
 
 namespace spmd::addon {

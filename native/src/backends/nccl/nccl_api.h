@@ -1,8 +1,9 @@
-// NCCL resolved at run time: the library is opened with dlopen, so the addon builds and loads on machines
-// without NCCL or CUDA, and a job that asks for nccl there gets an error saying why.
+// NCCL resolved at run time (backends/library/dynlib.h): the addon builds and loads on machines without
+// NCCL or CUDA, and a job that asks for nccl there gets an error saying why.
 #pragma once
 #include <string>
 
+#include "backends/library/device.h"
 #include "backends/nccl/nccl_types.h"
 
 namespace spmd::nccl {
@@ -27,19 +28,16 @@ struct Api {
   ncclCommGetAsyncError_fn commGetAsyncError = nullptr;
   ncclCommAbort_fn commAbort = nullptr;
   ncclGetErrorString_fn getErrorString = nullptr;
-  // The test double's host streams (nccl_types.h); null for a real NCCL.
-  spmdDoubleStreamCreate_fn doubleStreamCreate = nullptr;
-  spmdDoubleStreamQuery_fn doubleStreamQuery = nullptr;
-  spmdDoubleStreamDestroy_fn doubleStreamDestroy = nullptr;
+  // The test double's host streams; none for a real NCCL.
+  library::DoubleStreams doubleStreams;
 
-  bool hostMemory() const { return doubleStreamQuery != nullptr; }
+  bool hostMemory() const { return doubleStreams.present(); }
   // The optional symbols this library lacks, for `runner info` and the log ("" when none).
   std::string missingOptional() const;
 };
 
 // Opens `path` (a soname or a file) once per process and resolves the symbols; throws CommError
-// kUnsupported naming the path and dlerror() or the missing symbol. The library stays loaded for the
-// process's life: NCCL keeps threads of its own that must not lose their code.
+// kUnsupported naming the path and dlerror() or the missing symbol.
 const Api& load(const std::string& path);
 
 }  // namespace spmd::nccl

@@ -1,27 +1,21 @@
 #include "backends/nccl/nccl_backend.h"
 
+#include "backends/library/library_backend.h"
 #include "backends/nccl/nccl_error.h"
-#include "core/error.h"
+#include "backends/nccl/nccl_library.h"
 
 namespace spmd::nccl {
 
-NcclBackend::NcclBackend(const NcclOptions& o) : o_(o), api_(load(o.library)) {}
-
-NcclBackend::~NcclBackend() {
-  lane_.reset();
-  comm_.reset();
-  device_.reset();
-}
-
-void NcclBackend::connect() {
-  device_ = makeDevice(api_, o_.localRank);
-  comm_ = std::make_unique<Comm>(api_, o_.id, o_.rank, o_.size);
-  lane_ = std::make_unique<NcclCollectives>(*comm_, *device_, o_.rank, o_.size);
-}
-
-Collectives& NcclBackend::lane(int) {
-  if (!lane_) throw CommError(code::kInvalid, "nccl: the communicator is not connected");
-  return *lane_;
+std::unique_ptr<Backend> makeBackend(const NcclOptions& o) {
+  const Api& api = load(o.library);
+  auto join = [&api, o]() -> library::LibraryBackend::Joined {
+    // The double's memory is the host's; on a GPU, the local rank's device (one GPU per rank on a node).
+    auto device = api.hostMemory() ? library::makeHostDevice(api.doubleStreams) : library::makeCudaDevice(o.localRank);
+    ncclComm_t comm = nullptr;
+    check(api, api.commInitRank(&comm, o.size, o.id, o.rank), "ncclCommInitRank");
+    return {std::move(device), comm};
+  };
+  return std::make_unique<library::LibraryBackend>("nccl", std::make_unique<NcclLibrary>(api), join, o.rank, o.size);
 }
 
 ncclUniqueId uniqueId(const std::string& library) {

@@ -62,10 +62,4 @@ typedef ncclResult_t (*ncclCommGetAsyncError_fn)(ncclComm_t comm, ncclResult_t* 
 typedef ncclResult_t (*ncclCommAbort_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
 typedef const char* (*ncclGetErrorString_fn)(ncclResult_t result);
-
-// Exported only by the host-memory test double: its "device" buffers are host memory and its streams are
-// its own (the double has no CUDA). Their presence is how the backend knows it talks to the double.
-typedef int (*spmdDoubleStreamCreate_fn)(cudaStream_t* stream);
-typedef int (*spmdDoubleStreamQuery_fn)(cudaStream_t stream);  // 0: idle, 1: busy
-typedef int (*spmdDoubleStreamDestroy_fn)(cudaStream_t stream);
 }

@@ -1,17 +1,18 @@
-// The one lane of the NCCL backend. Auto runs NCCL's own collective where NCCL has one (allreduce,
-// reduce_scatter, all_gather, broadcast, reduce; barrier as a 1-element allreduce); a named algorithm,
-// and the ops NCCL has only as grouped sends and receives, run the shared algorithms over NcclTransport.
+// The one lane of a vendor library backend (nccl, hccl). Auto runs the library's own collective where it
+// has one (allreduce, reduce_scatter, all_gather, broadcast, reduce; barrier as a 1-element allreduce);
+// a named algorithm, and the ops the vendors have only as grouped sends and receives, run the shared
+// algorithms over LibraryTransport.
 #pragma once
 #include <memory>
 
-#include "backends/nccl/nccl_transport.h"
+#include "backends/library/library_transport.h"
 #include "core/transport_collectives.h"
 
-namespace spmd::nccl {
+namespace spmd::library {
 
-class NcclCollectives : public Collectives {
+class LibraryCollectives : public Collectives {
  public:
-  NcclCollectives(Comm& comm, Device& device, int rank, int size);
+  LibraryCollectives(Comm& comm, Device& device, int rank, int size);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -26,26 +27,27 @@ class NcclCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize) override;
   void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
   void barrier() override;
-  // ncclCommSplit is not wired yet: stages that need a sub-communicator fail with kUnsupported.
+  // Vendor splits (ncclCommSplit) are not wired yet: stages that need a sub-communicator fail with
+  // kUnsupported.
   std::unique_ptr<Collectives> split(int color, int key) override;
-  // One lane: igather runs when posted (NCCL has no gather of its own to overlap).
+  // One lane: igather runs when posted (the vendors have no gather of their own to overlap).
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
 
   void setDeadline(Transport::Clock::time_point d) override { transport_.setDeadline(d); }
   void abort(const std::string& reason) override { comm_.abort(reason); }
 
  private:
-  bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == Algo::Nccl; }
-  // Issues `call` (with the staged buffers) and waits for it.
-  template <typename Issue>
-  void run(const char* name, size_t bytes, Issue issue);
+  bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == lib_.algo(); }
+  // Checks what issuing `c` returned and waits for it.
+  void complete(int result, Call c, size_t bytes);
 
   Comm& comm_;
   Device& device_;
   int rank_, size_;
-  NcclTransport transport_;
+  Library& lib_;
+  LibraryTransport transport_;
   TransportCollectives algorithms_;
   DeviceBuffer in_, out_;
 };
 
-}  // namespace spmd::nccl
+}  // namespace spmd::library

@@ -1,10 +1,10 @@
-#include "backends/nccl/nccl_transport.h"
+#include "backends/library/library_transport.h"
 
 #include <string>
 
-namespace spmd::nccl {
+namespace spmd::library {
 
-void NcclTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+void LibraryTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
   size_t sendBytes = 0, recvBytes = 0;
   for (const SendSpec& s : sends) sendBytes += s.bytes;
   for (const RecvSpec& r : recvs) recvBytes += r.bytes;
@@ -16,22 +16,23 @@ void NcclTransport::exchange(std::span<const SendSpec> sends, std::span<const Re
     device_.toDevice(dsend + at, s.data, s.bytes);
     at += s.bytes;
   }
-  const Api& api = comm_.api();
-  ncclComm_t c = comm_.get();
-  comm_.check(api.groupStart(), "ncclGroupStart");
+  // Zero-byte entries are left out: both sides of a pair compute the same sizes, so they agree.
+  sends_.clear();
+  recvs_.clear();
   at = 0;
   for (const RecvSpec& r : recvs) {
-    if (r.bytes) comm_.check(api.recv(drecv + at, r.bytes, ncclInt8, r.peer, c, device_.stream()), "ncclRecv");
+    if (r.bytes) recvs_.push_back({r.peer, drecv + at, r.bytes});
     at += r.bytes;
   }
   at = 0;
   for (const SendSpec& s : sends) {
-    if (s.bytes) comm_.check(api.send(dsend + at, s.bytes, ncclInt8, s.peer, c, device_.stream()), "ncclSend");
+    if (s.bytes) sends_.push_back({s.peer, dsend + at, s.bytes});
     at += s.bytes;
   }
-  comm_.check(api.groupEnd(), "ncclGroupEnd");
+  comm_.check(comm_.lib().exchange(sends_, recvs_, comm_.get(), device_.stream()), Call::SendRecv);
+  device_.issued();
   comm_.wait(device_, deadline_,
-             "waiting for ncclSend/ncclRecv of " + std::to_string(sendBytes) + "/" + std::to_string(recvBytes) + " bytes");
+             std::string("waiting for ") + comm_.lib().call(Call::SendRecv) + " of " + std::to_string(sendBytes) + "/" + std::to_string(recvBytes) + " bytes");
   at = 0;
   for (const RecvSpec& r : recvs) {
     device_.toHost(r.data, drecv + at, r.bytes);
@@ -39,4 +40,4 @@ void NcclTransport::exchange(std::span<const SendSpec> sends, std::span<const Re
   }
 }
 
-}  // namespace spmd::nccl
+}  // namespace spmd::library

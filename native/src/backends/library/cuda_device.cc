@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "backends/nccl/device.h"
+#include "backends/library/device.h"
 #include "core/error.h"
 
-namespace spmd::nccl {
+namespace spmd::library {
 namespace {
 
 constexpr int kCudaSuccess = 0;
@@ -19,9 +19,9 @@ struct CudaRt {
   int (*malloc)(void**, size_t);
   int (*free)(void*);
   int (*memcpy)(void*, const void*, size_t, int);
-  int (*streamCreate)(cudaStream_t*);
-  int (*streamQuery)(cudaStream_t);
-  int (*streamDestroy)(cudaStream_t);
+  int (*streamCreate)(Stream*);
+  int (*streamQuery)(Stream);
+  int (*streamDestroy)(Stream);
   const char* (*errorString)(int);
 };
 
@@ -45,9 +45,9 @@ const CudaRt& cudart() {
     r.malloc = reinterpret_cast<int (*)(void**, size_t)>(sym("cudaMalloc"));
     r.free = reinterpret_cast<int (*)(void*)>(sym("cudaFree"));
     r.memcpy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(sym("cudaMemcpy"));
-    r.streamCreate = reinterpret_cast<int (*)(cudaStream_t*)>(sym("cudaStreamCreate"));
-    r.streamQuery = reinterpret_cast<int (*)(cudaStream_t)>(sym("cudaStreamQuery"));
-    r.streamDestroy = reinterpret_cast<int (*)(cudaStream_t)>(sym("cudaStreamDestroy"));
+    r.streamCreate = reinterpret_cast<int (*)(Stream*)>(sym("cudaStreamCreate"));
+    r.streamQuery = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamQuery"));
+    r.streamDestroy = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamDestroy"));
     r.errorString = reinterpret_cast<const char* (*)(int)>(sym("cudaGetErrorString"));
     return r;
   }();
@@ -56,7 +56,7 @@ const CudaRt& cudart() {
 
 void check(int err, const char* call) {
   if (err == kCudaSuccess) return;
-  throw CommError(code::kNccl, std::string("CUDA ") + call + " failed: " + cudart().errorString(err) + " (" +
+  throw CommError(code::kDevice, std::string("CUDA ") + call + " failed: " + cudart().errorString(err) + " (" +
                                    std::to_string(err) + ")");
 }
 
@@ -81,7 +81,7 @@ class CudaDevice : public Device {
   void toHost(void* dst, const void* src, size_t bytes) override {
     if (bytes) check(cudart().memcpy(dst, src, bytes, kDeviceToHost), "cudaMemcpy");
   }
-  cudaStream_t stream() const override { return stream_; }
+  Stream stream() const override { return stream_; }
   bool idle() override {
     const int err = cudart().streamQuery(stream_);
     if (err == kCudaErrorNotReady) return false;
@@ -90,11 +90,11 @@ class CudaDevice : public Device {
   }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  Stream stream_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> makeCudaDevice(int localRank) { return std::make_unique<CudaDevice>(localRank); }
+std::unique_ptr<Device> makeCudaDevice(int index) { return std::make_unique<CudaDevice>(index); }
 
-}  // namespace spmd::nccl
+}  // namespace spmd::library
