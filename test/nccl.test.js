@@ -101,7 +101,7 @@ test("runner info: nccl loadable through NCCL_LIBRARY, not loadable with the rea
   assert.match(notNccl.stdout, /nccl: not loadable: nccl: libm\.so\.6 lacks ncclGetUniqueId/);
 });
 
-test("backend rules: auto picks nccl on device cuda; cuda with a host backend or npu is refused", () => {
+test("backend rules: auto picks nccl on device cuda; a device with another backend is refused", () => {
   const env = { RANK: "0", WORLD_SIZE: "2", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
   const place = discoverPlace(env);
   const plan = (requested, device) => {
@@ -114,8 +114,9 @@ test("backend rules: auto picks nccl on device cuda; cuda with a host backend or
   assert.deepEqual(plan("auto", "cuda"), { backend: "nccl", bootstrap: "tcp" });
   assert.deepEqual(plan("nccl", "cpu"), { backend: "nccl", bootstrap: "tcp" });
   assert.deepEqual(plan("auto", "cpu"), { backend: "shm", bootstrap: "tcp" });
-  assert.match(plan("shm", "cuda"), /device cuda: backend shm moves host memory only/);
-  assert.match(plan("auto", "npu"), /device npu: needs backend hccl/);
+  assert.match(plan("shm", "cuda"), /device cuda: backend shm cannot run there; use backend nccl/);
+  assert.match(plan("nccl", "npu"), /device npu: backend nccl cannot run there; use backend hccl/);
+  assert.match(plan("auto", "npu"), /backend hccl is not available in this build/);
   const alone = discoverPlace({});
   assert.deepEqual(planStart({ requested: "nccl", place: alone, env: {}, built: ["shm", "nccl"], master: {} }), { backend: "nccl", bootstrap: "none" });
 });
@@ -124,7 +125,7 @@ test("the binding alone, one rank: unique id, connect, an allreduce; errors carr
   const { native } = await import("../dist/comm/native.js");
   const addon = native();
   assert.ok(addon.backends.includes("nccl"));
-  const id = addon.ncclUniqueId(FULL);
+  const id = addon.libraryId("nccl", FULL);
   assert.equal(id.length, 128);
   const comm = new addon.Communicator({ backend: "nccl", rank: 0, size: 1, localRank: 0, library: FULL, id });
   try {
@@ -134,9 +135,9 @@ test("the binding alone, one rank: unique id, connect, an allreduce; errors carr
   } finally {
     comm.close();
   }
-  assert.throws(() => addon.ncclUniqueId("/nonexistent/libnccl.so.2"), { code: "ERR_SPMD_UNSUPPORTED" });
+  assert.throws(() => addon.libraryId("nccl", "/nonexistent/libnccl.so.2"), { code: "ERR_SPMD_UNSUPPORTED" });
   process.env.SPMD_NCCL_DOUBLE_FAIL_INIT = "1";  // read by the double when ncclCommInitRank runs
-  const failing = new addon.Communicator({ backend: "nccl", rank: 0, size: 1, localRank: 0, library: FULL, id: addon.ncclUniqueId(FULL) });
+  const failing = new addon.Communicator({ backend: "nccl", rank: 0, size: 1, localRank: 0, library: FULL, id: addon.libraryId("nccl", FULL) });
   try {
     await assert.rejects(failing.connect(), { code: "ERR_SPMD_NCCL", message: /ncclCommInitRank failed: ncclSystemError \(2\)/ });
   } finally {

@@ -7,8 +7,8 @@ export type NativeDType = "float32" | "float64" | "int32" | "int64" | "float16" 
 export type NativeOpKind =
   | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
   | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
-/** "mpi" / "nccl": the library's own collective, what "auto" runs on that backend. */
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi" | "nccl";
+/** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
+export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi" | "nccl" | "hccl";
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";
@@ -106,22 +106,21 @@ export interface MpiOptions {
   mpi: NativeMpiBootstrap;
 }
 
-export interface NcclOptions {
-  backend: "nccl";
+export interface LibraryOptions {
+  backend: "nccl" | "hccl";
   rank: number;
   size: number;
-  /** The local rank picks the CUDA device. */
+  /** The local rank picks the device (CUDA or Ascend). */
   localRank: number;
-  /** The NCCL library to open (nccl-library.ts). */
+  /** The vendor library to open (vendor-library.ts). */
   library: string;
-  /** ncclGetUniqueId's 128 bytes from rank 0. */
+  /** From rank 0's libraryId: NCCL's 128-byte unique id, HCCL's 4108-byte root info. */
   id: Buffer;
 }
 
-/** What ncclProbe found in a library that loads. */
-export interface NcclProbe {
-  path: string;
-  /** The host-memory ABI double (tests), not a real NCCL. */
+/** What libraryProbe found in a library that loads. */
+export interface LibraryProbe {
+  /** The host-memory ABI double (tests), not the vendor's library. */
   hostMemory: boolean;
   /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
   missing: string;
@@ -168,7 +167,7 @@ export interface NativeCommunicator {
   tensor(index: number): { dtype: NativeDType; data: Buffer };
   /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
-  /** Joins the other ranks where that blocks until all arrive (nccl); resolves at once for the others. */
+  /** Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for the others. */
   connect(): Promise<void>;
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
@@ -181,12 +180,12 @@ export type NativeErrorCode =
   | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions | MpiOptions | NcclOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | MpiOptions | LibraryOptions) => NativeCommunicator;
   backends: string[];
-  /** ncclGetUniqueId from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
-  ncclUniqueId(library: string): Buffer;
+  /** ncclGetUniqueId / HcclGetRootInfo from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
+  libraryId(backend: "nccl" | "hccl", library: string): Buffer;
   /** Loads `library` and reports on it; throws why it cannot. */
-  ncclProbe(library: string): NcclProbe;
+  libraryProbe(backend: "nccl" | "hccl", library: string): LibraryProbe;
   /** Present when the MPI backend is built. */
   MpiBootstrap?: new () => NativeMpiBootstrap;
   /** MPI_Get_library_version's text, when the MPI backend is built. */

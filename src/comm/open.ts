@@ -6,7 +6,7 @@ import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { native, type NativeCommunicator } from "./native.js";
-import { ncclLibrary } from "./nccl-library.js";
+import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
 import type { Job } from "../config/job.js";
 
 /** The user asked for something this build or this placement cannot do (exit code 2). */
@@ -21,9 +21,9 @@ export interface OpenOptions {
   timeoutMs: number;
   addr?: string;
   port?: number;
-  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY. */
+  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY, HCCL_LIBRARY. */
   env?: NodeJS.ProcessEnv;
-  /** The job's device (default "cpu"): "cuda" makes auto pick nccl. */
+  /** The job's device (default "cpu"): "cuda" makes auto pick nccl, "npu" hccl. */
   device?: Job["device"];
 }
 
@@ -40,7 +40,7 @@ export interface OpenCommunicator {
 /** How a rank starts: which bootstrap meets the others, and the backend ("shm" still needs one host). */
 export interface StartPlan {
   bootstrap: Bootstrap["kind"];
-  backend: "mpi" | "shm" | "nccl";
+  backend: "mpi" | "shm" | LibraryBackend;
 }
 
 export interface PlanInput {
@@ -53,7 +53,7 @@ export interface PlanInput {
   device?: Job["device"];
 }
 
-/** How ranks of a library backend (nccl) meet: alone, over the TCP store, or over MPI. */
+/** How ranks of a library backend (nccl, hccl) meet: alone, over the TCP store, or over MPI. */
 function libraryBootstrap(backend: string, { place, env, built, master }: PlanInput): StartPlan["bootstrap"] {
   if (place.size === 1) return "none";
   if (master.addr && master.port !== undefined) return "tcp";
@@ -63,18 +63,19 @@ function libraryBootstrap(backend: string, { place, env, built, master }: PlanIn
 
 /**
  * Resolves "auto" and rejects what cannot run here, before any rank communicates. auto = nccl for a job on
- * device "cuda"; else mpi when an MPI launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
+ * device "cuda", hccl on "npu"; else mpi when an MPI launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
  * the mpi backend, and for shm under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
  */
 export function planStart(input: PlanInput): StartPlan {
   const { requested, place, env, built, master, device = "cpu" } = input;
-  if (device === "npu") throw new BackendError(`device npu: needs backend hccl, which is not available in this build (built: ${built.join(", ")})`);
-  if (device === "cuda" && requested !== "auto" && requested !== "nccl") {
-    throw new BackendError(`device cuda: backend ${requested} moves host memory only; use backend nccl (or auto)`);
+  const deviceBackend = ({ cuda: "nccl", npu: "hccl" } as const)[device as "cuda" | "npu"] as LibraryBackend | undefined;
+  if (deviceBackend && requested !== "auto" && requested !== deviceBackend) {
+    throw new BackendError(`device ${device}: backend ${requested} cannot run there; use backend ${deviceBackend} (or auto)`);
   }
-  if (requested === "nccl" || device === "cuda") {
-    if (!built.includes("nccl")) throw new BackendError(`backend nccl is not available in this build (built: ${built.join(", ")})`);
-    return { bootstrap: libraryBootstrap("nccl", input), backend: "nccl" };
+  const library = requested === "nccl" || requested === "hccl" ? requested : deviceBackend;
+  if (library) {
+    if (!built.includes(library)) throw new BackendError(`backend ${library} is not available in this build (built: ${built.join(", ")})`);
+    return { bootstrap: libraryBootstrap(library, input), backend: library };
   }
   const mpiBuilt = built.includes("mpi");
   const byMpi = launchedByMpi(place, env);
@@ -149,15 +150,16 @@ async function startShm(boot: Bootstrap, place: Place): Promise<NativeCommunicat
 }
 
 /**
- * Rank 0 asks NCCL for a unique id, the bootstrap carries it to every rank, and all join with it. Joining
- * blocks until every rank arrives, so it runs on the communicator's progress thread (connect()): rank 0's
- * event loop stays free to serve the TCP store the others read the id from.
+ * Rank 0 asks the vendor library for its id (NCCL's unique id, HCCL's root info), the bootstrap carries it
+ * to every rank, and all join with it. Joining blocks until every rank arrives, so it runs on the
+ * communicator's progress thread (connect()): rank 0's event loop stays free to serve the TCP store the
+ * others read the id from.
  */
-async function startNccl(boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
-  const library = ncclLibrary(env).path;
-  const mine = place.rank === 0 ? native().ncclUniqueId(library).toString("base64") : undefined;
-  const id = Buffer.from(await boot.broadcast("nccl/id", mine), "base64");
-  const comm = new (native().Communicator)({ backend: "nccl", rank: place.rank, size: place.size, localRank: place.localRank, library, id });
+async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
+  const library = vendorLibrary(backend, env).path;
+  const mine = place.rank === 0 ? native().libraryId(backend, library).toString("base64") : undefined;
+  const id = Buffer.from(await boot.broadcast(`${backend}/id`, mine), "base64");
+  const comm = new (native().Communicator)({ backend, rank: place.rank, size: place.size, localRank: place.localRank, library, id });
   try {
     await comm.connect();
     return comm;
@@ -184,8 +186,8 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   try {
     if (plan.backend === "shm") {
       comm = await startShm(boot, o.place);
-    } else if (plan.backend === "nccl") {
-      comm = await startNccl(boot, o.place, input.env);
+    } else if (plan.backend === "nccl" || plan.backend === "hccl") {
+      comm = await startLibrary(plan.backend, boot, o.place, input.env);
     } else {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;

@@ -1,7 +1,7 @@
 #include "addon/communicator_wrap.h"
 
 #include "addon/errors.h"
-#include "addon/nccl_wrap.h"
+#include "addon/library_wrap.h"
 #include "addon/program_from_js.h"
 #include "backends/shm/shm_backend.h"
 #include "core/error.h"
@@ -41,13 +41,9 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
     return backend;
   }
 #endif
-  if (kind == "nccl") {
+  if (isLibraryBackend(kind)) {
     queue = std::make_shared<OpQueue>();
-    try {
-      return nccl::makeBackend(ncclOptionsOf(env, o, rank, size));
-    } catch (const CommError& e) {
-      throw makeError(env, e.code(), e.what());
-    }
+    return startLibraryBackend(env, kind, o, rank, size);
   }
   if (kind == "shm") {
     queue = std::make_shared<OpQueue>();

@@ -1,9 +1,9 @@
-// Module entry: the Communicator class, NCCL's module functions, and what this build contains (with MPI: the MpiBootstrap class
+// Module entry: the Communicator class, the vendor libraries' module functions, and what this build contains (with MPI: the MpiBootstrap class
 // and the MPI library's version text).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
-#include "addon/nccl_wrap.h"
+#include "addon/library_wrap.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
@@ -14,9 +14,10 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
   Napi::Array backends = Napi::Array::New(env);
   backends.Set(backends.Length(), Napi::String::New(env, "shm"));
-  // Always built: NCCL itself is opened at run time (ncclProbe says whether it loads here).
+  // Always built: NCCL and HCCL themselves are opened at run time (libraryProbe says whether they load).
   backends.Set(backends.Length(), Napi::String::New(env, "nccl"));
-  spmd::addon::defineNccl(env, exports);
+  backends.Set(backends.Length(), Napi::String::New(env, "hccl"));
+  spmd::addon::defineLibraries(env, exports);
 #ifdef SPMD_HAVE_MPI
   backends.Set(backends.Length(), Napi::String::New(env, "mpi"));
   exports.Set("MpiBootstrap", spmd::addon::MpiBootstrapWrap::define(env));

@@ -12,8 +12,8 @@
 namespace spmd {
 
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
-// Mpi / Nccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi, Nccl };
+// Mpi / Nccl / Hccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi, Nccl, Hccl };
 
 std::string_view algoName(Algo a);
 bool parseAlgo(std::string_view name, Algo& out);

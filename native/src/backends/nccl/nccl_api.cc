@@ -1,9 +1,5 @@
 #include "backends/nccl/nccl_api.h"
 
-#include <map>
-#include <memory>
-#include <mutex>
-
 #include "backends/library/dynlib.h"
 
 namespace spmd::nccl {
@@ -40,22 +36,12 @@ Api open(const std::string& path) {
 
 std::string Api::missingOptional() const {
   std::string out;
-  auto note = [&out](bool present, const char* name) {
-    if (!present) out += (out.empty() ? "" : ", ") + std::string(name);
-  };
-  note(commGetAsyncError, "ncclCommGetAsyncError");
-  note(commAbort, "ncclCommAbort");
-  note(getErrorString, "ncclGetErrorString");
+  library::noteMissing(out, commGetAsyncError, "ncclCommGetAsyncError");
+  library::noteMissing(out, commAbort, "ncclCommAbort");
+  library::noteMissing(out, getErrorString, "ncclGetErrorString");
   return out;
 }
 
-const Api& load(const std::string& path) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Api>> loaded;
-  std::lock_guard lock(mu);
-  auto& slot = loaded[path];
-  if (!slot) slot = std::make_unique<Api>(open(path));
-  return *slot;
-}
+const Api& load(const std::string& path) { return library::loadOnce(path, &open); }
 
 }  // namespace spmd::nccl
