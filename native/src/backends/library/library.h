@@ -16,7 +16,7 @@ using Handle = void*;  // the vendor's communicator
 using Stream = void*;  // the vendor's stream (cudaStream_t, aclrtStream, the double's)
 
 // The calls whose failures a message names (call() gives the vendor's name for each).
-enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv, AsyncError };
+enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv };
 
 class Library {
  public:

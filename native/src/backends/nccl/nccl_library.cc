@@ -42,7 +42,6 @@ const char* NcclLibrary::call(library::Call c) const {
     case library::Call::Broadcast: return "ncclBroadcast";
     case library::Call::Reduce: return "ncclReduce";
     case library::Call::SendRecv: return "ncclSend/ncclRecv";
-    case library::Call::AsyncError: return "ncclCommGetAsyncError";
   }
   return "NCCL";
 }
