@@ -10,6 +10,7 @@ import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { execute } from "../graph/execute.js";
 import { validateGraph } from "../graph/validate.js";
+import { flightRecordLines } from "../log/flight-record.js";
 import { createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
@@ -18,7 +19,10 @@ import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { RunArgs } from "./commands/run.js";
 
-/** CLI flags override the run configuration, which overrides the job's own settings and defaults. */
+/**
+ * CLI flags override the run configuration, which overrides the job's own settings and defaults. The
+ * deadline is the job's default for its stages; a stage's own timeoutSec still wins.
+ */
 function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: RunConfig } {
   return {
     job: {
@@ -26,7 +30,7 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
       iterations: a.iterations ?? job.iterations,
       warmup: a.warmup ?? job.warmup,
       check: a.check ?? job.check,
-      timeoutSec: a.timeout ?? job.timeoutSec,
+      timeoutSec: a.timeout ?? cfg.timeoutSec ?? job.timeoutSec,
     },
     cfg: {
       ...cfg,
@@ -36,6 +40,8 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
     },
   };
 }
+
+const FAULT_CODES = new Set(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"]);
 
 function checkCount(name: string, v: number | undefined, min: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < min)) {
@@ -107,7 +113,11 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
-    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] });
+    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] }).catch((err: unknown) => {
+      // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
+      if (FAULT_CODES.has((err as { code?: string }).code ?? "")) for (const line of flightRecordLines(opened.comm)) log.error(line);
+      throw err;
+    });
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {

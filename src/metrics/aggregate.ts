@@ -17,8 +17,10 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const iterations = plan.program.iterations;
   const times = new Float64Array(results.length * iterations);
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
-  const slowest = await comm.allreduceF64(times, "max");
-  const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
+  // Bounded by the job's deadline like its ops: a rank that never gets here must not hang the others.
+  const timeoutSec = plan.program.timeoutSec;
+  const slowest = await comm.allreduceF64(times, "max", timeoutSec, "(report: times)");
+  const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum", timeoutSec, "(report: #wrong)");
   const errors = await estimateErrors(comm, plan, results);
   const world = comm.size;
   return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {

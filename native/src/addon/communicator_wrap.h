@@ -33,6 +33,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value output(const Napi::CallbackInfo& info);
   Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value state(const Napi::CallbackInfo& info);
+  Napi::Value flightRecord(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);

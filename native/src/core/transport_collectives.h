@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "core/collectives.h"
+#include "core/flight_recorder.h"
 #include "core/workspace.h"
 
 namespace spmd {
@@ -11,7 +12,9 @@ class TransportCollectives : public Collectives {
  public:
   // `onAbort` tells the other ranks (the transport's own broadcast of an abort).
   TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort)
-      : t_(t), onAbort_(std::move(onAbort)) {}
+      : t_(t), onAbort_(std::move(onAbort)) {
+    t_.setRecorder(&flight_);
+  }
   int rank() const override { return t_.rank(); }
   int size() const override { return t_.size(); }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -28,11 +31,13 @@ class TransportCollectives : public Collectives {
   void barrier() override;
   void setDeadline(Transport::Clock::time_point d) override { t_.setDeadline(d); }
   void abort(const std::string& reason) override { onAbort_(reason); }
+  FlightRecorder& flight() override { return flight_; }
 
  private:
   Transport& t_;
   Workspace ws_;
   std::function<void(const std::string&)> onAbort_;
+  FlightRecorder flight_;
 };
 
 }  // namespace spmd

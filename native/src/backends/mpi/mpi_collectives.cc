@@ -20,14 +20,17 @@ class Completed : public PostedOp {
 
 }  // namespace
 
-MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed)
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed)
     : comm_(std::move(comm)),
       rank_(comm_.rank()),
       size_(comm_.size()),
       faults_(faults),
       waiter_(faults, oversubscribed),
       transport_(comm_.get(), rank_, size_, waiter_),
-      algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }) {}
+      algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }) {
+  waiter_.watch(lane, &algorithms_.flight());
+  algorithms_.flight().mirrorTo(&faults.rollCall().presence(lane));
+}
 
 Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
@@ -44,6 +47,7 @@ void MpiCollectives::setDeadline(Transport::Clock::time_point d) {
 }
 
 void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) {
+  flight().noteAllPeers();
   if (waiter_.poll({&req, 1}, deadline_)) return;
   waiter_.fail({&req, 1}, waitingFor(call, bytes));
 }
@@ -112,6 +116,7 @@ class MpiCollectives::PostedRequest : public PostedOp {
       : waiter_(waiter), deadline_(deadline), bytes_(bytes) {}
   ~PostedRequest() override { waiter_.settle({&req_, 1}); }
   void wait() override {
+    // Recorded as all peers when posted (postGather), like every library collective.
     if (waiter_.poll({&req_, 1}, deadline_)) return;
     waiter_.fail({&req_, 1}, waitingFor("MPI_Igather", bytes_));
   }
@@ -129,6 +134,7 @@ std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, 
     return std::make_unique<Completed>();
   }
   auto posted = std::make_unique<PostedRequest>(waiter_, deadline_, bytes * size_t(size_));
+  flight().noteAllPeers();
   igather(in, out, bytes, root, &posted->req_);
   return posted;
 }
@@ -189,6 +195,9 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift
   MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   check(MPI_Irecv(out, u.count, u.type, (rank_ - s + size_) % size_, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
   check(MPI_Isend(in, u.count, u.type, (rank_ + s) % size_, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  const SendSpec to{(rank_ + s) % size_, in, bytes};
+  const RecvSpec from{(rank_ - s + size_) % size_, out, bytes};
+  flight().notePeers({&to, 1}, {&from, 1});
   if (waiter_.poll(reqs, deadline_)) return;
   waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
                [](size_t i) { return i == 0; });

@@ -11,8 +11,8 @@ namespace spmd::mpi {
 
 class MpiCollectives : public Collectives {
  public:
-  // `comm`: this lane's own communicator (a lane's ops may run beside the other lane's).
-  MpiCollectives(Comm comm, Faults& faults, bool oversubscribed);
+  // `comm`: lane `lane`'s own communicator (a lane's ops may run beside the other lane's).
+  MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -31,6 +31,8 @@ class MpiCollectives : public Collectives {
 
   void setDeadline(Transport::Clock::time_point d) override;
   void abort(const std::string& reason) override { faults_.abort(reason); }
+  // The named algorithms' recorder serves the library's collectives too: one record per lane.
+  FlightRecorder& flight() override { return algorithms_.flight(); }
 
  private:
   class PostedRequest;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/stragglers.h"
 
 namespace spmd::mpi {
 namespace {
@@ -72,7 +73,8 @@ void Waiter::settle(std::span<MPI_Request> reqs, const std::function<bool(size_t
 
 void Waiter::fail(std::span<MPI_Request> reqs, const std::string& what, const std::function<bool(size_t)>& cancellable) {
   const bool timedOut = !faults_.aborted();
-  const std::string reason = "deadline passed while " + what;
+  std::string reason = "deadline passed while " + what;
+  if (timedOut && flight_) reason += describeStragglers(faults_.rollCall().call(lane_), flight_->currentSeq(), *flight_);
   // Told first, the other ranks stop waiting and finish the op they are in, which lets this one's settle.
   if (timedOut) faults_.abort(reason);
   settle(reqs, cancellable);
