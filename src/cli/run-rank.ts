@@ -10,8 +10,8 @@ import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { execute } from "../graph/execute.js";
 import { validateGraph } from "../graph/validate.js";
-import { flightRecordLines } from "../log/flight-record.js";
-import { createLogger } from "../log/logger.js";
+import { flightRecordText } from "../log/flight-record.js";
+import { closeLogger, createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
 import { formatTable } from "../report/table.js";
@@ -115,7 +115,8 @@ export async function runRank(args: RunArgs): Promise<number> {
     }
     const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] }).catch((err: unknown) => {
       // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
-      if (FAULT_CODES.has((err as { code?: string }).code ?? "")) for (const line of flightRecordLines(opened.comm)) log.error(line);
+      const record = FAULT_CODES.has((err as { code?: string }).code ?? "") ? flightRecordText(opened.comm) : undefined;
+      if (record) log.error(record);
       throw err;
     });
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
@@ -144,6 +145,6 @@ export async function runRank(args: RunArgs): Promise<number> {
     process.off("exit", release);
     signals.forEach((s) => process.off(s, onSignal));
     await opened.close(failed);
-    log.close();
+    await closeLogger(log);
   }
 }

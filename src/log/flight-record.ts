@@ -22,14 +22,17 @@ export function formatFlightEntry(e: FlightEntry): string {
   return `#${e.seq}${step} ${e.op} ${e.stage} ${e.bytes} B${peers}: ${how} (started ${duration(e.startedMsAgo * 1e3)} ago)`;
 }
 
-/** The lines to log after a failed op; none when the communicator cannot tell (closed, or an op still runs). */
-export function flightRecordLines(comm: NativeCommunicator): string[] {
+/**
+ * What to log after a failed op, one message of many lines (so no other log line lands inside it);
+ * undefined when the communicator cannot tell (closed, or an op still runs).
+ */
+export function flightRecordText(comm: NativeCommunicator): string | undefined {
   let entries: FlightEntry[];
   try {
     entries = comm.flightRecord();
   } catch {
-    return [];
+    return undefined;
   }
-  if (entries.length === 0) return [];
-  return [`flight record (last ${entries.length} ops, oldest first):`, ...entries.map((e) => `  ${formatFlightEntry(e)}`)];
+  if (entries.length === 0) return undefined;
+  return [`flight record (last ${entries.length} ops, oldest first):`, ...entries.map((e) => `  ${formatFlightEntry(e)}`)].join("\n");
 }

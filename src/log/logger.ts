@@ -31,3 +31,11 @@ export function createLogger(o: LoggerOptions): winston.Logger {
   }
   return winston.createLogger({ level: o.level, defaultMeta: { rank: o.rank }, transports });
 }
+
+/** Ends the logger once what was logged has reached its transports: an exit right after would lose it. */
+export function closeLogger(log: winston.Logger): Promise<void> {
+  return new Promise((resolve) => {
+    log.once("finish", () => resolve());
+    log.end();
+  });
+}
