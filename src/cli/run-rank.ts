@@ -3,6 +3,7 @@ import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import winston from "winston";
+import type { Fingerprint } from "../comm/agreement.js";
 import { openCommunicator } from "../comm/open.js";
 import type { Job } from "../config/job.js";
 import { loadJob, loadRunConfig } from "../config/load.js";
@@ -49,11 +50,23 @@ function checkCount(name: string, v: number | undefined, min: number): void {
   }
 }
 
-/** Ranks of one job share a token; a rank of another job (another file or launch) is turned away. */
-function jobToken(job: Job, cfg: RunConfig): string {
+/**
+ * Admits a rank to the rendezvous. The launcher gives each launch a fresh random one; ranks started by
+ * hand derive it from what a stranger (another job on the same port) would not share: the job's name and
+ * the world size. Ranks that get in compare everything else in the start-up agreement, which can say
+ * what differs.
+ */
+function jobToken(job: Job, size: number): string {
   const explicit = process.env.SPMD_RUNNER_TOKEN;
   if (explicit) return explicit;
-  return createHash("sha256").update(JSON.stringify({ VERSION, job, backend: cfg.backend })).digest("hex").slice(0, 32);
+  return createHash("sha256").update(JSON.stringify({ job: job.name, size })).digest("hex").slice(0, 32);
+}
+
+/** What every rank must share: the job as run (flags applied), the runner, the settings that shape the run. */
+function fingerprint(job: Job, cfg: RunConfig): Fingerprint {
+  // Where the file says its schema lives is editor help, not part of the experiment.
+  const { $schema: _schema, ...experiment } = job;
+  return { version: VERSION, job: experiment, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } };
 }
 
 /** A new directory per run, never reusing one: `<out>/<job>-<UTC time>[-n]`. */
@@ -87,7 +100,8 @@ export async function runRank(args: RunArgs): Promise<number> {
   const opened = await openCommunicator({
     place,
     backend: cfg.backend,
-    token: jobToken(job, cfg),
+    token: jobToken(job, place.size),
+    fingerprint: fingerprint(job, cfg),
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
