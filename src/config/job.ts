@@ -121,16 +121,32 @@ export const stageSchema = z.discriminatedUnion("op", [
   }),
 ]);
 
+/** Each point is a full run of the job: more than this is a mistake (a factor of 1.0001, say), not a plan. */
+export const MAX_SWEEP_POINTS = 10_000;
+
+/** The counts from `from` to `to`, each `factor` times the last (at least one more), stopping past `limit`. */
+export function sweepRangePoints(from: number, to: number, factor: number, limit = Infinity): number[] {
+  const points: number[] = [];
+  for (let n = from; n <= to && points.length <= limit; n = Math.max(n + 1, Math.floor(n * factor))) points.push(n);
+  return points;
+}
+
 const sweepRange = z
   .strictObject({ from: sizeSchema, to: sizeSchema, factor: z.number().gt(1).default(2) })
   .superRefine((range, ctx) => {
     if (range.from > range.to) {
       ctx.addIssue({ code: "custom", path: ["from"], message: `expected from <= to, got from ${range.from} and to ${range.to}` });
+    } else if (sweepRangePoints(range.from, range.to, range.factor, MAX_SWEEP_POINTS).length > MAX_SWEEP_POINTS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["factor"],
+        message: `from ${range.from} to ${range.to} by a factor of ${range.factor} is more than ${MAX_SWEEP_POINTS} points`,
+      });
     }
   });
 
 export const sweepSchema = z.strictObject({
-  count: z.union([sweepRange, z.array(sizeSchema).min(1)]),
+  count: z.union([sweepRange, z.array(sizeSchema).min(1).max(MAX_SWEEP_POINTS)]),
 });
 
 export const jobSchema = z.strictObject({

@@ -1,5 +1,5 @@
 import type { NativeFill, NativeProgram } from "../comm/native.js";
-import type { DType, Fill, Job, Stage } from "../config/job.js";
+import { sweepRangePoints, type DType, type Fill, type Job, type Stage } from "../config/job.js";
 import { stageKind, type PlanContext, type StageKind } from "../stages/index.js";
 import { schedule } from "./schedule.js";
 
@@ -30,10 +30,7 @@ function nativeFill(f: Fill): NativeFill {
 export function sweepPoints(job: Job): (number | undefined)[] {
   const count = job.sweep?.count;
   if (!count) return [undefined];
-  if (Array.isArray(count)) return count;
-  const points: number[] = [];
-  for (let n = count.from; n <= count.to; n = Math.max(n + 1, Math.floor(n * count.factor))) points.push(n);
-  return points;
+  return Array.isArray(count) ? count : sweepRangePoints(count.from, count.to, count.factor);
 }
 
 /** Turns a validated job into the ordered native program every rank runs identically. */
