@@ -13,6 +13,7 @@ import { execute } from "../graph/execute.js";
 import { validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
+import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
 import { formatTable } from "../report/table.js";
@@ -127,12 +128,14 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
+    const usage = startUsage();
     const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] }).catch((err: unknown) => {
       // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
       const record = FAULT_CODES.has((err as { code?: string }).code ?? "") ? flightRecordText(opened.comm) : undefined;
       if (record) log.error(record);
       throw err;
     });
+    const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {
@@ -142,6 +145,7 @@ export async function runRank(args: RunArgs): Promise<number> {
         backend: opened.comm.backend,
         results: rows,
         average_bus_bandwidth: averageBusBandwidth(rows),
+        ranks,
       };
       const table = formatTable(doc);
       const json = JSON.stringify(doc, null, 2) + "\n";
@@ -150,6 +154,7 @@ export async function runRank(args: RunArgs): Promise<number> {
       writeFileAtomic(path.join(runDir!, "results.csv"), formatCsv(doc));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
+      log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
     }
     if (wrong > 0) log.error(`${wrong} wrong elements`);

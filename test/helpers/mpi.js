@@ -28,21 +28,23 @@ const NOT_MPI = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER
 
 /**
  * `mpirun -np W node runner <args>`; resolves with the launcher's code and the ranks' merged output.
- * `onStarted(child, stderr)` runs once mpirun is spawned (a fault test then acts on the ranks).
+ * `onStarted(child, stderr)` runs once mpirun is spawned (a fault test then acts on the ranks); `wrap`
+ * runs mpirun under another program (taskset), whose binding its ranks inherit.
  */
 export function mpirun(W, args, opts = {}) {
   return mpmd([{ np: W, args }], opts);
 }
 
 /** Several programs in one MPI job: `mpirun -np n1 node runner <args1> : -np n2 node runner <args2> ...`. */
-export function mpmd(apps, { env = {}, timeoutMs = 300_000, onStarted } = {}) {
+export function mpmd(apps, { env = {}, timeoutMs = 300_000, onStarted, wrap = [] } = {}) {
   const childEnv = { ...process.env };
   for (const name of NOT_MPI) delete childEnv[name];
   Object.assign(childEnv, env);
   const appArgs = apps.flatMap(({ np, args }, i) => [...(i ? [":"] : []), "-np", String(np), process.execPath, RUNNER, ...args]);
   return new Promise((resolve) => {
     const started = Date.now();
-    const child = spawn("mpirun", ["--allow-run-as-root", "--oversubscribe", ...appArgs], { cwd: REPO, env: childEnv });
+    const [program, ...args] = [...wrap, "mpirun", "--allow-run-as-root", "--oversubscribe", ...appArgs];
+    const child = spawn(program, args, { cwd: REPO, env: childEnv });
     let stdout = "", stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));

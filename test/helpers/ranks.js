@@ -42,10 +42,12 @@ export function shmLeftovers(pids) {
 
 /**
  * Starts `node runner <args>` and returns at once, for tests that act on a process while it runs:
- * `seen(pattern)` resolves once its stderr matches, `exited` with its code, signal and output.
+ * `seen(pattern)` resolves once its stderr matches, `exited` with its code, signal and output. `wrap`
+ * runs it under another program (taskset).
  */
-export function spawnRunner(args, env = {}) {
-  const child = spawn(process.execPath, [RUNNER, ...args], { cwd: REPO, env: { ...process.env, ...env } });
+export function spawnRunner(args, env = {}, { wrap = [] } = {}) {
+  const [program, ...rest] = [...wrap, process.execPath, RUNNER, ...args];
+  const child = spawn(program, rest, { cwd: REPO, env: { ...process.env, ...env } });
   let stdout = "", stderr = "";
   const watchers = [];
   child.stdout.on("data", (d) => (stdout += d));

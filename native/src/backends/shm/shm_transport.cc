@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "backends/shm/futex.h"
+#include "core/cores.h"
 #include "core/error.h"
 #include "core/stragglers.h"
 
@@ -26,8 +26,7 @@ ShmTransport::ShmTransport(const Segment& seg, int rank, int lane)
     : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  spinLimit_ = unsigned(seg.worldSize()) > cores ? 2 : 4000;
+  spinLimit_ = unsigned(seg.worldSize()) > usableCores() ? 2 : 4000;
 }
 
 size_t ShmTransport::push(int to, const uint8_t* src, size_t bytes) {
