@@ -1,5 +1,5 @@
 // What Linux's /proc says about processes: who is alive, whose child a process is, what it runs with,
-// its CPU time, resident memory and open file descriptors. Fault, soak and oversubscription tests read
+// and its CPU time. Fault, soak and oversubscription tests read
 // ranks from the outside with these, so nothing in the runner needs a test hook.
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -71,14 +71,4 @@ export function findProcesses(text, name, value) {
 export function cpuSeconds(pid) {
   const f = statFields(pid);
   return (Number(f[11]) + Number(f[12])) / TICKS_PER_SEC; // utime, stime
-}
-
-/** Resident set size in KiB (VmRSS). */
-export function rssKiB(pid) {
-  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) : NaN;
-}
-
-export function openFds(pid) {
-  return readdirSync(`/proc/${pid}/fd`).length;
 }
