@@ -1,6 +1,6 @@
 // What Linux's /proc says about processes: who is alive, whose child a process is, what it runs with,
-// and its CPU time. Fault, soak and oversubscription tests read
-// ranks from the outside with these, so nothing in the runner needs a test hook.
+// and its CPU time. Fault and oversubscription tests read ranks from the outside with these, so nothing
+// in the runner needs a test hook.
 import { readdirSync, readFileSync } from "node:fs";
 
 const TICKS_PER_SEC = 100; // USER_HZ: what /proc/<pid>/stat counts in on every Linux ABI
