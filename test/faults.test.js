@@ -10,7 +10,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { alive, childrenOf, envOf, findProcesses, survivors } from "./helpers/procs.js";
-import { freePort, rankEnv, REPO, RUNNER, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { freePort, rankEnv, REPO, RUNNER, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
 
 const T = { timeout: 120_000 };
 // Beyond the deadline itself: the MPI roll call (1 s), settling MPI requests (3 s) and a loaded machine.
@@ -139,6 +139,37 @@ test("runner launch: kill -9 of one rank ends the launch non-zero, the others na
     assert.deepEqual(await survivors(children), [], "rank processes left behind");
     assert.deepEqual(shmLeftovers(children), []);
     assert.ok(await refusesConnections(port), `something still listens on the rendezvous port ${port}`);
+  }));
+
+test("deadlines end to end: --timeout, the run configuration's timeoutSec and a stage's own all bound an op", T, () =>
+  withDir(async (dir) => {
+    // A compute stage longer than any deadline below: each rank gives up on it at its deadline.
+    const job = (stageTimeout) => {
+      const file = path.join(dir, `slow${stageTimeout ?? ""}.json`);
+      writeFileSync(file, JSON.stringify({
+        name: "slow", iterations: 1, warmup: 0,
+        stages: [{ id: "work", op: "compute", us: 60e6, ...(stageTimeout && { timeoutSec: stageTimeout }) }],
+      }));
+      return file;
+    };
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ timeoutSec: 1 }));
+    const cases = [
+      { args: [job(), "--timeout", "1"], deadline: 1 },
+      { args: [job(), "--config", config], deadline: 1 },
+      { args: [job(2), "--timeout", "30"], deadline: 2 }, // the stage's own wins over the job-wide one
+    ];
+    for (const { args, deadline } of cases) {
+      const started = Date.now();
+      const ranks = await runRanks(2, [...args, "--out", dir]);
+      const took = Date.now() - started;
+      for (const p of ranks) {
+        assert.equal(p.code, 1, p.stderr);
+        assert.match(p.stderr, /stage work: deadline passed during 60000000\.0+ us of compute/, p.stderr);
+      }
+      assert.ok(took < deadline * 1000 + SLACK_MS, `${args.join(" ")}: took ${took} ms`);
+      assert.ok(took >= deadline * 1000, `${args.join(" ")}: gave up after ${took} ms, before its deadline`);
+    }
   }));
 
 /** Under mpirun: waits for every rank to run, then does `fault` to rank `victim`'s process. */
