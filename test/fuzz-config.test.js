@@ -10,7 +10,8 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { ConfigError } from "../dist/config/errors.js";
 import { parseJob, parseRunConfig } from "../dist/config/load.js";
-import { plan, sweepPoints } from "../dist/graph/plan.js";
+import { plan } from "../dist/graph/plan.js";
+import { sweepPoints } from "../dist/graph/sweep.js";
 import { validateGraph } from "../dist/graph/validate.js";
 import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
 
@@ -23,8 +24,8 @@ function load(text, worldSize) {
   try {
     const job = parseJob(text, FILE);
     validateGraph(job, FILE, worldSize);
-    plan(job, worldSize);
-    sweepPoints(job);
+    const points = sweepPoints(job);
+    for (const point of [points[0], points.at(-1)]) plan(job, { size: worldSize, localSize: worldSize }, point);
     return "accepted";
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;

@@ -16,6 +16,9 @@ import { closeLogger, createLogger } from "../log/logger.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
+import { formatHtml } from "../report/html.js";
+import { rankProgress } from "../report/progress.js";
+import { formatSummary } from "../report/summary.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -94,7 +97,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   }
   const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
   const place = discoverPlace(process.env);
-  validateGraph(job, args.job, place.size);
+  validateGraph(job, args.job, place.size, place.localSize);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
@@ -129,7 +132,12 @@ export async function runRank(args: RunArgs): Promise<number> {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
     const usage = startUsage();
-    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] }).catch((err: unknown) => {
+    const rows = await execute(job, opened.comm, {
+      log,
+      localSize: place.localSize,
+      dumpDir: args["dump-dir"],
+      progress: rankProgress(place.rank, args.quiet ?? false),
+    }).catch((err: unknown) => {
       // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
       const record = FAULT_CODES.has((err as { code?: string }).code ?? "") ? flightRecordText(opened.comm) : undefined;
       if (record) log.error(record);
@@ -152,6 +160,9 @@ export async function runRank(args: RunArgs): Promise<number> {
       writeFileAtomic(path.join(runDir!, "results.json"), json);
       writeFileAtomic(path.join(runDir!, "table.txt"), table);
       writeFileAtomic(path.join(runDir!, "results.csv"), formatCsv(doc));
+      const summary = formatSummary(doc, job.iterations);
+      writeFileAtomic(path.join(runDir!, "summary.txt"), summary);
+      writeFileAtomic(path.join(runDir!, "report.html"), await formatHtml(doc, table, summary));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
       log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);

@@ -77,12 +77,12 @@ export function rankEnv(rank, world, port) {
   };
 }
 
-/** W ranks of `node runner <args>`; resolves when all have exited. */
+/** W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
   const port = await freePort();
   const ranks = await Promise.all(
     Array.from({ length: world }, (_, rank) =>
-      runNode([RUNNER, ...args], { ...rankEnv(rank, world, port), ...env }, timeoutMs),
+      runNode([RUNNER, ...args], { ...rankEnv(rank, world, port), ...(typeof env === "function" ? env(rank) : env) }, timeoutMs),
     ),
   );
   const left = shmLeftovers(ranks.map((r) => r.pid));

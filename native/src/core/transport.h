@@ -50,9 +50,11 @@ class Transport {
   }
 
   // Every exchange after this throws kTimeout once the deadline passes (set per op by the communicator).
-  void setDeadline(Clock::time_point d) { deadline_ = d; }
+  // Virtual so that a view of another transport (core/group_transport.h) can share that one's deadline.
+  virtual void setDeadline(Clock::time_point d) { deadline_ = d; }
   // The lane's recorder: each exchange notes its peers there, and a deadline's error asks it which op
-  // this rank is in. Optional (tests drive transports without one).
+  // this rank is in. Optional (tests drive transports without one; a group's view leaves it to the
+  // transport it forwards to).
   void setRecorder(FlightRecorder* r) { flight_ = r; }
 
  protected:
