@@ -55,6 +55,8 @@ void testPostedOpEndsLate() {
   check(f.entries().front().state == OpState::TimedOut, "the posted op's entry records how it ended");
   check(f.describe(1) == "stage posted, step 0", "describe names the stage and step");
   check(f.describe(7).empty(), "an op not recorded has no description");
+  f.begin(3, 1, OpKind::Barrier, "(step start)", 0);
+  check(f.describe(3) == "step start, step 1", "the runner's own ops are named without the parentheses");
 }
 
 void testStragglers() {

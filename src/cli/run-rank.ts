@@ -1,9 +1,7 @@
-import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import winston from "winston";
-import type { Fingerprint } from "../comm/agreement.js";
 import { openCommunicator } from "../comm/open.js";
 import type { Job } from "../config/job.js";
 import { loadJob, loadRunConfig } from "../config/load.js";
@@ -23,6 +21,7 @@ import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { RunArgs } from "./commands/run.js";
+import { fingerprint, jobToken } from "./identity.js";
 
 /**
  * CLI flags override the run configuration, which overrides the job's own settings and defaults. The
@@ -52,25 +51,6 @@ function checkCount(name: string, v: number | undefined, min: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < min)) {
     throw Object.assign(new Error(`--${name}: expected an integer >= ${min}, got ${v}`), { exitCode: 2 });
   }
-}
-
-/**
- * Admits a rank to the rendezvous. The launcher gives each launch a fresh random one; ranks started by
- * hand derive it from what a stranger (another job on the same port) would not share: the job's name and
- * the world size. Ranks that get in compare everything else in the start-up agreement, which can say
- * what differs.
- */
-function jobToken(job: Job, size: number): string {
-  const explicit = process.env.SPMD_RUNNER_TOKEN;
-  if (explicit) return explicit;
-  return createHash("sha256").update(JSON.stringify({ job: job.name, size })).digest("hex").slice(0, 32);
-}
-
-/** What every rank must share: the job as run (flags applied), the runner, the settings that shape the run. */
-function fingerprint(job: Job, cfg: RunConfig): Fingerprint {
-  // Where the file says its schema lives is editor help, not part of the experiment.
-  const { $schema: _schema, ...experiment } = job;
-  return { version: VERSION, job: experiment, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } };
 }
 
 /** A new directory per run, never reusing one: `<out>/<job>-<UTC time>[-n]`. */

@@ -96,7 +96,10 @@ void FlightRecorder::noteAllPeers() {
 std::string FlightRecorder::describe(uint64_t seq) const {
   const FlightEntry* e = find(seq);
   if (!e) return "";
-  std::string text = std::string("stage ") + e->stage;
+  // The runner's own ops are named in parentheses, "(step start)", which no stage id can be.
+  std::string_view name = e->stage;
+  std::string text = name.starts_with('(') && name.ends_with(')') ? std::string(name.substr(1, name.size() - 2))
+                                                                   : "stage " + std::string(name);
   if (e->step >= 0) text += ", step " + std::to_string(e->step);
   return text;
 }
