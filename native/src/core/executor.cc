@@ -287,13 +287,19 @@ std::vector<OpResult> Executor::run() {
         }
         const Clock::time_point deadline = deadlineIn(s.timeoutSec);
         lane0_.setDeadline(deadline);
+        // Recorded by hand rather than with recordOp: the op's own timestamps serve the record too.
+        const uint64_t seq = flight0.issue();
         auto t0 = Clock::now();
+        flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
         try {
-          recordOp(lane0_, flight0.issue(), step, s.kind, s.stage, p.bytes(), [&] { execute(lane0_, typed0, p, deadline); });
+          execute(lane0_, typed0, p, deadline);
         } catch (const std::exception& e) {
+          flight0.end(seq, failedState(e));
           throw inStage(s, e);
         }
-        double us = microsBetween(t0, Clock::now());
+        auto t1 = Clock::now();
+        flight0.end(seq, OpState::Done, nanos(t1));
+        double us = microsBetween(t0, t1);
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
         if (p.error) p.error->observe(p.out.data());  // after the timing, so untimed

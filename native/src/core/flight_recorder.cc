@@ -29,10 +29,6 @@ OpState failedState(const std::exception& e) {
   return OpState::Failed;
 }
 
-int64_t steadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void FlightRecorder::publish(uint64_t position, int64_t nowNs) {
   self_.position.store(position, std::memory_order_relaxed);
   if (!mirror_) return;
@@ -44,7 +40,7 @@ void FlightRecorder::alive(int64_t nowNs) {
   if (mirror_) mirror_->aliveNs.store(nowNs, std::memory_order_relaxed);
 }
 
-void FlightRecorder::begin(uint64_t seq, int step, OpKind kind, std::string_view stage, uint64_t bytes) {
+void FlightRecorder::begin(uint64_t seq, int step, OpKind kind, std::string_view stage, uint64_t bytes, int64_t nowNs) {
   FlightEntry& e = ring_[written_++ % kCapacity];
   e.seq = seq;
   e.step = step;
@@ -56,7 +52,7 @@ void FlightRecorder::begin(uint64_t seq, int step, OpKind kind, std::string_view
   e.bytes = bytes;
   e.toCount = e.fromCount = 0;
   e.allPeers = false;
-  e.startNs = steadyNowNs();
+  e.startNs = nowNs;
   e.endNs = 0;
   publish((seq << 1) | 1, e.startNs);
 }
@@ -70,8 +66,7 @@ const FlightEntry* FlightRecorder::find(uint64_t seq) const {
   return nullptr;
 }
 
-void FlightRecorder::end(uint64_t seq, OpState state) {
-  const int64_t now = steadyNowNs();
+void FlightRecorder::end(uint64_t seq, OpState state, int64_t now) {
   if (auto* e = const_cast<FlightEntry*>(find(seq))) {
     e->state = state;
     e->endNs = now;

@@ -34,7 +34,10 @@ struct alignas(64) Presence {
 
 inline uint64_t positionSeq(uint64_t position) { return position >> 1; }
 inline bool positionInOp(uint64_t position) { return (position & 1) != 0; }
-int64_t steadyNowNs();
+inline int64_t nanos(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+inline int64_t steadyNowNs() { return nanos(std::chrono::steady_clock::now()); }
 
 struct FlightEntry {
   static constexpr size_t kPeers = 4;
@@ -61,10 +64,11 @@ class FlightRecorder {
   // assigned in issue order, which every rank shares.
   uint64_t issue() { return ++issued_; }
 
-  void begin(uint64_t seq, int step, OpKind kind, std::string_view stage, uint64_t bytes);
+  // `nowNs`: steady-clock nanoseconds, for callers that read the clock anyway (the executor times ops).
+  void begin(uint64_t seq, int step, OpKind kind, std::string_view stage, uint64_t bytes, int64_t nowNs = steadyNowNs());
   // Marks op `seq` ended. An op posted earlier and completed later (after others began) keeps its entry,
   // unless the ring has moved past it.
-  void end(uint64_t seq, OpState state);
+  void end(uint64_t seq, OpState state, int64_t nowNs = steadyNowNs());
   // By the transport on each exchange of the op in progress.
   void notePeers(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs);
   void noteAllPeers();

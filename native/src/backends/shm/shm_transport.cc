@@ -72,7 +72,7 @@ void ShmTransport::ring(int peer) {
 void ShmTransport::sleep(uint32_t seenSeq) {
   const Clock::time_point now = Clock::now();
   // Waiting is a sign of life: a peer whose deadline passes tells this rank from a stopped one by it.
-  if (flight_) flight_->alive(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  if (flight_) flight_->alive(nanos(now));
   bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq) {
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - now).count();
