@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { freePort, rankEnv, RUNNER, runRanks, spawnRunner } from "./helpers/ranks.js";
+import { freePort, rankEnv, runRanks, spawnRunner } from "./helpers/ranks.js";
 
 const T = { timeout: 120_000 };
 const WRITER = new URL("../dist/report/write-atomic.js", import.meta.url).href;
