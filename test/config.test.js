@@ -272,7 +272,6 @@ test("loadJob reads files and reports unreadable ones", () => {
 test("run configuration: defaults, overrides and errors", () => {
   const defaults = {
     backend: "auto",
-    timeoutSec: 300,
     connectTimeoutSec: 60,
     log: { level: "info", allRanks: false, files: false },
     output: { dir: "results" },
@@ -284,6 +283,7 @@ test("run configuration: defaults, overrides and errors", () => {
   assert.equal(custom.backend, "tcp");
   assert.deepEqual(custom.log, { level: "debug", allRanks: false, files: false });
   assert.deepEqual(custom.rendezvous, { port: 29500 });
+  assert.equal(parseRunConfig('{"timeoutSec": 2.5}', "run.json").timeoutSec, 2.5);
   assert.throws(() => parseRunConfig('{"backend": "gloo"}', "run.json"), {
     message: 'run.json: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',
   });

@@ -153,6 +153,29 @@ export interface NativeMpiBootstrap {
   abort(exitCode: number): never;
 }
 
+/** One op in a flight record: what a rank was doing when a deadline passed or a peer died. */
+export interface FlightEntry {
+  /** The op's number on this communicator: the same op on every rank. */
+  seq: number;
+  /** -1 outside the step loop (setup, reporting). */
+  step: number;
+  op: NativeOpKind;
+  /** The stage id, "(step start)" for the barrier that starts each step, "(report: ...)" for reporting. */
+  stage: string;
+  bytes: number;
+  state: "running" | "done" | "failed" | "timed out" | "peer gone" | "aborted";
+  /** A library collective over every rank (MPI), rather than point-to-point exchanges. */
+  allPeers: boolean;
+  /** The peers of the op's latest exchange (at most 4 listed; the counts are complete). */
+  to: number[];
+  toCount: number;
+  from: number[];
+  fromCount: number;
+  startedMsAgo: number;
+  /** Its duration, or how long it has run so far. */
+  us: number;
+}
+
 export interface NativeCommunicator {
   readonly rank: number;
   readonly size: number;
@@ -160,7 +183,8 @@ export interface NativeCommunicator {
   /** Steps the program now running has finished (for progress displays). */
   readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
-  allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
+  /** A small exchange of reporting, bounded by `timeoutSec` and recorded as `label` in the flight record. */
+  allreduceF64(data: Float64Array, op: "sum" | "max" | "min", timeoutSec: number, label: string): Promise<Float64Array>;
   /** Op `op`'s output on this rank after the last run. */
   output(op: number): { dtype: NativeDType; data: Buffer };
   /** Tensor `index` (program order) as the last run filled it on this rank. */
@@ -169,6 +193,8 @@ export interface NativeCommunicator {
   state(op: number): NativeStateBuffer[];
   /** Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for the others. */
   connect(): Promise<void>;
+  /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
+  flightRecord(): FlightEntry[];
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import os from "node:os";
 import type { Backend } from "../config/run-config.js";
 import type { Place } from "../env/place.js";
+import { agree, AgreementError, type Fingerprint } from "./agreement.js";
 import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
@@ -17,7 +18,10 @@ export class BackendError extends Error {
 export interface OpenOptions {
   place: Place;
   backend: Backend;
+  /** Admits a rank to the TCP rendezvous; strangers (another job on the port) are turned away unheard. */
   token: string;
+  /** What the ranks compare before the backend starts; a rank that differs stops them all. */
+  fingerprint: Fingerprint;
   timeoutMs: number;
   addr?: string;
   port?: number;
@@ -114,7 +118,7 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
     case "none":
       return alone;
     case "mpi":
-      return MpiBootstrap.open({ place, token, timeoutMs, funneled: mpiThreadLevel(input.env) });
+      return MpiBootstrap.open({ place, timeoutMs, funneled: mpiThreadLevel(input.env) });
     case "tcp": // planStart chose it because both are known
       return tcpBootstrap({ rank: place.rank, size: place.size, addr: input.master.addr!, port: input.master.port!, token, timeoutMs });
   }
@@ -184,6 +188,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   let comm: NativeCommunicator;
   let backend: string = plan.backend;
   try {
+    await agree(boot, o.place.rank, o.fingerprint);
     if (plan.backend === "shm") {
       comm = await startShm(boot, o.place);
     } else if (plan.backend === "nccl" || plan.backend === "hccl") {
@@ -195,7 +200,9 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       backend += ` (MPI_THREAD_${world.threadLevel.toUpperCase()}, ${world.lanes} lane${world.lanes > 1 ? "s" : ""})`;
     }
   } catch (err) {
-    await boot.close(true);
+    // After a disagreement every rank is alive and leaving: rank 0 keeps the store up until all have
+    // read the answers. After other failures a peer may be dead, and nobody waits for it.
+    await boot.close(!(err instanceof AgreementError));
     throw err;
   }
   return {

@@ -1,5 +1,6 @@
 import type { Overlap } from "../metrics/overlap.js";
 import type { TimeStats } from "../metrics/stats.js";
+import type { RankUsage } from "../metrics/usage.js";
 
 /** One row of results.json; field names are fixed by DESIGN.md ("Command line"). */
 export interface ResultRow {
@@ -49,6 +50,8 @@ export interface ResultDocument {
   backend: string;
   results: ResultRow[];
   average_bus_bandwidth: number;
+  /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */
+  ranks?: RankUsage[];
 }
 
 /** nccl-tests' "Avg bus bandwidth": the mean busbw over rows that move data. */

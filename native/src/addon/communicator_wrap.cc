@@ -6,6 +6,7 @@
 #include "backends/shm/shm_backend.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/flight_recorder.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #include "backends/mpi/mpi_backend.h"
@@ -69,6 +70,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceMethod<&CommunicatorWrap::output>("output"),
                       InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
                       InstanceMethod<&CommunicatorWrap::state>("state"),
+                      InstanceMethod<&CommunicatorWrap::flightRecord>("flightRecord"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
                       InstanceMethod<&CommunicatorWrap::connect>("connect"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
@@ -160,6 +162,8 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   return submit(env, std::move(p));
 }
 
+// (data: Float64Array, op, timeoutSec, label) -> Promise<Float64Array>: the small exchanges of reporting,
+// numbered and recorded like the job's ops (every rank makes the same ones, in the same order).
 Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
@@ -168,14 +172,25 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   std::string opName = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "sum";
   RedOp op = opName == "max" ? RedOp::Max : opName == "min" ? RedOp::Min : RedOp::Sum;
   if (opName != "sum" && opName != "max" && opName != "min") throwInvalid(env, "allreduceF64: op must be sum, max or min");
+  const double timeoutSec = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+  if (!(timeoutSec > 0)) throwInvalid(env, "allreduceF64: expected a timeout in seconds > 0");
+  std::string label = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "(report)";
   auto arr = info[0].As<Napi::Float64Array>();
   auto data = std::make_shared<std::vector<double>>(arr.Data(), arr.Data() + arr.ElementLength());
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
-  p->work = [backend, data, op] {
+  p->work = [backend, data, op, timeoutSec, label] {
     Collectives& c = backend->lane(0);
-    c.setDeadline(Transport::Clock::now() + std::chrono::seconds(300));
-    c.allreduce(data->data(), data->data(), data->size(), DType::F64, op, Algo::Auto);
+    c.setDeadline(Transport::Clock::now() +
+                  std::chrono::duration_cast<Transport::Clock::duration>(std::chrono::duration<double>(timeoutSec)));
+    const size_t bytes = data->size() * sizeof(double);
+    try {
+      recordOp(c, c.flight().issue(), -1, OpKind::AllReduce, label, bytes,
+               [&] { c.allreduce(data->data(), data->data(), data->size(), DType::F64, op, Algo::Auto); });
+    } catch (const std::exception& e) {
+      c.abort(e.what());  // as the executor does: the other ranks stop waiting for this one
+      throw;
+    }
   };
   p->settle = [data](Napi::Env env) -> Napi::Value { return toFloat64Array(env, *data); };
   return submit(env, std::move(p));
@@ -212,6 +227,47 @@ Napi::Value CommunicatorWrap::state(const Napi::CallbackInfo& info) {
     o.Set("dtype", std::string(dtypeName(b.dtype)));
     o.Set("data", Napi::Buffer<uint8_t>::Copy(env, b.data.data(), b.data.size()));
     out.Set(k, o);
+  }
+  return out;
+}
+
+// The last FlightRecorder::kCapacity ops of both lanes, oldest first, as plain objects.
+Napi::Value CommunicatorWrap::flightRecord(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen(env);
+  // The lanes write their records without locks: they are read only while no op runs.
+  if (ops_.busy()) throw makeError(env, code::kInvalid, "flightRecord: an op is in flight");
+  std::vector<FlightEntry> all;
+  for (int i = 0; i < backend_->lanes(); ++i) {
+    std::vector<FlightEntry> lane = backend_->lane(i).flight().entries();
+    all.insert(all.end(), lane.begin(), lane.end());
+  }
+  std::sort(all.begin(), all.end(), [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });
+  if (all.size() > FlightRecorder::kCapacity) all.erase(all.begin(), all.end() - FlightRecorder::kCapacity);
+  const int64_t now = steadyNowNs();
+  auto peers = [&](const int32_t* ranks, uint32_t count) {
+    Napi::Array a = Napi::Array::New(env);
+    for (uint32_t k = 0; k < std::min<uint32_t>(count, FlightEntry::kPeers); ++k) a.Set(k, ranks[k]);
+    return a;
+  };
+  Napi::Array out = Napi::Array::New(env, all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const FlightEntry& e = all[i];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("seq", double(e.seq));
+    o.Set("step", e.step);
+    o.Set("op", std::string(opKindName(e.kind)));
+    o.Set("stage", std::string(e.stage));
+    o.Set("bytes", double(e.bytes));
+    o.Set("state", std::string(opStateName(e.state)));
+    o.Set("allPeers", e.allPeers);
+    o.Set("to", peers(e.to, e.toCount));
+    o.Set("toCount", e.toCount);
+    o.Set("from", peers(e.from, e.fromCount));
+    o.Set("fromCount", e.fromCount);
+    o.Set("startedMsAgo", double(now - e.startNs) * 1e-6);
+    o.Set("us", double((e.endNs ? e.endNs : now) - e.startNs) * 1e-3);
+    out.Set(uint32_t(i), o);
   }
   return out;
 }

@@ -33,6 +33,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value output(const Napi::CallbackInfo& info);
   Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value state(const Napi::CallbackInfo& info);
+  Napi::Value flightRecord(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread.
   Napi::Value connect(const Napi::CallbackInfo& info);

@@ -30,6 +30,10 @@ std::string_view algoName(Algo a) {
   for (auto& [v, n] : kAlgos) if (v == a) return n;
   return "?";
 }
+std::string_view opKindName(OpKind k) {
+  for (auto& [v, n] : kOps) if (v == k) return n;
+  return "?";
+}
 bool parseAlgo(std::string_view name, Algo& out) { return lookup(kAlgos, name, out); }
 bool parseOpKind(std::string_view name, OpKind& out) { return lookup(kOps, name, out); }
 

@@ -34,6 +34,8 @@ class LibraryCollectives : public Collectives {
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
 
   void setDeadline(Transport::Clock::time_point d) override { transport_.setDeadline(d); }
+  // The executor records every op of this lane here, library calls included.
+  FlightRecorder& flight() override { return algorithms_.flight(); }
   void abort(const std::string& reason) override { comm_.abort(reason); }
 
  private:

@@ -25,6 +25,8 @@ class ShmTransport : public Transport {
   void ring(int peer);
   void sleep(uint32_t seenSeq);
   void checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs);
+  // After a deadline: the peers that never reached this rank's op or went silent in it ("" if none).
+  std::string stragglers() const;
 
   const Segment& seg_;
   int rank_;
