@@ -130,7 +130,7 @@ test("the binding alone, one rank: unique id, connect, an allreduce; errors carr
   try {
     await comm.connect();
     assert.equal(comm.backend, "nccl");
-    assert.deepEqual([...(await comm.allreduceF64(new Float64Array([1.5, -2]), "max"))], [1.5, -2]);
+    assert.deepEqual([...(await comm.allreduceF64(new Float64Array([1.5, -2]), "max", 30, "binding test"))], [1.5, -2]);
   } finally {
     comm.close();
   }
