@@ -59,12 +59,12 @@ function mpirun(W, args, { env = {}, timeoutMs = 300_000 } = {}) {
   });
 }
 
-test("backend and bootstrap rules: auto is mpi under an MPI launcher when built; shm meets over MPI without MASTER_*", () => {
+test("backend and bootstrap rules: auto is mpi under an MPI launcher when built, else decided by the hosts; shm/tcp meet over MPI without MASTER_*", () => {
   const openmpi = { OMPI_COMM_WORLD_RANK: "1", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "1", OMPI_COMM_WORLD_LOCAL_SIZE: "4" };
   const master = { MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
   const slurm = { SLURM_PROCID: "1", SLURM_NTASKS: "4", SLURM_LOCALID: "1", SLURM_NTASKS_PER_NODE: "4", SLURM_NODEID: "0" };
   const torchrun = { RANK: "1", WORLD_SIZE: "4", LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "4", ...master };
-  const plan = (env, requested = "auto", built = ["shm", "mpi"]) => {
+  const plan = (env, requested = "auto", built = ["shm", "tcp", "mpi"]) => {
     const place = discoverPlace(env);
     try {
       return planStart({ requested, place, env, built, master: place.master ?? {} });
@@ -78,14 +78,16 @@ test("backend and bootstrap rules: auto is mpi under an MPI launcher when built;
   assert.deepEqual(plan({ ...openmpi, ...master }, "shm"), { backend: "shm", bootstrap: "tcp" });
   assert.deepEqual(plan({ ...slurm, PMIX_RANK: "1" }), { backend: "mpi", bootstrap: "mpi" });
   assert.match(plan(slurm), /need MASTER_ADDR and MASTER_PORT/, "srun without PMI: MPI would not find the job");
-  assert.deepEqual(plan({ ...slurm, SLURM_STEP_NODELIST: "node[01-02]", MASTER_PORT: "29500" }), { backend: "shm", bootstrap: "tcp" });
-  assert.deepEqual(plan(torchrun), { backend: "shm", bootstrap: "tcp" });
+  assert.deepEqual(plan({ ...slurm, SLURM_STEP_NODELIST: "node[01-02]", MASTER_PORT: "29500" }), { backend: "auto", bootstrap: "tcp" });
+  assert.deepEqual(plan(torchrun), { backend: "auto", bootstrap: "tcp" });
+  assert.deepEqual(plan(torchrun, "tcp"), { backend: "tcp", bootstrap: "tcp" });
+  assert.deepEqual(plan(openmpi, "tcp"), { backend: "tcp", bootstrap: "mpi" });
   assert.deepEqual(plan({}), { backend: "shm", bootstrap: "none" });
   assert.match(plan(torchrun, "mpi"), /^backend mpi: needs an MPI launcher .* started by torchrun$/);
-  // Without the MPI build: auto falls back to shm, which then needs the TCP store.
-  assert.deepEqual(plan({ ...openmpi, ...master }, "auto", ["shm"]), { backend: "shm", bootstrap: "tcp" });
-  assert.match(plan(openmpi, "auto", ["shm"]), /need MASTER_ADDR and MASTER_PORT .*; meeting over MPI instead needs the mpi backend/);
-  assert.match(plan(openmpi, "mpi", ["shm"]), /^backend mpi is not available in this build \(built: shm\)/);
+  // Without the MPI build: auto is decided by the hosts, and the ranks then need the TCP store to meet.
+  assert.deepEqual(plan({ ...openmpi, ...master }, "auto", ["shm", "tcp"]), { backend: "auto", bootstrap: "tcp" });
+  assert.match(plan(openmpi, "auto", ["shm", "tcp"]), /need MASTER_ADDR and MASTER_PORT .*; meeting over MPI instead needs the mpi backend/);
+  assert.match(plan(openmpi, "mpi", ["shm", "tcp"]), /^backend mpi is not available in this build \(built: shm, tcp\)/);
 });
 
 const ours = () => readdirSync("/dev/shm").filter((f) => f.startsWith("spmd-"));

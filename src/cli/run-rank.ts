@@ -31,6 +31,7 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
     cfg: {
       ...cfg,
       backend: a.backend ?? cfg.backend,
+      tcp: { ...cfg.tcp, iface: a.iface ?? cfg.tcp.iface },
       log: { ...cfg.log, level: a["log-level"] ?? (a.quiet ? "warn" : cfg.log.level), allRanks: a["log-all-ranks"] ?? cfg.log.allRanks },
       output: { ...cfg.output, dir: a.out ?? cfg.output.dir, json: a.json ?? cfg.output.json },
     },
@@ -85,6 +86,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
+    iface: cfg.tcp.iface,
   });
   log.debug(opened.summary);
   const release = () => opened.comm.release();
@@ -115,6 +117,7 @@ export async function runRank(args: RunArgs): Promise<number> {
         job: job.name,
         world_size: place.size,
         backend: opened.comm.backend,
+        ...(opened.topology && { topology: opened.topology }),
         results: rows,
         average_bus_bandwidth: averageBusBandwidth(rows),
       };

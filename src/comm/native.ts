@@ -84,6 +84,29 @@ export interface ShmOptions {
   channelBytes?: number;
 }
 
+/** The tcp backend: over tcp to every rank, or with `local` over shm to the ranks of this host ("shm+tcp"). */
+export interface TcpOptions {
+  backend: "tcp";
+  rank: number;
+  size: number;
+  /** 64 hex digits every peer must show when it connects (tcpKey of the job token). */
+  key: string;
+  /** Where this rank listens; the communicator takes its socket over. */
+  endpoint: NativeTcpEndpoint;
+  /** The ranks of this host (ascending, this one among them) and their segment: the lowest creates it. */
+  local?: { name: string; ranks: number[]; channelBytes?: number };
+}
+
+/** A listening socket opened before the ranks exchange addresses (port 0: the kernel picks). */
+export interface NativeTcpEndpoint {
+  /** The bound address: a numeric IP address, or "::" / "0.0.0.0" for every interface. */
+  readonly address: string;
+  readonly port: number;
+}
+
+/** Where a tcp peer listens; null for this rank and for ranks reached through shm. */
+export type TcpPeer = { host: string; port: number } | null;
+
 export interface MpiOptions {
   backend: "mpi";
   rank: number;
@@ -122,7 +145,10 @@ export interface NativeMpiBootstrap {
 export interface NativeCommunicator {
   readonly rank: number;
   readonly size: number;
+  /** "shm", "tcp", "shm+tcp" or "mpi". */
   readonly backend: string;
+  /** tcp only, once, before any op: connects to every peer (`peers` indexed by rank) within the timeout. */
+  connect(peers: TcpPeer[], timeoutMs: number): Promise<void>;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
   allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
   /** Op `op`'s output on this rank after the last run. */
@@ -139,10 +165,14 @@ export interface NativeCommunicator {
 /** Errors from native code carry one of these codes. */
 export type NativeErrorCode =
   | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED";
+  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED"
+  /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
+  | "ERR_SPMD_DESYNC";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions | MpiOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | TcpOptions | MpiOptions) => NativeCommunicator;
+  /** `peers`: how many connections may arrive at once (the listen backlog). */
+  TcpEndpoint: new (options: { address: string; peers: number }) => NativeTcpEndpoint;
   backends: string[];
   /** Present when the MPI backend is built. */
   MpiBootstrap?: new () => NativeMpiBootstrap;

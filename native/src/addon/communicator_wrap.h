@@ -10,6 +10,7 @@
 #include "addon/async_ops.h"
 #include "core/backend.h"
 #include "core/op_queue.h"
+#include "backends/tcp/tcp_backend.h"
 #include "core/program.h"
 
 namespace spmd::addon {
@@ -28,6 +29,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   void requireOpen(Napi::Env env) const;
   void shutdown();
 
+  Napi::Value connect(const Napi::CallbackInfo& info);  // tcp: (peers, timeoutMs) -> Promise<void>
   Napi::Value run(const Napi::CallbackInfo& info);
   Napi::Value allreduceF64(const Napi::CallbackInfo& info);
   Napi::Value output(const Napi::CallbackInfo& info);
@@ -41,6 +43,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;
+  tcp::TcpBackend* tcp_ = nullptr;  // backend_ when it is the tcp backend, which connect() needs
   // The progress thread: the communicator's own (shm), or the MPI runtime's thread, which MPI calls
   // must stay on (mpi; this also keeps the runtime alive). shutdown() ends the backend on it first.
   std::shared_ptr<OpQueue> queue_;

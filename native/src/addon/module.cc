@@ -1,8 +1,9 @@
-// Module entry: the Communicator class and what this build contains (with MPI: the MpiBootstrap class
-// and the MPI library's version text).
+// Module entry: the Communicator and TcpEndpoint classes and what this build contains (with MPI: the
+// MpiBootstrap class and the MPI library's version text).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
+#include "addon/tcp_wrap.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
@@ -11,8 +12,10 @@ namespace {
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
+  exports.Set("TcpEndpoint", spmd::addon::TcpEndpointWrap::define(env));
   Napi::Array backends = Napi::Array::New(env);
   backends.Set(backends.Length(), Napi::String::New(env, "shm"));
+  backends.Set(backends.Length(), Napi::String::New(env, "tcp"));
 #ifdef SPMD_HAVE_MPI
   backends.Set(backends.Length(), Napi::String::New(env, "mpi"));
   exports.Set("MpiBootstrap", spmd::addon::MpiBootstrapWrap::define(env));

@@ -21,8 +21,8 @@ constexpr int64_t kSleepSliceNs = 50'000'000;
 
 }  // namespace
 
-ShmTransport::ShmTransport(const Segment& seg, int rank, int lane)
-    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)) {
+ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks)
+    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -83,7 +83,7 @@ void ShmTransport::abort(const std::string& reason) {
   uint32_t expected = 0;
   if (h.aborted.load() == 0) {
     std::snprintf(h.abortReason, sizeof h.abortReason, "%s", reason.c_str());
-    h.aborted.compare_exchange_strong(expected, uint32_t(rank_ + 1));
+    h.aborted.compare_exchange_strong(expected, uint32_t(jobRank(rank_) + 1));
   }
   for (int lane = 0; lane < seg_.lanes(); ++lane) {
     for (int r = 0; r < seg_.worldSize(); ++r) {
@@ -94,20 +94,27 @@ void ShmTransport::abort(const std::string& reason) {
   }
 }
 
+void ShmTransport::interrupt() {
+  interrupted_.store(true, std::memory_order_release);
+  bell_.seq.fetch_add(1, std::memory_order_seq_cst);
+  futexWakeAll(&bell_.seq);
+}
+
 void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
   const SegmentHeader& h = seg_.header();
   if (uint32_t who = h.aborted.load(std::memory_order_acquire)) {
     throw CommError(code::kAborted, "rank " + std::to_string(who - 1) + " aborted the job: " + h.abortReason);
   }
+  if (interrupted_.load(std::memory_order_acquire)) throw Interrupted();
   auto describe = [&](int peer) {
     for (size_t i = 0; i < sends.size(); ++i) {
       if (sends[i].peer == peer && sent_[i] < sends[i].bytes)
-        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(peer) + " (" +
+        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(jobRank(peer)) + " (" +
                std::to_string(sent_[i]) + " done)";
     }
     for (size_t i = 0; i < recvs.size(); ++i) {
       if (recvs[i].peer == peer && received_[i] < recvs[i].bytes)
-        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(peer) + " (" +
+        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(jobRank(peer)) + " (" +
                std::to_string(received_[i]) + " done)";
     }
     return std::string();
@@ -115,7 +122,7 @@ void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const 
   auto checkPeer = [&](int peer) {
     int32_t pid = seg_.doorbell(0, peer).pid.load(std::memory_order_acquire);
     if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-      throw CommError(code::kPeerGone, "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+      throw CommError(code::kPeerGone, "rank " + std::to_string(jobRank(peer)) + " (pid " + std::to_string(pid) +
                                            ") died while this rank was " + describe(peer));
     }
   };
