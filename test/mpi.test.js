@@ -163,13 +163,13 @@ mpiTest("MPI_THREAD_FUNNELED (SPMD_MPI_THREAD_LEVEL=funneled): one lane, igather
   }
 });
 
-mpiTest("shm bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) gives byte-identical outputs to the mpi backend, W=4", async () => {
+mpiTest("shm and tcp bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) give byte-identical outputs to the mpi backend, W=4", async () => {
   const W = 4;
   const job = smallJob(W, { auto: true });
   const dumps = {};
   const dirs = [];
   try {
-    for (const backend of ["shm", "mpi"]) {
+    for (const backend of ["shm", "tcp", "mpi"]) {
       const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: mpirun, extraArgs: ["--backend", backend] });
       dirs.push(dir);
       await noLeftovers(async () => {
@@ -182,15 +182,17 @@ mpiTest("shm bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) gives byte-ident
     let files = 0;
     for (const stage of readdirSync(dumps.mpi)) {
       const names = readdirSync(path.join(dumps.mpi, stage)).sort();
-      assert.deepEqual(readdirSync(path.join(dumps.shm, stage)).sort(), names, `${stage}: the same files`);
-      for (const name of names) {
-        const a = readFileSync(path.join(dumps.shm, stage, name));
-        const b = readFileSync(path.join(dumps.mpi, stage, name));
-        assert.ok(a.equals(b), `${stage}/${name} differs between shm and mpi`);
-        files++;
+      for (const backend of ["shm", "tcp"]) {
+        assert.deepEqual(readdirSync(path.join(dumps[backend], stage)).sort(), names, `${stage}: the same files`);
+        for (const name of names) {
+          const a = readFileSync(path.join(dumps[backend], stage, name));
+          const b = readFileSync(path.join(dumps.mpi, stage, name));
+          assert.ok(a.equals(b), `${stage}/${name} differs between ${backend} and mpi`);
+          files++;
+        }
       }
     }
-    assert.ok(files > job.stages.length * W, `compared only ${files} files`);
+    assert.ok(files > 2 * job.stages.length * W, `compared only ${files} files`);
   } finally {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }

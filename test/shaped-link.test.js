@@ -23,5 +23,6 @@ test("shaped 1 Gbit/s link, 2 hosts: compressed_allreduce overtakes the exact al
   // At 4Mi the exact allreduce puts 32x the bytes on the wire; on a 1 Gbit/s link that outweighs the
   // compression's extra passes by a wide margin, even on a busy machine.
   assert.ok(last.onebit_us < last.exact_us, `at ${last.count} elements compressed ${last.onebit_us} us vs exact ${last.exact_us} us`);
-  assert.ok(result.crossover !== undefined && result.crossover > result.rows[0].count, "the exact allreduce is faster at the smallest size");
+  // Small sizes are latency-bound, where the compressed allreduce's extra phases cost more than they save.
+  assert.ok(result.crossover !== undefined && result.crossover > result.rows[0].count, "the compressed allreduce is faster at every size");
 });
