@@ -10,7 +10,6 @@ import { startShm } from "./start-shm.js";
 import { startTcp } from "./start-tcp.js";
 import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
 
-export { BackendError };
 
 export interface OpenOptions {
   place: Place;
