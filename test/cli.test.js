@@ -37,6 +37,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.match(p.stdout, /# 1 host: \S+ \(ranks 0-3\); links: 6 shm/);
     assert.deepEqual(Object.keys(doc.results[0]), [
       "stage", "op", "size", "count", "type", "redop", "root", "algorithm", "time", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
+      "per_rank_avg_us", "slowest_rank", "straggler_us",
     ]);
     assert.deepEqual(Object.keys(doc.results[0].time), ["avg_us", "p50_us", "p95_us", "min_us", "max_us"]);
     const ar = doc.results.find((r) => r.stage === "allreduce");
@@ -45,7 +46,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.ok(doc.results.every((r) => r.wrong === 0 || (r.wrong === null && r.size === 0)));
     const runs = readdirSync(out).filter((d) => d.startsWith("quickstart-"));
     assert.equal(runs.length, 1);
-    assert.deepEqual(readdirSync(path.join(out, runs[0])).sort(), ["results.csv", "results.json", "table.txt"]);
+    assert.deepEqual(readdirSync(path.join(out, runs[0])).sort(), ["report.html", "results.csv", "results.json", "summary.txt", "table.txt"]);
     const csv = readFileSync(path.join(out, runs[0], "results.csv"), "utf8").trimEnd().split("\n");
     assert.equal(csv[0], "stage,op,size,count,type,redop,root,algorithm,avg_us,p50_us,p95_us,min_us,max_us,algbw,busbw,wrong,wire_bytes,rel_error");
     assert.equal(csv.length, doc.results.length + 1);

@@ -12,6 +12,8 @@ import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
 import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { readNpy } from "./helpers/npy.js";
+import { qgzReference, qgzWireBytes } from "./helpers/qgz.js";
 import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
@@ -195,6 +197,37 @@ mpiTest("shm and tcp bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) give byt
     assert.ok(files > 2 * job.stages.length * W, `compared only ${files} files`);
   } finally {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+mpiTest("quantized_allreduce on the mpi backend (sub-communicators from MPI_Comm_split), as 2 nodes × 2 and as Open MPI's one node of 4: outputs match the float32 model", async () => {
+  const W = 4, n = 800;
+  const cases = {
+    nodes: { L: 2, groupSize: 64, beta: 1 },
+    launcher: { L: 4, bits: 4, groupSize: 48, output: "full", reduce: "mean" },
+  };
+  const job = {
+    name: "qgz-mpi", warmup: 1, iterations: 1,
+    tensors: { g: { dtype: "float32", count: n, fill: { kind: "normal", seed: 5 } } },
+    stages: [
+      { id: "nodes", op: "quantized_allreduce", input: "g", nodes: 2, groupSize: 64, errorFeedback: {} },
+      { id: "launcher", op: "quantized_allreduce", input: "g", bits: 4, groupSize: 48, output: "full", reduce: "mean" },
+    ],
+  };
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: mpirun });
+  try {
+    const p = await run();
+    assert.equal(p.code, 0, p.stderr);
+    const doc = results(json);
+    assert.equal(doc.backend, "mpi");
+    for (const [id, o] of Object.entries(cases)) {
+      const load = (r, what) => readNpy(path.join(dumpDir, id, `rank${r}.${what}.npy`)).values;
+      const ref = qgzReference(Array.from({ length: W }, (_, r) => load(r, "input")), { ...o, steps: 2 });
+      for (let r = 0; r < W; r++) assert.deepEqual(load(r, "output"), ref.outs[r], `${id} rank ${r}`);
+      assert.equal(doc.results.find((x) => x.stage === id).wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -8,6 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { formatTable } from "../dist/report/table.js";
+import { toBfloat16 } from "./helpers/float.js";
 import { readNpy } from "./helpers/npy.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -127,14 +128,6 @@ function verifyStage(file, stage, W, steps, { outRound = (v) => v, ...options } 
     assertClose(file(stage, r, "server_error"), Array.from(ref.server[r]), `${stage} rank ${r} server_error`, options);
   }
   return ref;
-}
-
-/** float32 to bfloat16, round to nearest even (finite values). */
-function toBfloat16(v) {
-  const f = new Float32Array([v]);
-  const u = new Uint32Array(f.buffer);
-  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
-  return f[0];
 }
 
 // --- the tests --------------------------------------------------------------------------------------------
@@ -304,7 +297,7 @@ test("validate: compressed_allreduce needs a floating-point tensor", async () =>
   }
 });
 
-test("the table shows rel_error in its own column, N/A on exact rows", () => {
+test("the table shows rel_error and wire bytes in their own columns, rel_error N/A on exact rows", () => {
   const time = { avg_us: 10, p50_us: 10, p95_us: 10, min_us: 10, max_us: 10 };
   const row = { size: 4096, count: 1024, type: "float32", redop: "mean", root: null, algorithm: "auto", time, algbw: 0.4, busbw: 0.6, wrong: null };
   const table = formatTable({
@@ -315,7 +308,7 @@ test("the table shows rel_error in its own column, N/A on exact rows", () => {
     ],
   });
   const lines = table.split("\n");
-  assert.match(lines[2], /#wrong +rel_err$/);
-  assert.match(lines.find((l) => l.includes("exact")), / 0 +N\/A$/);
-  assert.match(lines.find((l) => l.includes("onebit")), / N\/A +8\.96e-1$/);
+  assert.match(lines[2], /#wrong +rel_err +wire$/);
+  assert.match(lines.find((l) => l.includes("exact")), / 0 +N\/A +6144$/);
+  assert.match(lines.find((l) => l.includes("onebit")), / N\/A +8\.96e-1 +264$/);
 });

@@ -13,6 +13,9 @@ import { validateGraph } from "../graph/validate.js";
 import { createLogger } from "../log/logger.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
+import { formatHtml } from "../report/html.js";
+import { rankProgress } from "../report/progress.js";
+import { formatSummary } from "../report/summary.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -75,7 +78,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   }
   const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
   const place = discoverPlace(process.env);
-  validateGraph(job, args.job, place.size);
+  validateGraph(job, args.job, place.size, place.localSize);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
@@ -109,7 +112,12 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
-    const rows = await execute(job, opened.comm, { log, dumpDir: args["dump-dir"] });
+    const rows = await execute(job, opened.comm, {
+      log,
+      localSize: place.localSize,
+      dumpDir: args["dump-dir"],
+      progress: rankProgress(place.rank, args.quiet ?? false),
+    });
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {
@@ -126,6 +134,9 @@ export async function runRank(args: RunArgs): Promise<number> {
       writeFileAtomic(path.join(runDir!, "results.json"), json);
       writeFileAtomic(path.join(runDir!, "table.txt"), table);
       writeFileAtomic(path.join(runDir!, "results.csv"), formatCsv(doc));
+      const summary = formatSummary(doc, job.iterations);
+      writeFileAtomic(path.join(runDir!, "summary.txt"), summary);
+      writeFileAtomic(path.join(runDir!, "report.html"), await formatHtml(doc, table, summary));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);

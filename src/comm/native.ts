@@ -38,10 +38,23 @@ export interface NativeOp {
   nonblocking?: boolean;
   waitFor?: number[];
   timeoutSec?: number;
-  /** allreduce only: "onebit" is the compressed_allreduce stage (1 bit per element, error feedback, mean). */
-  compression?: "none" | "onebit";
+  /**
+   * "onebit": the compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean).
+   * "quantized": the quantized_allreduce stage (a reduce_scatter, or an allreduce for its full output).
+   */
+  compression?: "none" | "onebit" | "quantized";
   /** onebit: zero the error buffers every k steps (0: never). */
   resetEvery?: number;
+  /** quantized: int4 or int8 codes, for the reduce-scatter and for the all-gather of an allreduce. */
+  bits?: 4 | 8;
+  gatherBits?: 4 | 8;
+  /** quantized: values per quantization group (even). */
+  groupSize?: number;
+  /** quantized: ranks per node (divides the world size). */
+  localSize?: number;
+  /** quantized: each quantization carries its error into the next step, weighted by beta. */
+  errorFeedback?: boolean;
+  beta?: number;
 }
 
 export interface NativeProgram {
@@ -60,15 +73,16 @@ export interface NativeOpResult {
   concurrentUs: Float64Array; // nonblocking: other ops' time while in flight
   wrong: number;
   checked: number;
-  // Compressed allreduce only. Sums of squares are over this rank's block of the elements; add them up
-  // over ranks for the whole array. Per-step arrays include warmup steps.
+  // Estimating ops (compressed and quantized allreduce) only, measured against the exact result (the sum or
+  // the mean). Sums of squares are over this rank's block of the elements; add them up over ranks for the
+  // whole array. Per-step arrays include warmup steps.
   wireBytes?: Float64Array; // [bytes this rank sends per step]
-  exactSq?: Float64Array; // [sum of exact mean^2]
-  errorSq?: Float64Array; // per step: sum of (output - exact mean)^2
-  runningErrorSq?: Float64Array; // per step: sum of (mean of the outputs so far - exact mean)^2
+  exactSq?: Float64Array; // [sum of exact^2]
+  errorSq?: Float64Array; // per step: sum of (output - exact)^2
+  runningErrorSq?: Float64Array; // per step: sum of (mean of the outputs so far - exact)^2
 }
 
-/** A piece of an op's state, e.g. compressed allreduce's "worker_error" and "server_error". */
+/** A piece of an op's state, e.g. compressed allreduce's "worker_error" or quantized allreduce's "intra_error". */
 export interface NativeStateBuffer {
   name: string;
   dtype: NativeDType;
@@ -149,13 +163,15 @@ export interface NativeCommunicator {
   readonly backend: string;
   /** tcp only, once, before any op: connects to every peer (`peers` indexed by rank) within the timeout. */
   connect(peers: TcpPeer[], timeoutMs: number): Promise<void>;
+  /** Steps the program now running has finished (for progress displays). */
+  readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
   allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
   /** Op `op`'s output on this rank after the last run. */
   output(op: number): { dtype: NativeDType; data: Buffer };
   /** Tensor `index` (program order) as the last run filled it on this rank. */
   tensor(index: number): { dtype: NativeDType; data: Buffer };
-  /** Op `op`'s state on this rank after the last run (empty for ops that keep none). */
+  /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;

@@ -4,20 +4,38 @@ import type { NativeCommunicator } from "../comm/native.js";
 import type { Job } from "../config/job.js";
 import { aggregate } from "../metrics/aggregate.js";
 import { writeNpy } from "../report/npy.js";
+import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../report/result.js";
-import { plan, sweepPoints, type Plan } from "./plan.js";
+import { plan, type Plan } from "./plan.js";
+import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
+  /** Ranks per node, as the launcher says: where a hierarchical stage that names no layout splits. */
+  localSize: number;
   /**
    * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
    * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
    * sweep point; the last point's files stay. Overrides the dumpDir a stage may set for itself.
    */
   dumpDir?: string;
+  /** Where steps done are reported (report/progress.ts). */
+  progress?: Progress;
 }
 
-/** Op i's output, inputs and state (e.g. the error buffers of compressed_allreduce) as this rank's .npy files. */
+const POLL_MS = 200;
+
+/** Runs one program, feeding the progress display with the native step counter while it runs. */
+async function runWithProgress(comm: NativeCommunicator, program: Plan["program"], onSteps: (done: number) => void) {
+  const timer = setInterval(() => onSteps(comm.stepsDone), POLL_MS);
+  try {
+    return await comm.run(program);
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** Op i's output, inputs and state (e.g. the error buffers of estimating stages) as this rank's .npy files. */
 function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): void {
   const file = (what: string) => path.join(dir, `rank${comm.rank}.${what}.npy`);
   const out = comm.output(i);
@@ -33,16 +51,25 @@ function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): v
 /** Runs every sweep point of the job on this rank; every rank gets the same rows. */
 export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOptions): Promise<ResultRow[]> {
   const rows: ResultRow[] = [];
-  for (const point of sweepPoints(job)) {
-    const p = plan(job, comm.size, point);
-    o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps${point === undefined ? "" : ` at count ${point}`}`);
-    const results = await comm.run(p.program);
-    rows.push(...(await aggregate(comm, p, results, job.check)));
-    p.stages.forEach(({ stage, dtype }, i) => {
-      // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
-      const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);
-      if (dumpDir && dtype) dumpStage(comm, p, i, path.join(dumpDir, stage.id));
-    });
+  const points = sweepPoints(job);
+  const perPoint = job.warmup + job.iterations;
+  const total = points.length * perPoint;
+  const progress = o.progress ?? { update: () => {}, stop: () => {} };
+  try {
+    for (const [index, point] of points.entries()) {
+      const p = plan(job, { size: comm.size, localSize: o.localSize }, point);
+      o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
+      const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
+      progress.update((index + 1) * perPoint, total);
+      rows.push(...(await aggregate(comm, p, results, job.check)));
+      p.stages.forEach(({ stage, dtype }, i) => {
+        // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
+        const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);
+        if (dumpDir && dtype) dumpStage(comm, p, i, path.join(dumpDir, stage.id));
+      });
+    }
+  } finally {
+    progress.stop();
   }
   return rows;
 }

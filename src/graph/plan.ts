@@ -2,6 +2,7 @@ import type { NativeFill, NativeProgram } from "../comm/native.js";
 import type { DType, Fill, Job, Stage } from "../config/job.js";
 import { stageKind, type PlanContext, type StageKind } from "../stages/index.js";
 import { schedule } from "./schedule.js";
+import { applyParams, type ParamValue, type SweepPoint } from "./sweep.js";
 
 export interface PlannedStage {
   readonly stage: Stage;
@@ -10,6 +11,18 @@ export interface PlannedStage {
   readonly count: number;
   /** The dtype of the stage's tensors, or null for barrier/compute. */
   readonly dtype: DType | null;
+  /** Options a parameter sweep set on this stage at this point. */
+  readonly params?: Record<string, ParamValue>;
+  /** The stage estimates its result at this point (it has not fallen back to the exact collective). */
+  readonly estimates: boolean;
+  /** Stages that can fall back to the exact collective: why they do at this point, or null. */
+  readonly fallback?: string | null;
+}
+
+/** How many ranks there are, and how many share a node (Place.localSize). */
+export interface World {
+  size: number;
+  localSize: number;
 }
 
 export interface Plan {
@@ -26,18 +39,11 @@ function nativeFill(f: Fill): NativeFill {
   }
 }
 
-/** The counts a job's sweep visits (one point, undefined, when it has none). */
-export function sweepPoints(job: Job): (number | undefined)[] {
-  const count = job.sweep?.count;
-  if (!count) return [undefined];
-  if (Array.isArray(count)) return count;
-  const points: number[] = [];
-  for (let n = count.from; n <= count.to; n = Math.max(n + 1, Math.floor(n * count.factor))) points.push(n);
-  return points;
-}
-
 /** Turns a validated job into the ordered native program every rank runs identically. */
-export function plan(job: Job, worldSize: number, sweepCount?: number): Plan {
+export function plan(declared: Job, world: World, point: SweepPoint = { params: {} }): Plan {
+  // validateGraph has tried every point, so the file name only matters if that was skipped.
+  const { job, applied } = applyParams(declared, point.params, "job");
+  const sweepCount = point.count;
   const names = Object.keys(job.tensors);
   const tensors = names.map((name) => {
     const t = job.tensors[name]!;
@@ -47,13 +53,22 @@ export function plan(job: Job, worldSize: number, sweepCount?: number): Plan {
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const ctx: PlanContext = { job: pointJob, worldSize, tensorIndex: (name) => names.indexOf(name) };
+  const ctx: PlanContext = { job: pointJob, worldSize: world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name) };
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));
   const stages = order.map((stage): PlannedStage => {
     const kind = stageKind(stage);
     const input = "input" in stage && stage.input ? stage.input : "inputs" in stage ? stage.inputs?.[0] : undefined;
-    return { stage, kind, count: kind.count(stage, ctx), dtype: input ? pointJob.tensors[input]!.dtype : null };
+    const fallback = kind.fallback?.(stage, ctx);
+    return {
+      stage,
+      kind,
+      count: kind.count(stage, ctx),
+      dtype: input ? pointJob.tensors[input]!.dtype : null,
+      params: applied.get(stage.id),
+      estimates: !!kind.estimates && !fallback,
+      ...(fallback !== undefined && { fallback }),
+    };
   });
   const ops = stages.map(({ stage, kind }) => ({
     stage: stage.id,

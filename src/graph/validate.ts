@@ -1,3 +1,4 @@
+import { applyParams, sweepPoints } from "./sweep.js";
 import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage } from "../config/job.js";
 import { topologicalOrder } from "./schedule.js";
@@ -5,6 +6,7 @@ import { topologicalOrder } from "./schedule.js";
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
 
 type Fail = (path: PropertyKey[], message: string) => never;
+type QuantizedStage = Extract<Stage, { op: "quantized_allreduce" }>;
 
 function known(what: string, names: readonly string[]): string {
   return names.length === 0 ? `the job declares no ${what}` : `${what}: ${quoteList(names)}`;
@@ -24,9 +26,9 @@ function checkInputs(job: Job, stage: Stage, fail: Fail): void {
     const [a, b] = [job.tensors[first].dtype, job.tensors[name].dtype];
     if (a !== b) fail(field(k + 1), `coalesced tensors must share a dtype: "${first}" is ${a} but "${name}" is ${b}`);
   });
-  // 1-bit compression scales signs by a norm: it has no meaning for integers.
-  if (stage.op === "compressed_allreduce" && INTEGER_DTYPES.has(job.tensors[stage.input].dtype)) {
-    fail(["input"], `compressed_allreduce needs a floating-point tensor but "${stage.input}" is ${job.tensors[stage.input].dtype}`);
+  // 1-bit compression scales signs by a norm, quantization values by a step: neither means much for integers.
+  if ((stage.op === "compressed_allreduce" || stage.op === "quantized_allreduce") && INTEGER_DTYPES.has(job.tensors[stage.input].dtype)) {
+    fail(["input"], `${stage.op} needs a floating-point tensor but "${stage.input}" is ${job.tensors[stage.input].dtype}`);
   }
   if (stageHasReduce(stage) && stage.reduce === "mean") {
     const integer = names.find((name) => INTEGER_DTYPES.has(job.tensors[name].dtype));
@@ -36,8 +38,26 @@ function checkInputs(job: Job, stage: Stage, fail: Fail): void {
   }
 }
 
-function checkStage(job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, fail: Fail): void {
+/** Nodes × local ranks must tile the world: from the stage's own layout, or the launcher's local size. */
+function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: number | undefined, fail: Fail): void {
+  const { nodes, localSize } = stage;
+  if (nodes !== undefined && localSize !== undefined) {
+    if (nodes * localSize !== worldSize) {
+      fail(["nodes"], `nodes × localSize = ${nodes} × ${localSize} = ${nodes * localSize} must equal the world size ${worldSize}`);
+    }
+  } else if (nodes !== undefined || localSize !== undefined) {
+    const [field, value] = nodes !== undefined ? ["nodes", nodes] : ["localSize", localSize!];
+    if (worldSize % value !== 0) fail([field], `${field} ${value} does not divide the world size ${worldSize}`);
+  } else if (envLocalSize !== undefined && worldSize % envLocalSize !== 0) {
+    fail([], `the launcher's local size ${envLocalSize} does not divide the world size ${worldSize}: give "nodes" or "localSize"`);
+  }
+}
+
+function checkStage(
+  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, localSize: number | undefined, fail: Fail,
+): void {
   checkInputs(job, stage, fail);
+  if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, localSize, fail);
   (stage.after ?? []).forEach((id, k) => {
     if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
     if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
@@ -68,10 +88,11 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
 
 /**
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
- * dtype/reduction compatibility, and (when the world size is known) roots in range.
+ * dtype/reduction compatibility, and (when the world size is known) roots in range and node layouts that
+ * tile the world (`localSize`: the launcher's ranks per node, for stages that name no layout).
  * Throws a ConfigError for the first problem, in declaration order.
  */
-export function validateGraph(job: Job, file: string, worldSize?: number): void {
+export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number): void {
   const failAt =
     (i: number): Fail =>
     (path, message) => {
@@ -83,7 +104,7 @@ export function validateGraph(job: Job, file: string, worldSize?: number): void 
     if (first !== undefined) failAt(i)(["id"], `duplicate stage id "${stage.id}" (also stages[${first}])`);
     stageIds.set(stage.id, i);
   });
-  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, failAt(i)));
+  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, localSize, failAt(i)));
 
   const order = topologicalOrder(job.stages);
   if (order.length < job.stages.length) {
@@ -92,7 +113,12 @@ export function validateGraph(job: Job, file: string, worldSize?: number): void 
     failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}`);
   }
 
-  if (job.sweep && Object.keys(job.tensors).length === 0) {
+  if (job.sweep?.count && Object.keys(job.tensors).length === 0) {
     throw new ConfigError(file, "sweep", "nothing to sweep: the job declares no tensors");
+  }
+  for (const point of sweepPoints(job)) {
+    const { job: at } = applyParams(job, point.params, file);
+    // What a point sets (a root, a node layout) must hold there too.
+    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, failAt(i)));
   }
 }

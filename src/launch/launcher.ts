@@ -7,6 +7,7 @@ import net from "node:net";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
+import { PROGRESS_FD_ENV } from "../report/progress.js";
 
 export type OutputStream = "stdout" | "stderr";
 
@@ -23,6 +24,8 @@ export interface LaunchOptions {
   graceMs?: number;
   /** Receives each output line instead of this process's stdout/stderr. */
   onLine?: (rank: number, stream: OutputStream, line: string) => void;
+  /** Receives rank 0's progress (steps done of total) over a side channel, kept apart from its output. */
+  onProgress?: (done: number, total: number) => void;
 }
 
 export interface LaunchResult {
@@ -58,6 +61,7 @@ function signalExitCode(signal: NodeJS.Signals): number {
 }
 
 export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
+  const progressChannel = (rank: number) => rank === 0 && opts.onProgress !== undefined;
   if (!Number.isInteger(opts.nprocs) || opts.nprocs < 1) {
     throw new Error(`runner launch: the number of ranks must be an integer >= 1, got ${opts.nprocs}`);
   }
@@ -117,10 +121,17 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
           MASTER_ADDR: masterAddr,
           MASTER_PORT: String(port),
           SPMD_RUNNER_TOKEN: token,
+          ...(progressChannel(rank) && { [PROGRESS_FD_ENV]: "3" }),
         },
-        stdio: ["ignore", piped ? "pipe" : "inherit", piped ? "pipe" : "inherit"],
+        stdio: ["ignore", piped ? "pipe" : "inherit", piped ? "pipe" : "inherit", ...(progressChannel(rank) ? ["pipe" as const] : [])],
       });
       children.push(child);
+      if (progressChannel(rank)) {
+        forEachLine(child.stdio[3] as Readable, (line) => {
+          const [done, total] = line.split(" ").map(Number);
+          if (Number.isFinite(done) && Number.isFinite(total)) opts.onProgress!(done!, total!);
+        });
+      }
       if (piped) {
         forEachLine(child.stdout!, (line) => sink(rank, "stdout", line));
         forEachLine(child.stderr!, (line) => sink(rank, "stderr", line));

@@ -3,11 +3,20 @@ import type { Plan } from "../graph/plan.js";
 import type { ResultRow } from "../report/result.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
-import { timeStats } from "./stats.js";
+import { overlapPercent } from "./overlap.js";
+import { perRankAverages, stragglerUs } from "./ranks.js";
+import { mean, timeStats } from "./stats.js";
 
 const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const;
 
 const last = <T>(a: readonly T[]): T | null => (a.length ? a[a.length - 1]! : null);
+
+/** Per-op arrays of `iterations` values (or none) laid out op-major; missing ones stay zero. */
+function concat(perOp: Float64Array[], iterations: number): Float64Array {
+  const out = new Float64Array(perOp.length * iterations);
+  perOp.forEach((a, i) => out.set(a.subarray(0, iterations), i * iterations));
+  return out;
+}
 
 /**
  * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
@@ -20,16 +29,22 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const slowest = await comm.allreduceF64(times, "max");
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
   const errors = await estimateErrors(comm, plan, results);
+  const perRank = await perRankAverages(comm, results);
+  // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
+  const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max");
+  const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max");
   const world = comm.size;
-  return plan.stages.map(({ stage, kind, count, dtype }, i): ResultRow => {
+  return plan.stages.map(({ stage, kind, count, dtype, params, fallback }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
-    const factor = kind.busFactor(world);
+    const factor = kind.busFactor(world, stage);
     // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
     const exactWire = Math.round(size * factor);
-    // Compressed stages report what this rank really sent per step (the same on every rank).
+    // Estimating stages report what this rank really sent per step (the same on every rank).
     const wire = results[i]!.wireBytes?.[0] ?? exactWire;
     const error = errors[i];
+    const ranks = perRank[i]!;
+    const slice = (a: Float64Array) => a.subarray(i * iterations, (i + 1) * iterations);
     return {
       stage: stage.id,
       op: stage.op,
@@ -45,12 +60,20 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       wrong: check && dtype && !error ? wrong[i]! : null,
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
+      ...(params && { params }),
+      per_rank_avg_us: ranks,
+      slowest_rank: ranks.indexOf(Math.max(...ranks)),
+      straggler_us: stragglerUs(ranks),
+      ...(results[i]!.overallUs.length > 0 && {
+        overlap: overlapPercent(mean(slice(overall)), mean(slice(concurrent)), time.avg_us),
+      }),
       ...(error && {
         compression_ratio: wire > 0 ? exactWire / wire : null,
         rel_error_by_step: error.relErrorByStep,
         running_mean_rel_error: last(error.runningMeanRelErrorByStep),
         running_mean_rel_error_by_step: error.runningMeanRelErrorByStep,
       }),
+      ...(fallback !== undefined && { fallback }),
     };
   });
 }

@@ -21,13 +21,13 @@ function errorSums(stage: string, r: NativeOpResult) {
 
 /**
  * Adds up every rank's partial sums of squares (each rank measures its own block of the elements) in one
- * collective and turns them into relative errors, for the stages whose kind `estimates`; null for the
- * others. Collective: every rank must call it.
+ * collective and turns them into relative errors, for the stages that estimate at this point (not those
+ * that fell back to the exact collective); null for the others. Collective: every rank must call it.
  */
 export async function estimateErrors(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[]): Promise<(EstimateErrors | null)[]> {
   const out: (EstimateErrors | null)[] = plan.stages.map(() => null);
   // Every rank plans the same stages, so every rank skips the collective together.
-  const estimating = plan.stages.flatMap((s, i) => (s.kind.estimates ? [i] : []));
+  const estimating = plan.stages.flatMap((s, i) => (s.estimates ? [i] : []));
   if (estimating.length === 0) return out;
   const parts = estimating.map((i) => errorSums(plan.stages[i]!.stage.id, results[i]!));
   const flat = parts.flatMap((p) => [...p.exactSq, ...p.errorSq, ...p.runningErrorSq]);

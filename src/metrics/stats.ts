@@ -6,6 +6,12 @@ export interface TimeStats {
   max_us: number;
 }
 
+export function mean(values: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += values[i]!;
+  return values.length ? sum / values.length : 0;
+}
+
 /** Nearest-rank percentile of sorted values (p in [0, 100]). */
 function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return 0;

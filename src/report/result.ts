@@ -1,3 +1,4 @@
+import type { Overlap } from "../metrics/overlap.js";
 import type { TimeStats } from "../metrics/stats.js";
 
 /** One row of results.json; field names are fixed by DESIGN.md ("Command line"). */
@@ -16,14 +17,29 @@ export interface ResultRow {
   wrong: number | null;
   wire_bytes: number;
   rel_error: number | null;
-  // Added on the rows of estimating stages (compressed_allreduce) only. Per-step arrays start at the first
-  // warmup step, since the error-feedback state evolves from there; null where the exact result is 0.
-  /** The exact allreduce's wire bytes over this stage's (null for one rank, where neither sends). */
+  /** The stage options a parameter sweep set for this row. */
+  params?: Record<string, string | number | boolean>;
+  /** Each rank's average time, by rank. */
+  per_rank_avg_us: number[];
+  slowest_rank: number;
+  /** Σ over ranks of (rank's average − fastest rank's average). */
+  straggler_us: number;
+  /** Nonblocking stages only (OSU's method). */
+  overlap?: Overlap;
+  // Added on the rows of estimating stages (compressed_allreduce, quantized_allreduce) only. Per-step
+  // arrays start at the first warmup step, since the error-feedback state evolves from there; null where
+  // the exact result is 0.
+  /** The exact collective's wire bytes over this stage's (null for one rank, where neither sends). */
   compression_ratio?: number | null;
   rel_error_by_step?: (number | null)[];
   /** ‖mean of all steps' outputs − exact‖ / ‖exact‖: what error feedback drives down. */
   running_mean_rel_error?: number | null;
   running_mean_rel_error_by_step?: (number | null)[];
+  /**
+   * On the rows of stages that can fall back to the exact collective (quantized_allreduce): why this row
+   * ran it instead, or null when it did not. Such a row has #wrong instead of the error fields.
+   */
+  fallback?: string | null;
 }
 
 export interface ResultDocument {

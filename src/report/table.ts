@@ -13,8 +13,14 @@ const fixed = (v: number, digits: number) => v.toFixed(digits);
 const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1) : fixed(us, 2));
 
 // nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
+/** The stage id, with the options a parameter sweep set on it: `ar[algorithm=tree]`. */
+function stageCell(r: ResultRow): string {
+  const params = Object.entries(r.params ?? {}).map(([k, v]) => `${k}=${v}`);
+  return params.length ? `${r.stage}[${params.join(",")}]` : r.stage;
+}
+
 const columns: Column[] = [
-  { title: "stage", unit: "", width: 14, left: true, cell: (r) => r.stage },
+  { title: "stage", unit: "", width: 14, left: true, cell: stageCell },
   { title: "op", unit: "", width: 20, left: true, cell: (r) => r.op }, // fits "compressed_allreduce"
   { title: "algo", unit: "", width: 13, left: true, cell: (r) => r.algorithm },
   { title: "size", unit: "(B)", width: 12, cell: (r) => String(r.size) },
@@ -28,10 +34,15 @@ const columns: Column[] = [
   { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
   // Estimating stages only: ‖out − exact‖/‖exact‖ after the last step.
   { title: "rel_err", unit: "", width: 9, cell: (r) => (r.rel_error === null ? "N/A" : r.rel_error.toExponential(2)) },
+  // What this rank sends per step: the bandwidth-optimal algorithm's for exact rows, what estimating stages
+  // really put on the wire for theirs.
+  { title: "wire", unit: "(B)", width: 11, cell: (r) => String(r.wire_bytes) },
 ];
 
-function line(cells: string[]): string {
-  return cells.map((c, i) => (columns[i]!.left ? c.padEnd(columns[i]!.width) : c.padStart(columns[i]!.width))).join(" ");
+/** Pads each cell to its column; a column grows to its longest cell so rows stay aligned. */
+function lines(rows: string[][]): string[] {
+  const widths = columns.map((c, i) => Math.max(c.width, ...rows.map((r) => r[i]!.length)));
+  return rows.map((cells) => cells.map((c, i) => (columns[i]!.left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" "));
 }
 
 /** "2 hosts: a (ranks 0,1), b (ranks 2,3); links: 2 shm, 4 tcp" */
@@ -46,11 +57,11 @@ export function formatTable(doc: ResultDocument): string {
     `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
     ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
     "#",
-    "# " + line(columns.map((c) => c.title)),
-    "# " + line(columns.map((c) => c.unit)),
-    ...doc.results.map((r) => "  " + line(columns.map((c) => c.cell(r)))),
   ];
+  const [title, unit, ...rows] = lines([columns.map((c) => c.title), columns.map((c) => c.unit), ...doc.results.map((r) => columns.map((c) => c.cell(r)))]);
+  out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
+  for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
   out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
   return out.join("\n") + "\n";

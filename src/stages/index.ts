@@ -7,6 +7,7 @@ import { broadcast } from "./broadcast.js";
 import { compressedAllreduce } from "./compressed-allreduce.js";
 import { compute } from "./compute.js";
 import { gather, igather } from "./gather.js";
+import { quantizedAllreduce } from "./quantized-allreduce.js";
 import { reduceScatter } from "./reduce-scatter.js";
 import { reduce } from "./reduce.js";
 import { scatter } from "./scatter.js";
@@ -27,6 +28,7 @@ const kinds: { [Op in Stage["op"]]: StageKind<Extract<Stage, { op: Op }>> } = {
   barrier,
   compute,
   compressed_allreduce: compressedAllreduce,
+  quantized_allreduce: quantizedAllreduce,
 };
 
 export function stageKind<S extends Stage>(stage: S): StageKind<S> {

@@ -4,6 +4,8 @@ import type { Job, ReduceOp, Stage } from "../config/job.js";
 export interface PlanContext {
   readonly job: Job;
   readonly worldSize: number;
+  /** Ranks per node, as the launcher says (Place.localSize). */
+  readonly localSize: number;
   tensorIndex(name: string): number;
 }
 
@@ -11,7 +13,7 @@ export interface PlanContext {
 export interface StageKind<S extends Stage = Stage> {
   readonly op: S["op"];
   /** nccl-tests' bus-bandwidth factor: busbw = algbw × factor. */
-  busFactor(worldSize: number): number;
+  busFactor(worldSize: number, stage: S): number;
   /** Elements of the whole array the bandwidth refers to (nccl-tests' "count"). */
   count(stage: S, ctx: PlanContext): number;
   toNative(stage: S, ctx: PlanContext): Omit<NativeOp, "stage" | "waitFor" | "timeoutSec">;
@@ -19,6 +21,11 @@ export interface StageKind<S extends Stage = Stage> {
   readonly redop?: ReduceOp;
   /** The stage estimates rather than computes its result: the report shows its error, not #wrong. */
   readonly estimates?: boolean;
+  /**
+   * For stages that run the exact collective instead where the tensor does not suit them: why they do at
+   * this point (toNative then plans the exact op), or null when they do not.
+   */
+  fallback?(stage: S, ctx: PlanContext): string | null;
 }
 
 export const ringFactor = (w: number) => (w - 1) / w;

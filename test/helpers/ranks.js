@@ -40,7 +40,7 @@ export function shmLeftovers(pids) {
   return readdirSync("/dev/shm").filter((f) => pids.some((pid) => f.startsWith(`spmd-${pid}-`)));
 }
 
-/** W ranks of `node runner <args>`; resolves when all have exited. */
+/** W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
   const port = await freePort();
   const ranks = await Promise.all(
@@ -52,7 +52,7 @@ export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
         LOCAL_WORLD_SIZE: String(world),
         MASTER_ADDR: "127.0.0.1",
         MASTER_PORT: String(port),
-        ...env,
+        ...(typeof env === "function" ? env(rank) : env),
       }, timeoutMs),
     ),
   );

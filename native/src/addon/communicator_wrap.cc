@@ -114,7 +114,8 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
-                      InstanceAccessor<&CommunicatorWrap::getBackend>("backend")});
+                      InstanceAccessor<&CommunicatorWrap::getBackend>("backend"),
+                      InstanceAccessor<&CommunicatorWrap::getStepsDone>("stepsDone")});
 }
 
 CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CommunicatorWrap>(info) {
@@ -188,9 +189,12 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   auto tensors = std::make_shared<std::vector<std::vector<uint8_t>>>();
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
-  p->work = [backend, program, results, tensors] {
+  auto steps = stepsDone_;
+  p->work = [backend, program, results, tensors, steps] {
     Collectives* lane1 = backend->lanes() > 1 ? &backend->lane(1) : nullptr;
     Executor ex(backend->lane(0), lane1, *program);
+    steps->store(0);
+    ex.publishProgress(steps.get());
     *results = ex.run();
     *tensors = ex.takeTensors();
   };
@@ -292,6 +296,10 @@ Napi::Value CommunicatorWrap::getRank(const Napi::CallbackInfo& info) { return N
 Napi::Value CommunicatorWrap::getSize(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), size_); }
 Napi::Value CommunicatorWrap::getBackend(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), backend_ ? backend_->name() : "closed");
+}
+
+Napi::Value CommunicatorWrap::getStepsDone(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), double(stepsDone_->load(std::memory_order_relaxed)));
 }
 
 }  // namespace spmd::addon

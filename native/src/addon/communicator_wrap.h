@@ -40,6 +40,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value getRank(const Napi::CallbackInfo& info);
   Napi::Value getSize(const Napi::CallbackInfo& info);
   Napi::Value getBackend(const Napi::CallbackInfo& info);
+  Napi::Value getStepsDone(const Napi::CallbackInfo& info);
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;
@@ -53,6 +54,8 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   std::vector<std::vector<uint8_t>> tensors_;  // the last run's inputs, for tensor(i)
   std::vector<DType> tensorTypes_;
   std::vector<std::vector<NamedBuffer>> states_;  // the last run's op state, for state(i)
+  // Steps the running program has finished; shared with the op, which may outlive a closed wrapper.
+  std::shared_ptr<std::atomic<int64_t>> stepsDone_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 }  // namespace spmd::addon

@@ -81,6 +81,22 @@ kernels::Fill fillFromJs(const Reader& r) {
   return f;
 }
 
+// Range checks only; whether the tensor's count suits the layout is makeQuantizedAllreduce's to say.
+QuantizedSpec quantizedFromJs(const Reader& r, int W) {
+  QuantizedSpec q;
+  q.bits = int(r.integer("bits", 8, 4, 8));
+  q.gatherBits = int(r.integer("gatherBits", q.bits, 4, 8));
+  if ((q.bits != 4 && q.bits != 8) || (q.gatherBits != 4 && q.gatherBits != 8)) r.fail("bits", "4 or 8 (and gatherBits too)");
+  q.groupSize = size_t(r.integer("groupSize", 2048, 2, int64_t(1) << 30));
+  if (q.groupSize % 2 != 0) r.fail("groupSize", "an even number");
+  q.localSize = int(r.integer("localSize", 1, 1, W));
+  if (W % q.localSize != 0) r.fail("localSize", "a divisor of the world size " + std::to_string(W));
+  q.errorFeedback = r.boolean("errorFeedback");
+  q.beta = float(r.number("beta", 1));
+  if (!(q.beta >= 0 && q.beta <= 1)) r.fail("beta", "a number in [0, 1]");
+  return q;
+}
+
 }  // namespace
 
 Program programFromJs(const Napi::Object& obj, int W) {
@@ -126,9 +142,14 @@ Program programFromJs(const Napi::Object& obj, int W) {
     s.reduction.mean = r.boolean("mean");
     std::string compression = r.string("compression", "none");
     if (compression == "onebit") s.compression = Compression::OneBit;
-    else if (compression != "none") r.fail("compression", "none or onebit");
-    if (s.compression != Compression::None && s.kind != OpKind::AllReduce) r.fail("compression", "none unless kind is allreduce");
+    else if (compression == "quantized") s.compression = Compression::Quantized;
+    else if (compression != "none") r.fail("compression", "none, onebit or quantized");
+    if (s.compression == Compression::OneBit && s.kind != OpKind::AllReduce) r.fail("compression", "onebit only for allreduce");
+    if (s.compression == Compression::Quantized && ((s.kind != OpKind::AllReduce && s.kind != OpKind::ReduceScatter) || s.coalesced))
+      r.fail("compression", "quantized only for allreduce or a reduce_scatter of one tensor");
+    if (s.compression == Compression::OneBit) s.reduction.mean = true;  // what the 1-bit allreduce estimates
     s.resetEvery = int(r.integer("resetEvery", 0, 0, 1 << 30));
+    if (s.compression == Compression::Quantized) s.quantized = quantizedFromJs(r, W);
     s.root = int(r.integer("root", 0, 0, W - 1));
     std::string algo = r.string("algorithm", "auto");
     if (!parseAlgo(algo, s.algo)) r.fail("algorithm", "auto, ring, tree, direct or dissemination");

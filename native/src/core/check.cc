@@ -82,7 +82,7 @@ struct Checker {
 }  // namespace
 
 CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const std::vector<uint8_t>& output) {
-  // A compressed allreduce only estimates the mean; its error is measured (core/mean_error.h), not checked.
+  // Compressed and quantized ops only estimate the result; their error is measured (core/estimate_error.h).
   if (op.inputs.empty() || op.compression != Compression::None) return {};
   const TensorSpec& t0 = program.tensors[size_t(op.inputs[0])];
   Checker c{program, op, W, output.data(), t0.dtype, elementSize(t0.dtype), {}};

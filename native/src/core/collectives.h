@@ -56,6 +56,13 @@ class Collectives {
     return nullptr;
   }
 
+  // A sub-communicator: collective over every rank of this lane, as MPI_Comm_split is. The ranks that pass
+  // the same `color` form a group, ranked by (key, rank here), which runs collectives among its members
+  // only. It is a view of this lane: it moves data on the lane's connections, so it runs on the lane's
+  // thread, and it shares the lane's deadline and abort (setting either on one sets it on both). Every
+  // member must issue the group's ops in the same order relative to the lane's own, as for any collective.
+  virtual std::unique_ptr<Collectives> split(int color, int key) = 0;
+
   virtual void setDeadline(Transport::Clock::time_point deadline) = 0;
   // Makes every rank's pending and future ops fail fast, naming this rank and the reason.
   virtual void abort(const std::string& reason) = 0;

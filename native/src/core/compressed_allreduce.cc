@@ -23,7 +23,7 @@ T rmsScale(double squares, size_t len) {
 }
 
 template <class T>
-class OneBitAllreduce final : public CompressedAllreduce {
+class OneBitAllreduce final : public EstimatingOp {
  public:
   OneBitAllreduce(int rank, int W, size_t n, DType dt, int resetEvery)
       : rank_(rank), W_(W), n_(n), dt_(dt), resetEvery_(resetEvery),
@@ -135,8 +135,7 @@ class OneBitAllreduce final : public CompressedAllreduce {
 
 }  // namespace
 
-std::unique_ptr<CompressedAllreduce> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt,
-                                                             int resetEvery) {
+std::unique_ptr<EstimatingOp> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt, int resetEvery) {
   if (!isFloat(dt)) {
     throw CommError(code::kInvalid,
                     "compressed_allreduce needs a floating-point tensor, got " + std::string(dtypeName(dt)));

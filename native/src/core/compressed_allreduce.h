@@ -2,7 +2,7 @@
 // after DeepSpeed's NcclBackend/HcclBackend.compressed_allreduce. It is written once over the Collectives
 // interface (allToAll, allGather), so every backend that offers those runs it without a copy of its own.
 //
-// An object holds one stage's state, which persists across steps: the worker error (P elements) and the
+// The op holds one stage's state, which persists across steps: the worker error (P elements) and the
 // server error (P/W), P = count rounded up to a multiple of 8W so every rank's chunk is whole bytes.
 //
 // Types: float32, float16 and bfloat16 tensors are computed in float32 (halves are widened on the way in
@@ -14,28 +14,15 @@
 #pragma once
 #include <cstddef>
 #include <memory>
-#include <vector>
 
-#include "core/collectives.h"
-#include "core/program.h"
+#include "core/estimating_op.h"
 
 namespace spmd {
 
-class CompressedAllreduce {
- public:
-  virtual ~CompressedAllreduce() = default;
-  // One step: out (count elements of the tensor's dtype) <- the estimate of the mean of `in` over ranks.
-  // Collective. Throws CommError(kInvalid) when this rank's values are not finite.
-  virtual void run(Collectives& c, const void* in, void* out) = 0;
-  // Bytes this rank sends per step: records to W-1 peers in each of the two phases.
-  virtual size_t wireBytes() const = 0;
-  // "worker_error" and "server_error" after the last step, in the compute type.
-  virtual std::vector<NamedBuffer> state() const = 0;
-};
-
+// One step: out (count elements of the tensor's dtype) <- the estimate of the mean of `in` over ranks; the
+// op sends records to W-1 peers in each of its two phases. Its state: "worker_error" and "server_error".
 // resetEvery > 0 zeroes both errors before every resetEvery-th step (steps count from the first warmup
 // step). Throws CommError(kInvalid) for integer dtypes.
-std::unique_ptr<CompressedAllreduce> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt,
-                                                             int resetEvery);
+std::unique_ptr<EstimatingOp> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt, int resetEvery);
 
 }  // namespace spmd

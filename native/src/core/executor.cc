@@ -7,9 +7,10 @@
 #include "core/check.h"
 #include "core/compressed_allreduce.h"
 #include "core/error.h"
+#include "core/estimate_error.h"
 #include "core/lane_worker.h"
-#include "core/mean_error.h"
 #include "core/partition.h"
+#include "core/quantized_allreduce.h"
 #include "kernels/cpu/fill.h"
 
 namespace spmd {
@@ -43,8 +44,8 @@ struct Executor::Prepared {
   std::vector<uint8_t> out;
   std::vector<uint8_t> flatIn, flatOut;  // coalesced reduce_scatter: the one flat collective
   size_t block = 0;                      // coalesced: padded elements per rank
-  std::unique_ptr<CompressedAllreduce> compressed;  // its state persists across steps
-  std::unique_ptr<MeanError> meanError;              // how far the compressed estimate is from the mean
+  std::unique_ptr<EstimatingOp> estimator;  // compressed or quantized; its state persists across steps
+  std::unique_ptr<EstimateError> error;     // how far the estimates are from the exact result
   uint64_t ticket = 0;                   // nonblocking: the lane-1 op in flight this step
   std::unique_ptr<PostedOp> request;     // nonblocking on a one-lane backend: posted on lane 0 instead
   Clock::time_point posted{}, started{}, finished{};
@@ -90,7 +91,6 @@ Executor::Prepared Executor::prepare(const OpSpec& s) {
     case OpKind::Barrier: case OpKind::Compute: break;
   }
   p.out.resize(outCount * es);
-  if (s.compression == Compression::OneBit) p.compressed = makeCompressedAllreduce(r, W, p.count, p.dt, s.resetEvery);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
   if (s.kind == OpKind::Broadcast && r == s.root) std::memcpy(p.out.data(), p.in, p.count * es);
   return p;
@@ -116,9 +116,9 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p) {
   const int W = c.size(), r = c.rank();
   const size_t es = elementSize(p.dt), bytes = p.count * es;
   uint8_t* out = p.out.data();
+  if (p.estimator) return p.estimator->run(c, p.in, out);
   switch (s.kind) {
     case OpKind::AllReduce:
-      if (p.compressed) return p.compressed->run(c, p.in, out);
       return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
     case OpKind::ReduceScatter: {
       if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
@@ -160,9 +160,10 @@ std::vector<OpResult> Executor::run() {
     const OpSpec& s = program_.ops[i];
     ops.push_back(prepare(s));
     Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : lane0_;
-    // A compressed allreduce has one algorithm of its own, not one of the backend's.
-    results[i].algorithm =
-        ops.back().compressed ? Algo::Auto : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+    // An estimating op has one algorithm of its own, not one of the backend's.
+    results[i].algorithm = s.compression != Compression::None
+                               ? Algo::Auto
+                               : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
     results[i].outType = ops.back().dt;
     anyNonblocking |= s.nonblocking;
   }
@@ -196,11 +197,22 @@ std::vector<OpResult> Executor::run() {
     results[i].concurrentUs.push_back(p.concurrentUs);
   };
   try {
-    // Untimed, before the first step: the exact mean each compressed stage's estimates are measured against.
+    // Untimed, before the first step: each estimating stage's state (a quantized one splits the lane into
+    // its sub-communicators, which is collective) and the exact result its estimates are measured against.
     for (Prepared& p : ops) {
-      if (!p.compressed) continue;
-      lane0_.setDeadline(deadlineIn(p.spec.timeoutSec));
-      p.meanError = std::make_unique<MeanError>(lane0_, p.in, p.count, p.dt);
+      const OpSpec& s = p.spec;
+      if (s.compression == Compression::None) continue;
+      lane0_.setDeadline(deadlineIn(s.timeoutSec));
+      const bool full = s.kind == OpKind::AllReduce;
+      try {
+        p.estimator = s.compression == Compression::OneBit
+                          ? makeCompressedAllreduce(rank, W, p.count, p.dt, s.resetEvery)
+                          : makeQuantizedAllreduce(lane0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
+        using Layout = EstimateError::Layout;
+        p.error = std::make_unique<EstimateError>(lane0_, p.in, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
+      } catch (const std::exception& e) {
+        throw inStage(s, e);
+      }
     }
     for (int step = 0; step < program_.warmup + program_.iterations; ++step) {
       timed = step >= program_.warmup;
@@ -252,9 +264,10 @@ std::vector<OpResult> Executor::run() {
         double us = microsBetween(t0, Clock::now());
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
-        if (p.meanError) p.meanError->observe(p.out.data());  // after the timing, so untimed
+        if (p.error) p.error->observe(p.out.data());  // after the timing, so untimed
       }
       for (size_t i = 0; i < ops.size(); ++i) complete(i);
+      if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
     }
   } catch (const std::exception& e) {
     lane0_.abort(e.what());
@@ -267,10 +280,10 @@ std::vector<OpResult> Executor::run() {
       results[i].checked = c.checked;
     }
     results[i].output = std::move(ops[i].out);
-    if (ops[i].compressed) {
-      results[i].series = ops[i].meanError->series();
-      results[i].series.push_back({"wireBytes", {double(ops[i].compressed->wireBytes())}});
-      results[i].state = ops[i].compressed->state();
+    if (ops[i].estimator) {
+      results[i].series = ops[i].error->series();
+      results[i].series.push_back({"wireBytes", {double(ops[i].estimator->wireBytes())}});
+      results[i].state = ops[i].estimator->state();
     }
   }
   return results;

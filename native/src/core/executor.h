@@ -1,6 +1,7 @@
 // Runs a Program: warmup + iterations steps, each executing every op once in order, timing each op with
 // a monotonic clock. Nonblocking ops run on a second lane so they really overlap what follows them.
 #pragma once
+#include <atomic>
 #include <vector>
 
 #include "core/collectives.h"
@@ -15,6 +16,8 @@ class Executor {
   std::vector<OpResult> run();
   // The filled input tensors of the last run, in program order (for dumps).
   std::vector<std::vector<uint8_t>> takeTensors() { return std::move(tensors_); }
+  // Steps finished so far are published here, for a progress display polling from another thread.
+  void publishProgress(std::atomic<int64_t>* steps) { progress_ = steps; }
 
  private:
   struct Prepared;
@@ -26,6 +29,7 @@ class Executor {
   Collectives* lane1_;
   const Program& program_;
   std::vector<std::vector<uint8_t>> tensors_;
+  std::atomic<int64_t>* progress_ = nullptr;
 };
 
 }  // namespace spmd

@@ -19,15 +19,27 @@ struct TensorSpec {
   kernels::Fill fill;
 };
 
-// How an allreduce travels: exactly, or compressed to 1 bit per element with error feedback (the
-// compressed_allreduce stage, which always estimates the mean).
-enum class Compression : uint8_t { None, OneBit };
+// How a reduction travels: exactly; compressed to 1 bit per element with error feedback (an allreduce: the
+// compressed_allreduce stage, which always estimates the mean); or quantized to int8/int4 hierarchically
+// (the quantized_allreduce stage: a reduce_scatter, or an allreduce when it gathers the blocks back).
+enum class Compression : uint8_t { None, OneBit, Quantized };
+
+// The quantized_allreduce stage's settings (core/quantized_allreduce.h).
+struct QuantizedSpec {
+  int bits = 8;             // 4 or 8
+  int gatherBits = 8;       // the all-gather's, for an allreduce
+  size_t groupSize = 2048;  // values per quantization group; even
+  int localSize = 1;        // ranks per node; divides the world size
+  bool errorFeedback = false;
+  float beta = 1;           // error feedback: the weight of the carried error
+};
 
 struct OpSpec {
   std::string stage;
   OpKind kind = OpKind::Barrier;
-  Compression compression = Compression::None;  // AllReduce only
+  Compression compression = Compression::None;  // OneBit: AllReduce; Quantized: AllReduce or ReduceScatter
   int resetEvery = 0;                           // OneBit: zero the errors every k steps; 0 = never
+  QuantizedSpec quantized;                      // Quantized only
   std::vector<int> inputs;  // tensor indices; several only for a coalesced reduce_scatter
   bool coalesced = false;
   Reduction reduction;
@@ -68,10 +80,10 @@ struct OpResult {
   uint64_t checked = 0;              // elements compared on this rank
   DType outType = DType::F32;
   std::vector<uint8_t> output;       // this rank's output after the last step
-  // Numbers beyond the timings, each a Float64Array property of the JS result (compressed allreduce:
-  // wireBytes, and this rank's partial sums for the error metrics, which JS adds up over ranks).
+  // Numbers beyond the timings, each a Float64Array property of the JS result (estimating ops: wireBytes,
+  // and this rank's partial sums for the error metrics, which JS adds up over ranks).
   NamedSeries series;
-  std::vector<NamedBuffer> state;    // op state after the last step (compressed allreduce: its errors)
+  std::vector<NamedBuffer> state;    // op state after the last step (estimating ops: their errors)
 };
 
 }  // namespace spmd

@@ -52,7 +52,8 @@ class Transport {
   }
 
   // Every exchange after this throws kTimeout once the deadline passes (set per op by the communicator).
-  void setDeadline(Clock::time_point d) { deadline_ = d; }
+  // Virtual so that a view of another transport (core/group_transport.h) can share that one's deadline.
+  virtual void setDeadline(Clock::time_point d) { deadline_ = d; }
 
  protected:
   Clock::time_point deadline_ = Clock::time_point::max();

@@ -1,6 +1,10 @@
 #include "core/transport_collectives.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "algorithms/collectives.h"
+#include "core/group_transport.h"
 
 namespace spmd {
 namespace {
@@ -75,5 +79,16 @@ void TransportCollectives::sendRecv(const void* in, void* out, size_t bytes, int
 }
 
 void TransportCollectives::barrier() { algo::barrierDissemination(t_); }
+
+std::unique_ptr<Collectives> TransportCollectives::split(int color, int key) {
+  const int W = size();
+  const int mine[2] = {color, key};
+  std::vector<int> all(2 * size_t(W));
+  allGather(mine, all.data(), sizeof mine, Algo::Auto);
+  std::vector<int> members;
+  for (int j = 0; j < W; ++j) if (all[2 * size_t(j)] == color) members.push_back(j);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * size_t(a) + 1] < all[2 * size_t(b) + 1]; });
+  return std::make_unique<TransportCollectives>(std::make_unique<GroupTransport>(t_, std::move(members)), onAbort_);
+}
 
 }  // namespace spmd

@@ -1,6 +1,7 @@
 // Collectives for backends that only move bytes (shm, tcp): the shared algorithms over one Transport.
 #pragma once
 #include <functional>
+#include <memory>
 
 #include "core/collectives.h"
 #include "core/workspace.h"
@@ -12,6 +13,9 @@ class TransportCollectives : public Collectives {
   // `onAbort` tells the other ranks (the transport's own broadcast of an abort).
   TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort)
       : t_(t), onAbort_(std::move(onAbort)) {}
+  // A sub-communicator's collectives, which own its transport (a GroupTransport).
+  TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
+      : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
   int rank() const override { return t_.rank(); }
   int size() const override { return t_.size(); }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -26,10 +30,13 @@ class TransportCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize) override;
   void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
   void barrier() override;
+  // Members come from an all-gather of every rank's (color, key); the group moves data on this transport.
+  std::unique_ptr<Collectives> split(int color, int key) override;
   void setDeadline(Transport::Clock::time_point d) override { t_.setDeadline(d); }
   void abort(const std::string& reason) override { onAbort_(reason); }
 
  private:
+  std::unique_ptr<Transport> owned_;  // before t_, which may refer to it
   Transport& t_;
   Workspace ws_;
   std::function<void(const std::string&)> onAbort_;

@@ -4,6 +4,7 @@
 import { fileURLToPath } from "node:url";
 import type { Argv, CommandModule } from "yargs";
 import { launch } from "../../launch/launcher.js";
+import { interactive, progressBar } from "../../report/progress.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
 // dist/cli/commands/launch.js -> <repo>/runner/index.js
@@ -57,10 +58,14 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ),
   handler: async (argv) => {
+    // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
+    const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const result = await launch({
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, "run", argv.job, ...forwardedRunArgs(argv)],
+      onProgress: bar && ((done, total) => bar.update(done, total)),
     });
+    bar?.stop();
     if (result.message) process.stderr.write(`${result.message}\n`);
     process.exitCode = result.exitCode;
   },

@@ -20,6 +20,12 @@ Comm Comm::nodeLocal(MPI_Comm parent) {
   return Comm(c);
 }
 
+Comm Comm::split(MPI_Comm parent, int color, int key) {
+  MPI_Comm c;
+  check(MPI_Comm_split(parent, color, key, &c), "MPI_Comm_split");
+  return Comm(c);
+}
+
 Comm::~Comm() { free(); }
 
 Comm& Comm::operator=(Comm&& o) noexcept {

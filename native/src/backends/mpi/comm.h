@@ -12,6 +12,8 @@ class Comm {
   static Comm dup(MPI_Comm parent);
   // Collective over `parent`: the ranks that share this node's memory (MPI_COMM_TYPE_SHARED).
   static Comm nodeLocal(MPI_Comm parent);
+  // Collective over `parent`: MPI_Comm_split, the ranks passing the same color ordered by key.
+  static Comm split(MPI_Comm parent, int color, int key);
   ~Comm();
   Comm(Comm&& o) noexcept : c_(o.c_) { o.c_ = MPI_COMM_NULL; }
   Comm& operator=(Comm&& o) noexcept;

@@ -21,13 +21,19 @@ class Completed : public PostedOp {
 }  // namespace
 
 MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed)
+    : MpiCollectives(std::move(comm), faults, oversubscribed,
+                     std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max())) {}
+
+MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed, Deadline deadline)
     : comm_(std::move(comm)),
       rank_(comm_.rank()),
       size_(comm_.size()),
       faults_(faults),
+      oversubscribed_(oversubscribed),
       waiter_(faults, oversubscribed),
       transport_(comm_.get(), rank_, size_, waiter_),
-      algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }) {}
+      algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }),
+      deadline_(std::move(deadline)) {}
 
 Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
@@ -38,30 +44,32 @@ Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   }
 }
 
-void MpiCollectives::setDeadline(Transport::Clock::time_point d) {
-  deadline_ = d;
-  algorithms_.setDeadline(d);
+void MpiCollectives::setDeadline(Transport::Clock::time_point d) { *deadline_ = d; }
+
+TransportCollectives& MpiCollectives::algorithms() {
+  algorithms_.setDeadline(*deadline_);
+  return algorithms_;
 }
 
 void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) {
-  if (waiter_.poll({&req, 1}, deadline_)) return;
+  if (waiter_.poll({&req, 1}, *deadline_)) return;
   waiter_.fail({&req, 1}, waitingFor(call, bytes));
 }
 
-void MpiCollectives::partition(size_t count, const char* call) {
+void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerElement) {
   const Partition part{count, size_};
   counts_.resize(size_t(size_));
   displs_.resize(size_t(size_));
-  mpi::count(count, call);  // every offset below fits once the total does
+  mpi::count(count * unitsPerElement, call);  // every offset below fits once the total does
   for (int j = 0; j < size_; ++j) {
-    counts_[size_t(j)] = int(part.count(j));
-    displs_[size_t(j)] = int(part.offset(j));
+    counts_[size_t(j)] = int(part.count(j) * unitsPerElement);
+    displs_[size_t(j)] = int(part.offset(j) * unitsPerElement);
   }
 }
 
 void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t bytes = count * elementSize(dt);
-  if (!library(OpKind::AllReduce, a, bytes)) return algorithms_.allreduce(in, out, count, dt, op, a);
+  if (!library(OpKind::AllReduce, a, bytes)) return algorithms().allreduce(in, out, count, dt, op, a);
   MPI_Request req;
   check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, mpi::count(count, "MPI_Iallreduce"), reductionType(dt),
                        reductionOp(op), comm_.get(), &req),
@@ -71,7 +79,7 @@ void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt
 
 void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t bytes = count * elementSize(dt);
-  if (!library(OpKind::ReduceScatter, a, bytes)) return algorithms_.reduceScatter(in, out, count, dt, op, a);
+  if (!library(OpKind::ReduceScatter, a, bytes)) return algorithms().reduceScatter(in, out, count, dt, op, a);
   MPI_Request req;
   if (count % size_t(size_) == 0) {  // equal blocks: the simpler call, which libraries tune best
     check(MPI_Ireduce_scatter_block(in, out, mpi::count(count / size_t(size_), "MPI_Ireduce_scatter_block"),
@@ -86,7 +94,7 @@ void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DTyp
 }
 
 void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
-  if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms_.allGather(in, out, bytes, a);
+  if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms().allGather(in, out, bytes, a);
   Units u = units(bytes, "MPI_Iallgather");
   MPI_Request req;
   check(MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), &req), "MPI_Iallgather");
@@ -94,7 +102,7 @@ void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) 
 }
 
 void MpiCollectives::gather(const void* in, void* out, size_t bytes, int root, Algo a) {
-  if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms_.gather(in, out, bytes, root, a);
+  if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms().gather(in, out, bytes, root, a);
   MPI_Request req;
   igather(in, out, bytes, root, &req);
   complete(req, "MPI_Igather", bytes * size_t(size_));
@@ -125,16 +133,16 @@ class MpiCollectives::PostedRequest : public PostedOp {
 
 std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) {
-    algorithms_.gather(in, out, bytes, root, a);
+    algorithms().gather(in, out, bytes, root, a);
     return std::make_unique<Completed>();
   }
-  auto posted = std::make_unique<PostedRequest>(waiter_, deadline_, bytes * size_t(size_));
+  auto posted = std::make_unique<PostedRequest>(waiter_, *deadline_, bytes * size_t(size_));
   igather(in, out, bytes, root, &posted->req_);
   return posted;
 }
 
 void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
-  if (!library(OpKind::Broadcast, a, bytes)) return algorithms_.broadcast(data, bytes, root, a);
+  if (!library(OpKind::Broadcast, a, bytes)) return algorithms().broadcast(data, bytes, root, a);
   Units u = units(bytes, "MPI_Ibcast");
   MPI_Request req;
   check(MPI_Ibcast(data, u.count, u.type, root, comm_.get(), &req), "MPI_Ibcast");
@@ -143,7 +151,7 @@ void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
 
 void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
   const size_t bytes = count * elementSize(dt);
-  if (!library(OpKind::Reduce, a, bytes)) return algorithms_.reduce(in, out, count, dt, op, root, a);
+  if (!library(OpKind::Reduce, a, bytes)) return algorithms().reduce(in, out, count, dt, op, root, a);
   const void* send = rank_ == root && in == out ? MPI_IN_PLACE : in;
   MPI_Request req;
   check(MPI_Ireduce(send, out, mpi::count(count, "MPI_Ireduce"), reductionType(dt), reductionOp(op), root, comm_.get(), &req),
@@ -152,27 +160,28 @@ void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, R
 }
 
 void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
-  if (!library(OpKind::Scatter, a, count * esize)) return algorithms_.scatter(in, out, count, esize, root, a);
-  partition(count, "MPI_Iscatterv");
-  MPI_Datatype type = elementType(esize);
+  if (!library(OpKind::Scatter, a, count * esize)) return algorithms().scatter(in, out, count, esize, root, a);
+  const Units u = units(esize, "MPI_Iscatterv");
+  partition(count, "MPI_Iscatterv", size_t(u.count));
   MPI_Request req;
-  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), type, out, counts_[size_t(rank_)], type, root, comm_.get(), &req),
+  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, counts_[size_t(rank_)], u.type, root, comm_.get(), &req),
         "MPI_Iscatterv");
   complete(req, "MPI_Iscatterv", count * esize);
 }
 
 void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) {
   // Block j of the input goes to rank j; every rank sends this rank its block r, so each arrives with
-  // this rank's block length, rank-major.
-  partition(count, "MPI_Ialltoallv");
+  // this rank's block length, rank-major. Elements travel as the units units() picks for one element, so
+  // elements of any size work (the estimating ops exchange records of hundreds of bytes).
+  const Units u = units(esize, "MPI_Ialltoallv");
+  partition(count, "MPI_Ialltoallv", size_t(u.count));
   const int mine = counts_[size_t(rank_)];
   mpi::count(size_t(mine) * size_t(size_), "MPI_Ialltoallv");
   recvCounts_.assign(size_t(size_), mine);
   recvDispls_.resize(size_t(size_));
   for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
-  MPI_Datatype type = elementType(esize);
   MPI_Request req;
-  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), type, out, recvCounts_.data(), recvDispls_.data(), type,
+  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), u.type, out, recvCounts_.data(), recvDispls_.data(), u.type,
                        comm_.get(), &req),
         "MPI_Ialltoallv");
   complete(req, "MPI_Ialltoallv", count * esize);
@@ -189,9 +198,16 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift
   MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   check(MPI_Irecv(out, u.count, u.type, (rank_ - s + size_) % size_, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
   check(MPI_Isend(in, u.count, u.type, (rank_ + s) % size_, 0, comm_.get(), &reqs[1]), "MPI_Isend");
-  if (waiter_.poll(reqs, deadline_)) return;
+  if (waiter_.poll(reqs, *deadline_)) return;
   waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
                [](size_t i) { return i == 0; });
+}
+
+std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
+  // MPI_Comm_split blocks with no deadline or abort to end it. The barrier before it has both, and once it
+  // completes every rank is alive and about to split.
+  barrier();
+  return std::unique_ptr<Collectives>(new MpiCollectives(Comm::split(comm_.get(), color, key), faults_, oversubscribed_, deadline_));
 }
 
 void MpiCollectives::barrier() {

@@ -2,6 +2,7 @@
 // Waiter so deadlines and aborts hold); a job that names ring, tree or direct gets the shared algorithm
 // over MpiTransport, so the same algorithm can be compared across backends.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "backends/mpi/mpi_transport.h"
@@ -27,27 +28,36 @@ class MpiCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize) override;
   void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
   void barrier() override;
+  // MPI_Comm_split of this lane's communicator: the group runs MPI's collectives among its members.
+  std::unique_ptr<Collectives> split(int color, int key) override;
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
 
   void setDeadline(Transport::Clock::time_point d) override;
   void abort(const std::string& reason) override { faults_.abort(reason); }
 
  private:
+  using Deadline = std::shared_ptr<Transport::Clock::time_point>;
+  // A lane's split: shares the lane's deadline cell, so the deadline the executor sets on the lane holds.
+  MpiCollectives(Comm comm, Faults& faults, bool oversubscribed, Deadline deadline);
   class PostedRequest;
+  // The shared algorithms, their deadline brought up to date (a split's may have changed on its lane).
+  TransportCollectives& algorithms();
   bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == Algo::Mpi; }
   // Waits for a library collective's request; `call` and `bytes` name it if the wait fails.
   void complete(MPI_Request& req, const char* call, size_t bytes);
   void igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);
-  // Partition{count, W} as MPI counts and displacements, for the v-variants.
-  void partition(size_t count, const char* call);
+  // Partition{count, W} as MPI counts and displacements, for the v-variants, in units of which an element
+  // holds `unitsPerElement`.
+  void partition(size_t count, const char* call, size_t unitsPerElement = 1);
 
   Comm comm_;
   int rank_, size_;
   Faults& faults_;
+  bool oversubscribed_;
   Waiter waiter_;
   MpiTransport transport_;
   TransportCollectives algorithms_;
-  Transport::Clock::time_point deadline_ = Transport::Clock::time_point::max();
+  Deadline deadline_;
   std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
 };
 

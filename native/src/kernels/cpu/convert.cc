@@ -1,6 +1,7 @@
 #include "kernels/cpu/convert.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace spmd::kernels {
 
@@ -20,6 +21,26 @@ void narrowFromF32(DType dt, const float* __restrict src, void* dst, size_t coun
   } else {
     for (size_t i = 0; i < count; ++i) d[i] = floatToHalf(src[i]);
   }
+}
+
+void toF32(DType dt, const void* src, float* __restrict dst, size_t count) {
+  if (isHalf(dt)) return widenToF32(dt, src, dst, count);
+  if (dt == DType::F32) {
+    if (count) std::memcpy(dst, src, count * sizeof(float));
+    return;
+  }
+  const auto* s = static_cast<const double*>(src);
+  for (size_t i = 0; i < count; ++i) dst[i] = float(s[i]);
+}
+
+void fromF32(DType dt, const float* __restrict src, void* dst, size_t count) {
+  if (isHalf(dt)) return narrowFromF32(dt, src, dst, count);
+  if (dt == DType::F32) {
+    if (count) std::memcpy(dst, src, count * sizeof(float));
+    return;
+  }
+  auto* d = static_cast<double*>(dst);
+  for (size_t i = 0; i < count; ++i) d[i] = src[i];
 }
 
 void divideInPlace(DType dt, void* data, size_t count, double divisor) {

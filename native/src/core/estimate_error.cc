@@ -1,4 +1,4 @@
-#include "core/mean_error.h"
+#include "core/estimate_error.h"
 
 #include "core/partition.h"
 #include "kernels/cpu/fill.h"
@@ -31,10 +31,11 @@ void forEachValue(DType dt, const void* data, size_t offset, size_t count, F f) 
 
 }  // namespace
 
-MeanError::MeanError(Collectives& c, const void* in, size_t count, DType dt) : dt_(dt) {
+EstimateError::EstimateError(Collectives& c, const void* in, size_t count, DType dt, bool mean, Layout layout)
+    : dt_(dt) {
   const int W = c.size(), r = c.rank();
   const Partition part{count, W};
-  offset_ = part.offset(r);
+  offset_ = layout == Layout::Full ? part.offset(r) : 0;
   exact_.resize(part.count(r));
   sum_.assign(part.count(r), 0.0);
   // One float64 reduce per block, rooted at the block's rank: scratch never exceeds one block.
@@ -44,12 +45,12 @@ MeanError::MeanError(Collectives& c, const void* in, size_t count, DType dt) : d
     c.reduce(wide.data(), j == r ? exact_.data() : nullptr, part.count(j), DType::F64, RedOp::Sum, j, Algo::Auto);
   }
   for (double& m : exact_) {
-    m /= W;
+    if (mean) m /= W;
     exactSq_ += m * m;
   }
 }
 
-void MeanError::observe(const void* out) {
+void EstimateError::observe(const void* out) {
   const double steps = double(errorSq_.size() + 1);
   double error = 0, running = 0;
   forEachValue(dt_, out, offset_, exact_.size(), [&](size_t i, double v) {
@@ -62,7 +63,7 @@ void MeanError::observe(const void* out) {
   runningErrorSq_.push_back(running);
 }
 
-NamedSeries MeanError::series() const {
+NamedSeries EstimateError::series() const {
   return {{"exactSq", {exactSq_}}, {"errorSq", errorSq_}, {"runningErrorSq", runningErrorSq_}};
 }
 

@@ -1,0 +1,20 @@
+import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
+import { mean } from "./stats.js";
+
+/**
+ * Every rank's average time per op, on every rank: rank r fills row r of an ops × W matrix and a sum
+ * over ranks assembles it. Collective.
+ */
+export async function perRankAverages(comm: NativeCommunicator, results: NativeOpResult[]): Promise<number[][]> {
+  const W = comm.size;
+  const mine = new Float64Array(results.length * W);
+  results.forEach((r, i) => (mine[i * W + comm.rank] = mean(r.timeUs)));
+  const all = await comm.allreduceF64(mine, "sum");
+  return results.map((_, i) => Array.from(all.subarray(i * W, (i + 1) * W)));
+}
+
+/** DESIGN.md's straggler effect: Σ over ranks of (rank latency − fastest rank's latency). */
+export function stragglerUs(perRank: number[]): number {
+  const fastest = Math.min(...perRank);
+  return perRank.reduce((s, v) => s + (v - fastest), 0);
+}

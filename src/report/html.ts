@@ -1,0 +1,34 @@
+import { renderCharts } from "./charts.js";
+import type { ResultDocument } from "./result.js";
+
+const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+
+/** A self-contained report.html: charts inlined as SVG, the table, the comms summary; no network. */
+export async function formatHtml(doc: ResultDocument, table: string, summary: string): Promise<string> {
+  const charts = await renderCharts(doc.results);
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>${escape(doc.job)} — spmd-runner report</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; background: #fff; }
+  h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+  .charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
+  pre { background: #f6f6f6; padding: 1rem; overflow-x: auto; font-size: 0.8rem; }
+</style>
+</head>
+<body>
+<h1>${escape(doc.job)}: ${doc.world_size} ranks, backend ${escape(doc.backend)}</h1>
+<p>spmd-runner ${escape(doc.version)} · average bus bandwidth ${doc.average_bus_bandwidth.toFixed(4)} GB/s</p>
+<div class="charts">
+${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
+</div>
+<h2>Results</h2>
+<pre>${escape(table)}</pre>
+<h2>Comms summary</h2>
+<pre>${escape(summary)}</pre>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,234 @@
+// quantized_allreduce (ZeRO++ qgZ, DESIGN.md) against the float32 model in helpers/qgz.js: every rank's
+// output and error buffers, read back from the .npy dumps, element by element and exactly, after several
+// steps (so carried errors count too), on every nodes × local-ranks layout of 2, 4 and 8 ranks; every
+// result also within the quantization bound of the exact reduction; int8 and int4, sum and mean, shard and
+// full output, groups that do not divide a block, all-zero groups, values that clamp; its report fields;
+// the fallback to the exact collective; the launcher's local size; validation.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { parseJob } from "../dist/config/load.js";
+import { validateGraph } from "../dist/graph/validate.js";
+import { formatTable } from "../dist/report/table.js";
+import { toBfloat16 } from "./helpers/float.js";
+import { prepareJob } from "./helpers/matrix.js";
+import { readNpy } from "./helpers/npy.js";
+import { exactReduction, qgzReference, qgzWireBytes } from "./helpers/qgz.js";
+import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
+
+const STATE = ["intra_error", "inter_error", "gather_error"];
+
+/**
+ * Runs the job on W ranks (`env`: extra variables per rank) with dumps; returns the result document, the
+ * ranks' processes and file(stage, rank, what): the values of a dump, or undefined where there is none.
+ */
+async function runJob(W, job, { env = {}, expectFailure = false } = {}) {
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: (w, args) => runRanks(w, args, { env, timeoutMs: 300_000 }) });
+  try {
+    const ranks = await run();
+    if (expectFailure) return { ranks };
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const files = new Map();
+    for (const stage of job.stages) {
+      for (let r = 0; r < W; r++) {
+        for (const what of ["input", "output", ...STATE]) {
+          const file = path.join(dumpDir, stage.id, `rank${r}.${what}.npy`);
+          if (existsSync(file)) files.set(`${stage.id}/${r}/${what}`, readNpy(file, { bfloat16: true }).values);
+        }
+      }
+    }
+    return { doc: JSON.parse(readFileSync(json, "utf8")), ranks, file: (stage, r, what) => files.get(`${stage}/${r}/${what}`) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function assertSame(got, want, what) {
+  assert.ok(got, `${what}: no dump`);
+  assert.equal(got.length, want.length, `${what}: length`);
+  // Object.is: -0 and +0 differ too.
+  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, want ${want[i]}`);
+}
+
+/**
+ * One stage's dumps on W ranks against the model run over the same steps (`o`: the stage's options as the
+ * model takes them, L the ranks per node), then its row: wire bytes, logical busbw, compression ratio,
+ * rel_error recomputed from the dumps. Returns the row.
+ */
+function verifyStage(doc, file, id, W, steps, o, { outRound = (v) => v } = {}) {
+  const inputs = Array.from({ length: W }, (_, r) => file(id, r, "input"));
+  const ref = qgzReference(inputs, { ...o, steps });
+  for (let r = 0; r < W; r++) {
+    assertSame(file(id, r, "output"), ref.outs[r].map(outRound), `${id} rank ${r} output`);
+    for (const [what, key] of [["intra_error", "intra"], ["inter_error", "inter"], ["gather_error", "gather"]]) {
+      if (ref.state[r][key]) assertSame(file(id, r, what), Array.from(ref.state[r][key]), `${id} rank ${r} ${what}`);
+      else assert.equal(file(id, r, what), undefined, `${id} rank ${r}: no ${what} without error feedback`);
+    }
+  }
+  // The model against the exact reduction, within the quantization bound it derives (no feedback only:
+  // feedback deliberately adds last step's error to this step's values).
+  if (ref.bounds) {
+    for (let r = 0; r < W; r++) {
+      const exact = exactReduction(inputs, o, r);
+      exact.forEach((v, i) => {
+        const d = Math.abs(ref.outs[r][i] - v);
+        if (!(d <= ref.bounds[r][i])) assert.fail(`${id} rank ${r} element ${i}: ${ref.outs[r][i]} is ${d} from ${v}, bound ${ref.bounds[r][i]}`);
+      });
+    }
+  }
+  const row = doc.results.find((x) => x.stage === id);
+  const n = inputs[0].length, full = o.output === "full";
+  assert.equal(row.fallback, null, `${id}: no fallback`);
+  assert.equal(row.algorithm, "auto");
+  assert.equal(row.redop, o.reduce ?? "sum");
+  assert.equal(row.wrong, null);
+  assert.equal(row.wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
+  const factor = full ? (2 * (W - 1)) / W : (W - 1) / W;
+  assert.ok(Math.abs(row.busbw - row.algbw * factor) <= 1e-9 * row.algbw, `${id}: logical busbw of the exact collective`);
+  assert.ok(Math.abs(row.compression_ratio - Math.round(row.size * factor) / row.wire_bytes) < 1e-12, `${id}: compression ratio`);
+  assert.equal(row.rel_error_by_step.length, steps, "warmup steps count");
+  assert.equal(row.rel_error, row.rel_error_by_step[steps - 1]);
+  // ‖out − exact‖ / ‖exact‖ over the whole array, from the dumps (null where the exact result is 0).
+  let errorSq = 0, exactSq = 0;
+  for (let r = 0; r < (full ? 1 : W); r++) {
+    const exact = exactReduction(inputs, o, r), out = file(id, r, "output");
+    exact.forEach((v, i) => ((errorSq += (out[i] - v) ** 2), (exactSq += v * v)));
+  }
+  if (exactSq === 0) assert.equal(row.rel_error, null);
+  else assert.ok(Math.abs(row.rel_error - Math.sqrt(errorSq / exactSq)) <= 1e-9 * row.rel_error + 1e-15, `${id}: rel_error ${row.rel_error}`);
+  return row;
+}
+
+const normal = (seed) => ({ kind: "normal", seed });
+
+for (const [N, L] of [[2, 1], [1, 2], [2, 2], [4, 1], [2, 4], [4, 2], [1, 8], [8, 1]]) {
+  const W = N * L;
+  test(`W=${W} as ${N} nodes × ${L}: int8/int4, sum/mean, shard/full, feedback, zero groups and clamps match the model exactly`, { timeout: 300_000 }, async () => {
+    const n = 100 * W; // blocks of 100: groups of 16 and 32 do not divide them
+    const job = {
+      name: `qgz-${N}x${L}`, warmup: 1, iterations: 2, check: true,
+      tensors: {
+        g: { dtype: "float32", count: n, fill: normal(20 + W) },
+        // rank r holds r everywhere: rank 0's groups are all zero (step 1), the others' values are all
+        // +absmax, which clamps to 2^(b-1) - 1.
+        r: { dtype: "float32", count: n, fill: { kind: "rank" } },
+        odd: { dtype: "float32", count: n + 1, fill: normal(3) },
+      },
+      stages: [
+        { id: "i8", op: "quantized_allreduce", input: "g", nodes: N, localSize: L, groupSize: 16 },
+        { id: "i4full", op: "quantized_allreduce", input: "g", bits: 4, reduce: "mean", output: "full", gatherBits: 8, groupSize: 32, nodes: N, errorFeedback: { beta: 0.5 } },
+        { id: "zero", op: "quantized_allreduce", input: "r", bits: 4, groupSize: 10, localSize: L },
+        { id: "fallback", op: "quantized_allreduce", input: "odd", nodes: N, localSize: L },
+      ],
+    };
+    const { doc, file } = await runJob(W, job);
+    verifyStage(doc, file, "i8", W, 3, { L, groupSize: 16 });
+    verifyStage(doc, file, "i4full", W, 3, { L, bits: 4, gatherBits: 8, groupSize: 32, reduce: "mean", output: "full", beta: 0.5 });
+    verifyStage(doc, file, "zero", W, 3, { L, bits: 4, groupSize: 10 });
+    // n + 1 is not a multiple of W: the exact reduce_scatter ran, blocks of ceil((n+1)/W), checked by --check.
+    const fb = doc.results.find((x) => x.stage === "fallback");
+    assert.equal(fb.fallback, `count ${n + 1} is not a multiple of W = ${W}; ran the exact reduce_scatter`);
+    assert.equal(fb.wrong, 0, "the exact reduce_scatter's elements are checked");
+    assert.equal(fb.rel_error, null);
+    assert.equal(fb.compression_ratio, undefined);
+    assert.equal(fb.wire_bytes, Math.round((4 * (n + 1) * (W - 1)) / W));
+    assert.equal(file("fallback", W - 1, "output").length, n + 1 - (W - 1) * Math.ceil((n + 1) / W));
+  });
+}
+
+test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the launcher's local size when the stage names none", { timeout: 300_000 }, async () => {
+  const W = 4, n = 2 * 4 * 50;
+  const job = {
+    name: "qgz-types", warmup: 0, iterations: 2,
+    tensors: { d: { dtype: "float64", count: n, fill: normal(8) }, b: { dtype: "bfloat16", count: n, fill: normal(9) } },
+    stages: [
+      { id: "f64", op: "quantized_allreduce", input: "d", bits: 4, groupSize: 20, output: "full" },
+      { id: "bf16", op: "quantized_allreduce", input: "b", groupSize: 24, reduce: "mean" },
+    ],
+  };
+  // Two "nodes" of two ranks, as torchrun numbers them.
+  const env = (rank) => ({ LOCAL_RANK: String(rank % 2), LOCAL_WORLD_SIZE: "2" });
+  const { doc, file } = await runJob(W, job, { env });
+  verifyStage(doc, file, "f64", W, 2, { L: 2, bits: 4, groupSize: 20, output: "full" });
+  verifyStage(doc, file, "bf16", W, 2, { L: 2, groupSize: 24, reduce: "mean" }, { outRound: toBfloat16 });
+});
+
+test("error feedback: over 30 steps of one input the running mean of the outputs approaches the exact result", { timeout: 300_000 }, async () => {
+  // Each quantization's error is carried into the next step, so over k steps the errors telescope: the mean of
+  // the outputs misses the exact result by the last step's carried errors over k. Without feedback every step
+  // repeats the same estimate.
+  const W = 4, k = 30;
+  const stage = { op: "quantized_allreduce", input: "g", bits: 4, nodes: 2, groupSize: 64 };
+  const job = {
+    name: "qgz-feedback", warmup: 0, iterations: k,
+    tensors: { g: { dtype: "float32", count: 4000, fill: normal(12) } },
+    stages: [{ id: "ef", ...stage, errorFeedback: {} }, { id: "noef", ...stage }],
+  };
+  const { doc } = await runJob(W, job);
+  const [ef, noef] = ["ef", "noef"].map((id) => doc.results.find((x) => x.stage === id));
+  for (const e of noef.running_mean_rel_error_by_step) assert.ok(Math.abs(e - noef.rel_error) <= 1e-9, "the same estimate every step");
+  assert.ok(ef.running_mean_rel_error * 5 < noef.running_mean_rel_error, `with feedback ${ef.running_mean_rel_error}, without ${noef.running_mean_rel_error}`);
+  assert.ok(ef.rel_error < 2 * noef.rel_error, "a single step stays as rough as without feedback");
+});
+
+test("a NaN or infinite input fails every rank with a message naming a rank", { timeout: 300_000 }, async () => {
+  // float32 cannot hold most draws of a normal with std 1e39: they become ±Infinity.
+  const job = {
+    name: "qgz-inf", warmup: 0, iterations: 1,
+    tensors: { t: { dtype: "float32", count: 8, fill: { kind: "normal", seed: 1, std: 1e39 } } },
+    stages: [{ id: "q", op: "quantized_allreduce", input: "t", nodes: 2 }],
+  };
+  const { ranks } = await runJob(2, job, { expectFailure: true });
+  ranks.forEach((p, r) => {
+    assert.equal(p.code, 1, `rank ${r} exited ${p.code}: ${p.stderr}`);
+    assert.match(p.stderr, /stage q: .*quantized_allreduce: rank \d has NaN or infinite values in its input/, `rank ${r}`);
+  });
+});
+
+test("validate: node layouts must tile the world, floating-point tensors only, gatherBits only with full output", async () => {
+  const tensors = { f: { dtype: "float32", count: 64 }, i: { dtype: "int32", count: 64 } };
+  const job = (extra) => ({ name: "v", tensors, stages: [{ id: "q", op: "quantized_allreduce", ...extra }] });
+  const cases = [
+    [{ input: "f", nodes: 2, localSize: 3 }, /stages\[0\]\.nodes: nodes × localSize = 2 × 3 = 6 must equal the world size 4/],
+    [{ input: "f", nodes: 3 }, /stages\[0\]\.nodes: nodes 3 does not divide the world size 4/],
+    [{ input: "f", localSize: 8 }, /stages\[0\]\.localSize: localSize 8 does not divide the world size 4/],
+    [{ input: "i" }, /stages\[0\]\.input: quantized_allreduce needs a floating-point tensor but "i" is int32/],
+    [{ input: "f", gatherBits: 4 }, /stages\[0\]\.gatherBits: "gatherBits" needs "output": "full"/],
+    [{ input: "f", groupSize: 7 }, /stages\[0\]\.groupSize/],
+    [{ input: "f", bits: 2 }, /stages\[0\]\.bits/],
+  ];
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-qgz-validate-"));
+  try {
+    const jobFile = path.join(dir, "job.json");
+    for (const [extra, message] of cases) {
+      writeFileSync(jobFile, JSON.stringify(job(extra)));
+      const p = await runNode([RUNNER, "validate", "-n", "4", jobFile]);
+      assert.equal(p.code, 2, `${JSON.stringify(extra)}: ${p.stderr}`);
+      assert.match(p.stderr, message);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  // Where the stage names no layout, the launcher's local size must divide the world.
+  const parsed = parseJob(JSON.stringify(job({ input: "f" })), "q.json");
+  assert.throws(() => validateGraph(parsed, "q.json", 4, 3), /stages\[0\]: the launcher's local size 3 does not divide the world size 4: give "nodes" or "localSize"/);
+  assert.doesNotThrow(() => validateGraph(parsed, "q.json", 4, 2));
+});
+
+test("the table names each fallback under the rows", () => {
+  const time = { avg_us: 10, p50_us: 10, p95_us: 10, min_us: 10, max_us: 10 };
+  const row = { op: "quantized_allreduce", size: 4004, count: 1001, type: "float32", redop: "sum", root: null, time, algbw: 0.4, busbw: 0.3 };
+  const table = formatTable({
+    version: "0", job: "t", world_size: 4, backend: "shm", average_bus_bandwidth: 0.3,
+    results: [
+      { ...row, stage: "q8", algorithm: "ring", wrong: 0, wire_bytes: 3003, rel_error: null, fallback: "count 1001 is not a multiple of W = 4; ran the exact reduce_scatter" },
+      { ...row, stage: "q4", algorithm: "auto", wrong: null, wire_bytes: 700, rel_error: 0.1, fallback: null },
+    ],
+  });
+  const lines = table.split("\n");
+  assert.ok(lines.includes("# Fallback             : q8 at count 1001: count 1001 is not a multiple of W = 4; ran the exact reduce_scatter"), table);
+  assert.equal(lines.filter((l) => l.startsWith("# Fallback")).length, 1);
+  assert.match(lines.find((l) => l.includes("q8")), /ring .* 0 +N\/A +3003$/);
+});
