@@ -22,6 +22,7 @@ if (missing) {
   process.exit(2);
 }
 const number = (v) => (v === undefined ? undefined : Number(v));
-const result = await measureCrossover({ ...values, iterations: number(values.iterations), warmup: number(values.warmup) });
+// The full sweep's largest size takes minutes on a 1 Gbit/s link.
+const result = await measureCrossover({ ...values, iterations: number(values.iterations), warmup: number(values.warmup), timeoutMs: 3_600_000 });
 console.log(`link: ${result.shaping}; backend ${result.backend}; crossover at ${result.crossover ?? "none"} elements\n`);
 console.log(crossoverTable(result));

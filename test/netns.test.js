@@ -1,14 +1,15 @@
 // One job spread over several hosts, the hosts being network namespaces on a bridge (helpers/netns.js):
 // the tcp backend with every stage checked element by element; backend auto choosing shm within hosts and
-// tcp between them ("shm+tcp"); IPv6-only hosts with --iface; a rank killed on another host. Needs root;
-// skipped with the reason otherwise, except in CI (CI set), where that is a failure.
+// tcp between them ("shm+tcp"), also under the hierarchical quantized allreduce; IPv6-only hosts with
+// --iface; a rank killed on another host. Needs root; skipped with the reason otherwise, except in CI (CI
+// set), where that is a failure.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
-import { shmLeftovers } from "./helpers/ranks.js";
+import { runRanks, shmLeftovers } from "./helpers/ranks.js";
 
 const missing = netnsUnavailable();
 if (missing && !process.env.CI) console.log(`# netns.test.js skipped: ${missing}`);
@@ -62,6 +63,43 @@ netnsTest("backend auto on 2 hosts × 2 ranks: shm within each host, tcp between
       assert.match(table, /backend shm\+tcp\n# 2 hosts: \S+ \(ranks 0,1\), \S+ \(ranks 2,3\); links: 2 shm, 4 tcp\n/);
     }
   });
+});
+
+netnsTest("quantized_allreduce (2 nodes × 2) on 2 hosts over shm+tcp: byte-identical outputs and error buffers to one host on shm", async () => {
+  const job = {
+    name: "qgz-hosts", iterations: 2, warmup: 1,
+    tensors: { g: { dtype: "float32", count: "64Ki", fill: { kind: "normal", seed: 5 } } },
+    stages: [
+      { id: "int8", op: "quantized_allreduce", input: "g", bits: 8, nodes: 2, localSize: 2, errorFeedback: { beta: 1 } },
+      { id: "int4", op: "quantized_allreduce", input: "g", bits: 4, nodes: 2, localSize: 2, reduce: "mean" },
+    ],
+  };
+  const dumps = {};
+  const dirs = [];
+  try {
+    await withHosts(2, async (hosts) => {
+      for (const [where, launch] of [["hosts", (_, a) => runSpread(hosts, [0, 0, 1, 1], a)], ["one host", (n, a) => runRanks(n, a)]]) {
+        const { dir, json, dumpDir, run } = prepareJob(4, job, { dump: true, launch });
+        dirs.push(dir);
+        const ranks = await run();
+        ranks.forEach((p, r) => assert.equal(p.code, 0, `${where}: rank ${r} exited ${p.code}: ${p.stderr}`));
+        assert.equal(JSON.parse(readFileSync(json, "utf8")).backend, where === "hosts" ? "shm+tcp" : "shm");
+        dumps[where] = dumpDir;
+      }
+    });
+    let files = 0;
+    for (const stage of ["int8", "int4"]) {
+      const names = readdirSync(path.join(dumps["one host"], stage)).sort();
+      assert.deepEqual(readdirSync(path.join(dumps.hosts, stage)).sort(), names);
+      for (const name of names) {
+        assert.ok(readFileSync(path.join(dumps.hosts, stage, name)).equals(readFileSync(path.join(dumps["one host"], stage, name))), `${stage}/${name} differs`);
+        files++;
+      }
+    }
+    assert.ok(files >= 2 * 4 * 2, `compared only ${files} files`);
+  } finally {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 netnsTest("IPv6: 3 hosts without IPv4, rendezvous at [fd77::1], --iface eth0: every stage exact on tcp", async () => {

@@ -1,7 +1,5 @@
 #include "backends/tcp/tcp_backend.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 
 namespace spmd::tcp {
