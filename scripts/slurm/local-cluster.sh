@@ -36,12 +36,15 @@ start() {
   [[ $(id -u) -eq 0 ]] || { echo "$0: needs root (slurmd runs jobs as their users)" >&2; exit 3; }
   mkdir -p "$dir"/{ctld,spool,munge}
   chmod 700 "$dir/munge"
-  local node ctld_port slurmd_port cpus
+  local node ctld_port slurmd_port cpus first_job
   node=$(hostname -s)
   ctld_port=$(free_port)
   slurmd_port=$(free_port)
   # More CPUs than the host has, so a test can run 4 ranks on 2 cores (config_overrides below trusts it).
   cpus=$(( $(nproc) > 8 ? $(nproc) : 8 ))
+  # Job ids from a random start: the runner derives its rendezvous port from the job id, and two clusters
+  # on one host (concurrent test runs) would otherwise both start at job 1 and pick the same ports.
+  first_job=$(( RANDOM * 30 + 1000 ))
 
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/munge/munge.key"
@@ -50,6 +53,7 @@ start() {
 
   cat > "$dir/slurm.conf" <<CONF
 ClusterName=spmd-local
+FirstJobId=$first_job
 SlurmctldHost=$node
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
