@@ -21,7 +21,6 @@ constexpr size_t kFrameBytes = H + C;
 // A send hands the kernel at most this many frames at once, so one large message does not keep the other
 // peers of the exchange waiting for a whole pass.
 constexpr int kFramesPerSend = 4;
-constexpr uint64_t kWakeTag = ~uint64_t(0);
 // A peer that sent an abort header sent its reason in the same write; it gets this long to arrive.
 constexpr int kReasonWaitMs = 1000;
 
@@ -41,9 +40,9 @@ TcpTransport::TcpTransport(int rank, int lane, std::vector<Fd> sockets, std::vec
   if (!epoll_) throwSystemError("tcp: epoll_create1");
   wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_) throwSystemError("tcp: eventfd");
+  // The events' data is never read: every wakeup rescans the messages of the exchange.
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = kWakeTag;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
   for (size_t peer = 0; peer < sockets.size(); ++peer) {
     links_.push_back(Link{std::move(sockets[peer]), std::move(names[peer])});
@@ -51,7 +50,6 @@ TcpTransport::TcpTransport(int rank, int lane, std::vector<Fd> sockets, std::vec
     // Edge-triggered and registered once: no epoll_ctl on the hot path. exchange() only sleeps after every
     // socket it needs said EAGAIN, so an edge is never missed.
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.u64 = peer;
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, links_.back().fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
   }
   signal_.watch(wake_.get());
