@@ -129,7 +129,7 @@ const badJobs = [
     'job.json: stages[0].algorithm: expected one of "auto", "direct", "tree", got "ring"'],
   ["empty stages", jobText({ stages: [] }), undefined, "job.json: stages: expected at least 1 item, got 0"],
   ["stages not a list", jobText({ stages: {} }), undefined, "job.json: stages: expected an array, got an object"],
-  ["unknown device", jobText({ device: "gpu" }), undefined, 'job.json: device: expected "cpu", got "gpu"'],
+  ["unknown device", jobText({ device: "gpu" }), undefined, 'job.json: device: expected one of "cpu", "cuda", "npu", got "gpu"'],
   ["sweep from > to", jobText({ sweep: { count: { from: "1Mi", to: "1Ki" } } }), undefined,
     "job.json: sweep.count.from: expected from <= to, got from 1048576 and to 1024"],
   ["sweep missing to", jobText({ sweep: { count: { from: "1Ki" } } }), undefined,
@@ -272,7 +272,6 @@ test("loadJob reads files and reports unreadable ones", () => {
 test("run configuration: defaults, overrides and errors", () => {
   const defaults = {
     backend: "auto",
-    timeoutSec: 300,
     connectTimeoutSec: 60,
     log: { level: "info", allRanks: false, files: false },
     output: { dir: "results" },
@@ -287,6 +286,7 @@ test("run configuration: defaults, overrides and errors", () => {
   assert.deepEqual(custom.rendezvous, { port: 29500 });
   assert.deepEqual(parseRunConfig('{"tcp": {"iface": "eth,ib"}}', "run.json").tcp, { iface: "eth,ib" });
   assert.throws(() => parseRunConfig('{"tcp": {"ifname": "eth0"}}', "run.json"), { message: /run.json: tcp: unknown key "ifname"/ });
+  assert.equal(parseRunConfig('{"timeoutSec": 2.5}', "run.json").timeoutSec, 2.5);
   assert.throws(() => parseRunConfig('{"backend": "gloo"}', "run.json"), {
     message: 'run.json: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',
   });

@@ -1,38 +1,72 @@
-// Faults end every rank promptly with a message naming the culprit, and leave nothing behind.
+// Faults end every rank promptly with a message naming the culprit, log each rank's flight record, and
+// leave nothing behind: a rank killed (-9) or stopped (SIGSTOP) mid-run, with and without a launcher, on
+// shm and under mpirun. The faults are done to the processes from outside, so the runner has no test hook.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { freePort, REPO, RUNNER, shmLeftovers } from "./helpers/ranks.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
+import { alive, childrenOf, envOf, findProcesses, survivors } from "./helpers/procs.js";
+import { freePort, rankEnv, REPO, RUNNER, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
 
-test("kill -9 of one rank mid-run: the others exit non-zero within seconds naming it (shm)", async () => {
+const T = { timeout: 120_000 };
+// Beyond the deadline itself: the MPI roll call (1 s), settling MPI requests (3 s) and a loaded machine.
+const SLACK_MS = 12_000;
+const RUNNING = /running 3 stages/;
+const FLIGHT_RECORD = /flight record \(last \d+ ops, oldest first\):\n.* {2}#\d+ .* \d+ B/;
+
+/** A job that runs until stopped: an allreduce, an igather on the second lane, a barrier after it. */
+function longJob(dir, timeoutSec) {
+  const file = path.join(dir, "long.json");
+  writeFileSync(file, JSON.stringify({
+    name: "long", iterations: 1_000_000, warmup: 0, timeoutSec,
+    tensors: { t: { dtype: "float32", count: "64Ki" } },
+    stages: [
+      { id: "ar", op: "allreduce", input: "t" },
+      { id: "ig", op: "igather", input: "t", root: 0 },
+      { id: "bar", op: "barrier", after: ["ig"] },
+    ],
+  }));
+  return file;
+}
+
+async function withDir(body) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-fault-"));
   try {
-    const job = path.join(dir, "long.json");
-    writeFileSync(job, JSON.stringify({
-      name: "long", iterations: 1000000, warmup: 0,
-      tensors: { t: { dtype: "float32", count: "256Ki" } },
-      stages: [{ id: "ar", op: "allreduce", input: "t" }],
-    }));
-    const port = String(await freePort());
+    await body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** W ranks started the way a user would in W shells; resolves once every rank runs the job's steps. */
+async function startRanks(W, job, dir) {
+  const port = await freePort();
+  const ranks = Array.from({ length: W }, (_, rank) =>
+    spawnRunner([job, "--out", dir, "--log-level", "debug", "--log-all-ranks"], rankEnv(rank, W, port)),
+  );
+  await Promise.all(ranks.map((r) => r.seen(RUNNING)));
+  await sleep(300);
+  return ranks;
+}
+
+function refusesConnections(port) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: "127.0.0.1", port });
+    s.on("connect", () => (s.destroy(), resolve(false)));
+    s.on("error", () => resolve(true));
+  });
+}
+
+test("kill -9 of one rank mid-run: the others exit non-zero within seconds naming it (shm)", T, () =>
+  withDir(async (dir) => {
     const W = 3, victim = 1;
-    const ranks = Array.from({ length: W }, (_, rank) => {
-      const child = spawn(process.execPath, [RUNNER, job, "--out", dir, "--log-level", "debug", "--log-all-ranks"], {
-        cwd: REPO,
-        env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(W), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(W), MASTER_ADDR: "127.0.0.1", MASTER_PORT: port },
-      });
-      let stderr = "";
-      const running = new Promise((resolve) => child.stderr.on("data", (d) => {
-        stderr += d;
-        if (/running 1 stages/.test(stderr)) resolve();
-      }));
-      const exited = new Promise((resolve) => child.on("close", (code) => resolve({ code, stderr })));
-      return { child, running, exited };
-    });
-    await Promise.all(ranks.map((r) => r.running));
-    await new Promise((r) => setTimeout(r, 300));
+    const ranks = await startRanks(W, longJob(dir, 300), dir);
     const killedAt = Date.now();
     ranks[victim].child.kill("SIGKILL");
     const results = await Promise.all(ranks.map((r) => r.exited));
@@ -42,9 +76,141 @@ test("kill -9 of one rank mid-run: the others exit non-zero within seconds namin
       if (rank === victim) continue;
       assert.notEqual(r.code, 0, `rank ${rank} should fail`);
       assert.match(r.stderr, /rank 1 \(pid \d+\) died/, `rank ${rank} names the dead rank:\n${r.stderr}`);
+      assert.match(r.stderr, FLIGHT_RECORD, `rank ${rank} logs its flight record`);
     }
-    assert.deepEqual(shmLeftovers(ranks.map((r) => r.child.pid)), []);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+    assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
+  }));
+
+test("a stopped rank (SIGSTOP): the others give up at the deadline naming it, with their flight records (shm)", T, () =>
+  withDir(async (dir) => {
+    const W = 3, stopped = 2, timeoutSec = 3;
+    const ranks = await startRanks(W, longJob(dir, timeoutSec), dir);
+    const stoppedAt = Date.now();
+    ranks[stopped].child.kill("SIGSTOP");
+    try {
+      const others = await Promise.all(ranks.filter((_, r) => r !== stopped).map((r) => r.exited));
+      const took = Date.now() - stoppedAt;
+      assert.ok(took < timeoutSec * 1000 + SLACK_MS, `the others took ${took} ms to exit`);
+      for (const r of others) {
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 silent for \d+\.\d s/, r.stderr);
+        assert.match(r.stderr, FLIGHT_RECORD);
+        assert.match(r.stderr, /: (timed out|aborted) after \d/, "the op that failed is marked in the record");
+      }
+    } finally {
+      ranks[stopped].child.kill("SIGCONT");
+    }
+    // Woken up, it finds the job aborted rather than waiting for peers that are gone.
+    const late = await ranks[stopped].exited;
+    assert.equal(late.code, 1);
+    assert.match(late.stderr, /rank \d aborted the job: .*rank 2 silent/);
+    assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
+  }));
+
+test("runner launch: kill -9 of one rank ends the launch non-zero, the others name it, nothing is left behind", T, () =>
+  withDir(async (dir) => {
+    const W = 3, victim = 1;
+    const launcher = spawn(process.execPath, [RUNNER, "launch", "-n", String(W), longJob(dir, 300), "--out", dir, "--log-level", "debug", "--log-all-ranks"], {
+      cwd: REPO,
+    });
+    let stderr = "";
+    const started = new Promise((resolve) =>
+      launcher.stderr.on("data", (d) => {
+        stderr += d;
+        if ((stderr.match(/^\[\d\] .*running 3 stages/gm) ?? []).length === W) resolve();
+      }),
+    );
+    const exited = new Promise((resolve) => launcher.on("close", (code) => resolve(code)));
+    await started;
+    await sleep(300);
+    const children = childrenOf(launcher.pid);
+    assert.equal(children.length, W);
+    const port = Number(envOf(children[0], "MASTER_PORT"));
+    const killedAt = Date.now();
+    process.kill(children.find((pid) => envOf(pid, "RANK") === String(victim)), "SIGKILL");
+    const code = await exited;
+    const took = Date.now() - killedAt;
+    assert.ok(took < 10_000, `the launch took ${took} ms to end`);
+    assert.equal(code, 137, stderr);
+    assert.match(stderr, /^runner launch: rank 1 was killed by SIGKILL$/m);
+    for (const rank of [0, 2]) {
+      assert.match(stderr, new RegExp(`^\\[${rank}\\] runner \\(rank ${rank}\\): .*rank 1 \\(pid \\d+\\) died`, "m"), stderr);
+    }
+    assert.deepEqual(await survivors(children), [], "rank processes left behind");
+    assert.deepEqual(shmLeftovers(children), []);
+    assert.ok(await refusesConnections(port), `something still listens on the rendezvous port ${port}`);
+  }));
+
+test("deadlines end to end: --timeout, the run configuration's timeoutSec and a stage's own all bound an op", T, () =>
+  withDir(async (dir) => {
+    // A compute stage longer than any deadline below: each rank gives up on it at its deadline.
+    const job = (stageTimeout) => {
+      const file = path.join(dir, `slow${stageTimeout ?? ""}.json`);
+      writeFileSync(file, JSON.stringify({
+        name: "slow", iterations: 1, warmup: 0,
+        stages: [{ id: "work", op: "compute", us: 60e6, ...(stageTimeout && { timeoutSec: stageTimeout }) }],
+      }));
+      return file;
+    };
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ timeoutSec: 1 }));
+    const cases = [
+      { args: [job(), "--timeout", "1"], deadline: 1 },
+      { args: [job(), "--config", config], deadline: 1 },
+      { args: [job(2), "--timeout", "30"], deadline: 2 }, // the stage's own wins over the job-wide one
+    ];
+    for (const { args, deadline } of cases) {
+      const started = Date.now();
+      const ranks = await runRanks(2, [...args, "--out", dir]);
+      const took = Date.now() - started;
+      for (const p of ranks) {
+        assert.equal(p.code, 1, p.stderr);
+        assert.match(p.stderr, /stage work: deadline passed during 60000000\.0+ us of compute/, p.stderr);
+      }
+      assert.ok(took < deadline * 1000 + SLACK_MS, `${args.join(" ")}: took ${took} ms`);
+      assert.ok(took >= deadline * 1000, `${args.join(" ")}: gave up after ${took} ms, before its deadline`);
+    }
+  }));
+
+/** Under mpirun: waits for every rank to run, then does `fault` to rank `victim`'s process. */
+function mpiFault(dir, { W, victim, timeoutSec, fault }) {
+  const job = longJob(dir, timeoutSec);
+  const found = {};
+  const run = mpirun(W, [job, "--out", dir, "--log-level", "debug", "--log-all-ranks"], {
+    timeoutMs: 90_000,
+    onStarted: async (_child, stderr) => {
+      while ((stderr().match(/running 3 stages/g) ?? []).length < W) await sleep(100);
+      await sleep(300);
+      found.ranks = Array.from({ length: W }, (_, r) => findProcesses(job, "OMPI_COMM_WORLD_RANK", String(r))[0]);
+      found.at = Date.now();
+      process.kill(found.ranks[victim], fault);
+    },
+  });
+  return run.then((p) => ({ ...p, ranks: found.ranks, took: Date.now() - found.at }));
+}
+
+mpiTest("mpirun: a stopped rank (SIGSTOP) is named by the others' roll call at the deadline; the job ends", () =>
+  withDir(async (dir) => {
+    const timeoutSec = 3;
+    const p = await mpiFault(dir, { W: 3, victim: 2, timeoutSec, fault: "SIGSTOP" });
+    try {
+      assert.notEqual(p.code, 0);
+      assert.ok(p.took < timeoutSec * 1000 + SLACK_MS, `the job took ${p.took} ms to end`);
+      assert.match(p.stderr, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 did not answer/, p.stderr);
+      assert.match(p.stderr, FLIGHT_RECORD);
+      assert.deepEqual(await survivors(p.ranks), [], "rank processes left behind");
+    } finally {
+      for (const pid of p.ranks.filter(alive)) process.kill(pid, "SIGKILL");
+    }
+  }));
+
+mpiTest("mpirun: kill -9 of one rank ends mpirun non-zero within seconds, naming it; no rank is left", () =>
+  withDir(async (dir) => {
+    const p = await mpiFault(dir, { W: 3, victim: 1, timeoutSec: 300, fault: "SIGKILL" });
+    assert.notEqual(p.code, 0);
+    assert.ok(p.took < 15_000, `mpirun took ${p.took} ms to end`);
+    assert.match(p.stderr, /process rank 1 with PID \d+ on node \S+ exited on signal 9/, p.stderr);
+    assert.deepEqual(await survivors(p.ranks), [], "rank processes left behind");
+    assert.ok(!alive(p.pid), "mpirun itself is gone");
+    assert.deepEqual(shmLeftovers(p.ranks), []);
+  }));

@@ -1,10 +1,9 @@
 // The MPI backend and the MPI bootstrap under a real `mpirun`: every stage at 2, 3, 4 and 8 ranks (8 on
 // 2 cores) checked element by element against the reference in helpers/matrix.js, MPI's "auto" and the
-// named algorithms alike; shm bootstrapped over MPI giving byte-identical results; the quick start;
+// named algorithms alike; shm and tcp bootstrapped over MPI giving byte-identical results; the quick start;
 // `runner info`; a deadline that fires. Without mpirun or an MPI build these tests are skipped with the
 // reason, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -12,54 +11,12 @@ import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
 import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { readNpy } from "./helpers/npy.js";
 import { qgzReference, qgzWireBytes } from "./helpers/qgz.js";
-import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
+import { RUNNER, runNode } from "./helpers/ranks.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
-
-function unavailable() {
-  if (spawnSync("mpirun", ["--version"], { stdio: "ignore" }).error) return "mpirun not found (install Open MPI: openmpi-bin, libopenmpi-dev)";
-  const info = spawnSync(process.execPath, [RUNNER, "info"], { cwd: REPO, encoding: "utf8" });
-  if (!/\bmpi=built\b/.test(info.stdout)) return "the addon was built without MPI (CMake found no MPI; see `node runner info`)";
-  return undefined;
-}
-
-const missing = unavailable();
-if (missing && !process.env.CI) console.log(`# mpi.test.js skipped: ${missing}`);
-
-/** A test that needs mpirun and the MPI build: skipped without them, failed without them in CI. */
-function mpiTest(name, fn) {
-  test(name, { skip: missing && !process.env.CI ? missing : false }, async () => {
-    if (missing) assert.fail(`CI must run the MPI tests: ${missing}`);
-    await fn();
-  });
-}
-
-// The launcher's variables win over MPI's in discovery; a test started from such a shell must not leak them.
-const NOT_MPI = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SPMD_MPI_THREAD_LEVEL"];
-
-/** `mpirun -np W node runner <args>`; resolves with the launcher's code and the ranks' merged output. */
-function mpirun(W, args, { env = {}, timeoutMs = 300_000 } = {}) {
-  const childEnv = { ...process.env };
-  for (const name of NOT_MPI) delete childEnv[name];
-  Object.assign(childEnv, env);
-  return new Promise((resolve) => {
-    const started = Date.now();
-    const child = spawn("mpirun", ["--allow-run-as-root", "--oversubscribe", "-np", String(W), process.execPath, RUNNER, ...args], {
-      cwd: REPO,
-      env: childEnv,
-    });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
-}
 
 test("backend and bootstrap rules: auto is mpi under an MPI launcher when built, else decided by the hosts; shm/tcp meet over MPI without MASTER_*", () => {
   const openmpi = { OMPI_COMM_WORLD_RANK: "1", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "1", OMPI_COMM_WORLD_LOCAL_SIZE: "4" };

@@ -10,6 +10,7 @@ import {
   decodeMessage,
   encodeMessage,
 } from "../dist/comm/store-protocol.js";
+import { framesOf, rawExchange } from "./helpers/store.js";
 
 const TOKEN = "0123456789abcdef0123456789abcdef";
 const T = { timeout: 20_000 };
@@ -39,35 +40,6 @@ function unusedPort() {
       s.close(() => resolve(port));
     });
   });
-}
-
-/** Sends raw bytes, then collects everything the server sends until it closes the connection. */
-function rawExchange(port, chunks, { endAfterWrite = false } = {}) {
-  return new Promise((resolve, reject) => {
-    const received = [];
-    const socket = net.createConnection({ host: "127.0.0.1", port }, async () => {
-      for (const chunk of chunks) socket.write(chunk);
-      if (endAfterWrite) socket.end();
-    });
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error("server did not close the connection"));
-    }, 5000);
-    socket.on("data", (d) => received.push(d));
-    socket.on("error", () => {});
-    socket.on("close", () => {
-      clearTimeout(timer);
-      resolve(Buffer.concat(received));
-    });
-  });
-}
-
-function framesOf(bytes) {
-  const reader = new FrameReader(1 << 30);
-  reader.push(bytes);
-  const out = [];
-  for (let p = reader.next(); p !== undefined; p = reader.next()) out.push(decodeMessage(p));
-  return out;
 }
 
 function assertOnlyError(bytes, pattern) {

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -10,7 +9,9 @@ import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { execute } from "../graph/execute.js";
 import { validateGraph } from "../graph/validate.js";
-import { createLogger } from "../log/logger.js";
+import { flightRecordText } from "../log/flight-record.js";
+import { closeLogger, createLogger } from "../log/logger.js";
+import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { averageBusBandwidth, type ResultDocument } from "../report/result.js";
 import { formatCsv } from "../report/csv.js";
 import { formatHtml } from "../report/html.js";
@@ -20,8 +21,12 @@ import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { RunArgs } from "./commands/run.js";
+import { fingerprint, jobToken } from "./identity.js";
 
-/** CLI flags override the run configuration, which overrides the job's own settings and defaults. */
+/**
+ * CLI flags override the run configuration, which overrides the job's own settings and defaults. The
+ * deadline is the job's default for its stages; a stage's own timeoutSec still wins.
+ */
 function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: RunConfig } {
   return {
     job: {
@@ -29,7 +34,7 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
       iterations: a.iterations ?? job.iterations,
       warmup: a.warmup ?? job.warmup,
       check: a.check ?? job.check,
-      timeoutSec: a.timeout ?? job.timeoutSec,
+      timeoutSec: a.timeout ?? cfg.timeoutSec ?? job.timeoutSec,
     },
     cfg: {
       ...cfg,
@@ -41,17 +46,12 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
   };
 }
 
+const FAULT_CODES = new Set(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"]);
+
 function checkCount(name: string, v: number | undefined, min: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < min)) {
     throw Object.assign(new Error(`--${name}: expected an integer >= ${min}, got ${v}`), { exitCode: 2 });
   }
-}
-
-/** Ranks of one job share a token; a rank of another job (another file or launch) is turned away. */
-function jobToken(job: Job, cfg: RunConfig): string {
-  const explicit = process.env.SPMD_RUNNER_TOKEN;
-  if (explicit) return explicit;
-  return createHash("sha256").update(JSON.stringify({ VERSION, job, backend: cfg.backend })).digest("hex").slice(0, 32);
 }
 
 /** A new directory per run, never reusing one: `<out>/<job>-<UTC time>[-n]`. */
@@ -85,7 +85,9 @@ export async function runRank(args: RunArgs): Promise<number> {
   const opened = await openCommunicator({
     place,
     backend: cfg.backend,
-    token: jobToken(job, cfg),
+    device: job.device,
+    token: jobToken(job, place.size),
+    fingerprint: fingerprint(job, cfg),
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
@@ -112,12 +114,19 @@ export async function runRank(args: RunArgs): Promise<number> {
     if (cfg.log.files && runDir) {
       log.add(new winston.transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: winston.format.json() }));
     }
+    const usage = startUsage();
     const rows = await execute(job, opened.comm, {
       log,
       localSize: place.localSize,
       dumpDir: args["dump-dir"],
       progress: rankProgress(place.rank, args.quiet ?? false),
+    }).catch((err: unknown) => {
+      // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
+      const record = FAULT_CODES.has((err as { code?: string }).code ?? "") ? flightRecordText(opened.comm) : undefined;
+      if (record) log.error(record);
+      throw err;
     });
+    const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     const wrong = rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     if (place.rank === 0) {
       const doc: ResultDocument = {
@@ -128,6 +137,7 @@ export async function runRank(args: RunArgs): Promise<number> {
         ...(opened.topology && { topology: opened.topology }),
         results: rows,
         average_bus_bandwidth: averageBusBandwidth(rows),
+        ranks,
       };
       const table = formatTable(doc);
       const json = JSON.stringify(doc, null, 2) + "\n";
@@ -139,6 +149,7 @@ export async function runRank(args: RunArgs): Promise<number> {
       writeFileAtomic(path.join(runDir!, "report.html"), await formatHtml(doc, table, summary));
       if (cfg.output.json) writeFileAtomic(cfg.output.json, json);
       if (!args.quiet) process.stdout.write(table);
+      log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
       log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
     }
     if (wrong > 0) log.error(`${wrong} wrong elements`);
@@ -148,6 +159,6 @@ export async function runRank(args: RunArgs): Promise<number> {
     process.off("exit", release);
     signals.forEach((s) => process.off(s, onSignal));
     await opened.close(failed);
-    log.close();
+    await closeLogger(log);
   }
 }

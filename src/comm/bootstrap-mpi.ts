@@ -8,8 +8,6 @@ import { native, type MpiWorld, type NativeMpiBootstrap } from "./native.js";
 
 export interface MpiBootstrapOptions {
   place: Place;
-  /** Ranks of one job share it; a rank running another job file or runner version is refused. */
-  token: string;
   timeoutMs: number;
   /** Ask MPI only for MPI_THREAD_FUNNELED: one lane, igather posted on it. */
   funneled: boolean;
@@ -44,9 +42,6 @@ export class MpiBootstrap implements Bootstrap {
     try {
       boot.world = await boot.mpi.init({ localRanks: o.place.localSize, funneled: o.funneled });
       checkWorld(boot.world, o.place);
-      const tokens = await boot.allGather("token", o.token);
-      const other = tokens.findIndex((t) => t !== o.token);
-      if (other >= 0) throw new Error(`bootstrap: rank ${other} runs another job, run configuration or runner version (job token differs)`);
     } catch (err) {
       await boot.close();
       throw err;

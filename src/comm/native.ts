@@ -7,8 +7,8 @@ export type NativeDType = "float32" | "float64" | "int32" | "int64" | "float16" 
 export type NativeOpKind =
   | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
   | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
-/** "mpi": the MPI library's own collective, what "auto" runs on the MPI backend. */
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi";
+/** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
+export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi" | "nccl" | "hccl";
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";
@@ -129,6 +129,26 @@ export interface MpiOptions {
   mpi: NativeMpiBootstrap;
 }
 
+export interface LibraryOptions {
+  backend: "nccl" | "hccl";
+  rank: number;
+  size: number;
+  /** The local rank picks the device (CUDA or Ascend). */
+  localRank: number;
+  /** The vendor library to open (vendor-library.ts). */
+  library: string;
+  /** From rank 0's libraryId: NCCL's 128-byte unique id, HCCL's 4108-byte root info. */
+  id: Buffer;
+}
+
+/** What libraryProbe found in a library that loads. */
+export interface LibraryProbe {
+  /** The host-memory ABI double (tests), not the vendor's library. */
+  hostMemory: boolean;
+  /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
+  missing: string;
+}
+
 export interface MpiWorld {
   rank: number;
   size: number;
@@ -156,23 +176,52 @@ export interface NativeMpiBootstrap {
   abort(exitCode: number): never;
 }
 
+/** One op in a flight record: what a rank was doing when a deadline passed or a peer died. */
+export interface FlightEntry {
+  /** The op's number on this communicator: the same op on every rank. */
+  seq: number;
+  /** -1 outside the step loop (setup, reporting). */
+  step: number;
+  op: NativeOpKind;
+  /** The stage id, "(step start)" for the barrier that starts each step, "(report: ...)" for reporting. */
+  stage: string;
+  bytes: number;
+  state: "running" | "done" | "failed" | "timed out" | "peer gone" | "aborted";
+  /** A library collective over every rank (MPI), rather than point-to-point exchanges. */
+  allPeers: boolean;
+  /** The peers of the op's latest exchange (at most 4 listed; the counts are complete). */
+  to: number[];
+  toCount: number;
+  from: number[];
+  fromCount: number;
+  startedMsAgo: number;
+  /** Its duration, or how long it has run so far. */
+  us: number;
+}
+
 export interface NativeCommunicator {
   readonly rank: number;
   readonly size: number;
   /** "shm", "tcp", "shm+tcp" or "mpi". */
   readonly backend: string;
-  /** tcp only, once, before any op: connects to every peer (`peers` indexed by rank) within the timeout. */
-  connect(peers: TcpPeer[], timeoutMs: number): Promise<void>;
   /** Steps the program now running has finished (for progress displays). */
   readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
-  allreduceF64(data: Float64Array, op: "sum" | "max" | "min"): Promise<Float64Array>;
+  /** A small exchange of reporting, bounded by `timeoutSec` and recorded as `label` in the flight record. */
+  allreduceF64(data: Float64Array, op: "sum" | "max" | "min", timeoutSec: number, label: string): Promise<Float64Array>;
   /** Op `op`'s output on this rank after the last run. */
   output(op: number): { dtype: NativeDType; data: Buffer };
   /** Tensor `index` (program order) as the last run filled it on this rank. */
   tensor(index: number): { dtype: NativeDType; data: Buffer };
   /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
+  /**
+   * Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for shm and mpi.
+   * The tcp backend connects to every peer (`peers` indexed by rank) within `timeoutMs`.
+   */
+  connect(peers?: TcpPeer[], timeoutMs?: number): Promise<void>;
+  /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
+  flightRecord(): FlightEntry[];
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;
@@ -181,15 +230,19 @@ export interface NativeCommunicator {
 /** Errors from native code carry one of these codes. */
 export type NativeErrorCode =
   | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED"
+  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE"
   /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
   | "ERR_SPMD_DESYNC";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions | TcpOptions | MpiOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | TcpOptions | MpiOptions | LibraryOptions) => NativeCommunicator;
   /** `peers`: how many connections may arrive at once (the listen backlog). */
   TcpEndpoint: new (options: { address: string; peers: number }) => NativeTcpEndpoint;
   backends: string[];
+  /** ncclGetUniqueId / HcclGetRootInfo from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
+  libraryId(backend: "nccl" | "hccl", library: string): Buffer;
+  /** Loads `library` and reports on it; throws why it cannot. */
+  libraryProbe(backend: "nccl" | "hccl", library: string): LibraryProbe;
   /** Present when the MPI backend is built. */
   MpiBootstrap?: new () => NativeMpiBootstrap;
   /** MPI_Get_library_version's text, when the MPI backend is built. */

@@ -1,5 +1,6 @@
 import type { Backend } from "../config/run-config.js";
 import type { Place } from "../env/place.js";
+import { agree, AgreementError, type Fingerprint } from "./agreement.js";
 import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
@@ -9,22 +10,28 @@ import { native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
 import { startTcp } from "./start-tcp.js";
 import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
-
+import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
+import type { Job } from "../config/job.js";
 
 export interface OpenOptions {
   place: Place;
   backend: Backend;
+  /** Admits a rank to the TCP rendezvous; strangers (another job on the port) are turned away unheard. */
   token: string;
+  /** What the ranks compare before the backend starts; a rank that differs stops them all. */
+  fingerprint: Fingerprint;
   timeoutMs: number;
   addr?: string;
   port?: number;
   /** The tcp backend's interface or address (tcp.iface, --iface); see tcp-address.ts. */
   iface?: string;
-  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL. */
+  /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY, HCCL_LIBRARY. */
   env?: NodeJS.ProcessEnv;
+  /** The job's device (default "cpu"): "cuda" makes auto pick nccl, "npu" hccl. */
+  device?: Job["device"];
 }
 
-/** Where the ranks run and how they are linked; absent under the mpi backend (MPI links them). */
+/** Where the ranks run and how they are linked; absent where a library links them (mpi, nccl, hccl). */
 export interface JobTopology {
   hosts: Topology["hosts"];
   links: LinkCounts;
@@ -42,13 +49,13 @@ export interface OpenCommunicator {
 }
 
 /**
- * How a rank starts: which bootstrap meets the others, and the backend. "auto" is decided once the ranks
- * have met and know their hosts: shm when all share one, else tcp between hosts and shm within each
- * ("shm+tcp"; plain tcp when no host holds two ranks).
+ * How a rank starts: which bootstrap meets the others, and the backend. "auto" (for host memory) is decided
+ * once the ranks have met and know their hosts: shm when all share one, else tcp between hosts and shm
+ * within each ("shm+tcp"; plain tcp when no host holds two ranks).
  */
 export interface StartPlan {
   bootstrap: Bootstrap["kind"];
-  backend: "mpi" | "shm" | "tcp" | "auto";
+  backend: "mpi" | "shm" | "tcp" | "auto" | LibraryBackend;
 }
 
 export interface PlanInput {
@@ -58,15 +65,34 @@ export interface PlanInput {
   /** The addon's backends (native().backends). */
   built: readonly string[];
   master: { addr?: string; port?: number };
+  device?: Job["device"];
+}
+
+/** How ranks of a library backend (nccl, hccl) meet: alone, over the TCP store, or over MPI. */
+function libraryBootstrap(backend: string, { place, env, built, master }: PlanInput): StartPlan["bootstrap"] {
+  if (place.size === 1) return "none";
+  if (master.addr && master.port !== undefined) return "tcp";
+  if (launchedByMpi(place, env) && built.includes("mpi")) return "mpi";
+  throw new BackendError(`backend ${backend}: ${place.size} ranks need MASTER_ADDR and MASTER_PORT (or an MPI launcher and the mpi backend)`);
 }
 
 /**
  * Resolves what can be resolved before any rank communicates, and rejects what cannot run here. auto =
- * mpi when an MPI launcher started the job and the mpi backend is built; otherwise it waits for the hosts.
- * The bootstrap is MPI for the mpi backend, and for shm/tcp under an MPI launcher without
- * MASTER_ADDR/MASTER_PORT; else the TCP store.
+ * nccl for a job on device "cuda", hccl on "npu"; else mpi when an MPI launcher started the job and the mpi
+ * backend is built; otherwise it waits for the hosts. The bootstrap is MPI for the mpi backend, and for
+ * shm/tcp under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
  */
-export function planStart({ requested, place, env, built, master }: PlanInput): StartPlan {
+export function planStart(input: PlanInput): StartPlan {
+  const { requested, place, env, built, master, device = "cpu" } = input;
+  const deviceBackend = ({ cuda: "nccl", npu: "hccl" } as const)[device as "cuda" | "npu"] as LibraryBackend | undefined;
+  if (deviceBackend && requested !== "auto" && requested !== deviceBackend) {
+    throw new BackendError(`device ${device}: backend ${requested} cannot run there; use backend ${deviceBackend} (or auto)`);
+  }
+  const library = requested === "nccl" || requested === "hccl" ? requested : deviceBackend;
+  if (library) {
+    if (!built.includes(library)) throw new BackendError(`backend ${library} is not available in this build (built: ${built.join(", ")})`);
+    return { bootstrap: libraryBootstrap(library, input), backend: library };
+  }
   const mpiBuilt = built.includes("mpi");
   const byMpi = launchedByMpi(place, env);
   if (requested === "mpi" || (requested === "auto" && byMpi && mpiBuilt)) {
@@ -104,7 +130,7 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
     case "none":
       return alone;
     case "mpi":
-      return MpiBootstrap.open({ place, token, timeoutMs, funneled: mpiThreadLevel(input.env) });
+      return MpiBootstrap.open({ place, timeoutMs, funneled: mpiThreadLevel(input.env) });
     case "tcp": // planStart chose it because both are known
       return tcpBootstrap({ rank: place.rank, size: place.size, addr: input.master.addr!, port: input.master.port!, token, timeoutMs });
   }
@@ -122,6 +148,26 @@ function byTopology(topo: Topology): "shm" | "tcp" | "shm+tcp" {
   return topo.hosts.some((h) => h.ranks.length > 1) ? "shm+tcp" : "tcp";
 }
 
+/**
+ * Rank 0 asks the vendor library for its id (NCCL's unique id, HCCL's root info), the bootstrap carries it
+ * to every rank, and all join with it. Joining blocks until every rank arrives, so it runs on the
+ * communicator's progress thread (connect()): rank 0's event loop stays free to serve the TCP store the
+ * others read the id from.
+ */
+async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
+  const library = vendorLibrary(backend, env).path;
+  const mine = place.rank === 0 ? native().libraryId(backend, library).toString("base64") : undefined;
+  const id = Buffer.from(await boot.broadcast(`${backend}/id`, mine), "base64");
+  const comm = new (native().Communicator)({ backend, rank: place.rank, size: place.size, localRank: place.localRank, library, id });
+  try {
+    await comm.connect();
+    return comm;
+  } catch (err) {
+    comm.close();
+    throw err;
+  }
+}
+
 /** Meets the other ranks and starts the native communicator every stage runs on. */
 export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator> {
   const input: PlanInput = {
@@ -130,6 +176,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     env: o.env ?? process.env,
     built: native().backends,
     master: { addr: o.addr ?? o.place.master?.addr, port: o.port ?? o.place.master?.port },
+    device: o.device,
   };
   const plan = planStart(input);
   const boot = await openBootstrap(plan.bootstrap, o, input);
@@ -137,7 +184,10 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   let backend: string = plan.backend;
   let topology: JobTopology | undefined;
   try {
-    if (plan.backend === "mpi") {
+    await agree(boot, o.place.rank, o.fingerprint);
+    if (plan.backend === "nccl" || plan.backend === "hccl") {
+      comm = await startLibrary(plan.backend, boot, o.place, input.env);
+    } else if (plan.backend === "mpi") {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;
       comm = new (native().Communicator)({ backend: "mpi", rank: o.place.rank, size: o.place.size, mpi });
@@ -153,7 +203,9 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;
     }
   } catch (err) {
-    await boot.close(true);
+    // After a disagreement every rank is alive and leaving: rank 0 keeps the store up until all have
+    // read the answers. After other failures a peer may be dead, and nobody waits for it.
+    await boot.close(!(err instanceof AgreementError));
     throw err;
   }
   return {

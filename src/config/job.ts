@@ -144,11 +144,27 @@ export const stageSchema = z.discriminatedUnion("op", [
   quantizedAllreduce,
 ]);
 
+/** Each point is a full run of the job: more than this is a mistake (a factor of 1.0001, say), not a plan. */
+export const MAX_SWEEP_POINTS = 10_000;
+
+/** The counts from `from` to `to`, each `factor` times the last (at least one more), stopping past `limit`. */
+export function sweepRangePoints(from: number, to: number, factor: number, limit = Infinity): number[] {
+  const points: number[] = [];
+  for (let n = from; n <= to && points.length <= limit; n = Math.max(n + 1, Math.floor(n * factor))) points.push(n);
+  return points;
+}
+
 const sweepRange = z
   .strictObject({ from: sizeSchema, to: sizeSchema, factor: z.number().gt(1).default(2) })
   .superRefine((range, ctx) => {
     if (range.from > range.to) {
       ctx.addIssue({ code: "custom", path: ["from"], message: `expected from <= to, got from ${range.from} and to ${range.to}` });
+    } else if (sweepRangePoints(range.from, range.to, range.factor, MAX_SWEEP_POINTS).length > MAX_SWEEP_POINTS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["factor"],
+        message: `from ${range.from} to ${range.to} by a factor of ${range.factor} is more than ${MAX_SWEEP_POINTS} points`,
+      });
     }
   });
 
@@ -156,13 +172,20 @@ const sweepValue = z.union([z.string(), z.number(), z.boolean()]);
 
 export const sweepSchema = z
   .strictObject({
-    count: z.union([sweepRange, z.array(sizeSchema).min(1)]).optional(),
+    count: z.union([sweepRange, z.array(sizeSchema).min(1).max(MAX_SWEEP_POINTS)]).optional(),
     // "algorithm": every stage that accepts the value; "<stage id>.<option>": that stage only.
     params: z.record(z.string().min(1), z.array(sweepValue).min(1)).optional(),
   })
   .superRefine((sweep, ctx) => {
     if (sweep.count === undefined && sweep.params === undefined) {
       ctx.addIssue({ code: "custom", message: 'expected "count", "params" or both' });
+      return;
+    }
+    // Every count runs with every combination of the parameters' values.
+    const counts = sweep.count === undefined ? 1 : Array.isArray(sweep.count) ? sweep.count.length : sweepRangePoints(sweep.count.from, sweep.count.to, sweep.count.factor, MAX_SWEEP_POINTS).length;
+    const points = Object.values(sweep.params ?? {}).reduce((n, values) => n * values.length, counts);
+    if (points > MAX_SWEEP_POINTS) {
+      ctx.addIssue({ code: "custom", path: ["params"], message: `${points} points (counts times parameter combinations), more than ${MAX_SWEEP_POINTS}` });
     }
   });
 
@@ -171,7 +194,9 @@ export const jobSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
     error: (issue) => `expected 1 to 128 letters, digits, "_", "." or "-", got ${describeValue(issue.input)}`,
   }),
-  device: z.enum(["cpu"]).default("cpu"),
+  // Where the communicator moves data: "cuda" runs it on NVIDIA GPUs (backend nccl), "npu" on Ascend NPUs
+  // (backend hccl). Tensors live in host memory either way and are staged to the device per op.
+  device: z.enum(["cpu", "cuda", "npu"]).default("cpu"),
   iterations: z.int().min(1).default(20),
   warmup: z.int().min(0).default(5),
   check: z.boolean().default(false),

@@ -14,9 +14,13 @@ class JsonSyntaxError extends Error {
   }
 }
 
+/** Deeper than any job or configuration needs, and shallow enough for the scanner's recursion. */
+const MAX_NESTING = 256;
+
 /** Re-reads text that JSON.parse rejected, to say where and why in the user's terms. */
 class JsonScanner {
   private pos = 0;
+  private depth = 0;
 
   constructor(private readonly text: string) {}
 
@@ -65,10 +69,12 @@ class JsonScanner {
   }
 
   private container(close: string, what: string, item: () => void): void {
+    if (++this.depth > MAX_NESTING) this.fail(`nested deeper than ${MAX_NESTING} levels`);
     this.pos++;
     this.skipSpace();
     if (this.text[this.pos] === close) {
       this.pos++;
+      this.depth--;
       return;
     }
     for (;;) {
@@ -76,6 +82,7 @@ class JsonScanner {
       this.skipSpace();
       if (this.text[this.pos] === close) {
         this.pos++;
+        this.depth--;
         return;
       }
       if (this.text[this.pos] !== ",") this.fail(`expected "," or "${close}" after ${what}, got ${this.token()}`);

@@ -4,7 +4,8 @@ import { z } from "zod";
 export const runConfigSchema = z.strictObject({
   $schema: z.string().optional(),
   backend: z.enum(["auto", "shm", "tcp", "mpi", "nccl", "hccl"]).default("auto"),
-  timeoutSec: z.number().positive().default(300),
+  /** Overrides the job's own `timeoutSec` (stages that set their own keep it); --timeout overrides this. */
+  timeoutSec: z.number().positive().optional(),
   connectTimeoutSec: z.number().positive().default(60),
   log: z
     .strictObject({

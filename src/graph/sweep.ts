@@ -1,5 +1,5 @@
 import { ConfigError, formatJsonPath } from "../config/errors.js";
-import { stageSchema, type Job, type Stage } from "../config/job.js";
+import { stageSchema, sweepRangePoints, type Job, type Stage } from "../config/job.js";
 
 export type ParamValue = string | number | boolean;
 
@@ -12,10 +12,7 @@ export interface SweepPoint {
 function counts(job: Job): (number | undefined)[] {
   const count = job.sweep?.count;
   if (!count) return [undefined];
-  if (Array.isArray(count)) return count;
-  const points: number[] = [];
-  for (let n = count.from; n <= count.to; n = Math.max(n + 1, Math.floor(n * count.factor))) points.push(n);
-  return points;
+  return Array.isArray(count) ? count : sweepRangePoints(count.from, count.to, count.factor);
 }
 
 /** Every combination of the sweep's counts and parameter values, counts outermost (one point without a sweep). */

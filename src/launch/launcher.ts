@@ -22,6 +22,12 @@ export interface LaunchOptions {
   prefixOutput?: boolean;
   /** Time between SIGTERM and SIGKILL when taking ranks down (default 5000 ms). */
   graceMs?: number;
+  /**
+   * After one rank failed, how long the others get to fail by themselves before they are signalled
+   * (default 2000 ms): a rank that notices a dead peer or an abort says which rank and where, where a
+   * SIGTERM would only say that it was stopped.
+   */
+  settleMs?: number;
   /** Receives each output line instead of this process's stdout/stderr. */
   onLine?: (rank: number, stream: OutputStream, line: string) => void;
   /** Receives rank 0's progress (steps done of total) over a side channel, kept apart from its output. */
@@ -68,6 +74,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   if (opts.command.length === 0) throw new Error("runner launch: no command to run");
   const masterAddr = opts.masterAddr ?? "127.0.0.1";
   const graceMs = opts.graceMs ?? 5000;
+  const settleMs = opts.settleMs ?? 2000;
   const prefix = opts.prefixOutput ?? true;
   const port = await freePort(masterAddr);
   // A fresh token per launch, so a rank left over from another job cannot join this one.
@@ -84,6 +91,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   let failure: LaunchResult | undefined;
   let interrupt: NodeJS.Signals | undefined;
   let killTimer: NodeJS.Timeout | undefined;
+  let settleTimer: NodeJS.Timeout | undefined;
 
   const signalAll = (signal: NodeJS.Signals) => {
     for (const child of children) {
@@ -104,7 +112,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
   const recordFailure = (result: LaunchResult) => {
     if (failure || interrupt) return;
     failure = result;
-    takeDown("SIGTERM");
+    settleTimer = setTimeout(() => takeDown("SIGTERM"), settleMs);
   };
 
   for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
@@ -163,6 +171,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
     });
     await Promise.all(finished);
   } finally {
+    clearTimeout(settleTimer);
     clearTimeout(killTimer);
     for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
   }

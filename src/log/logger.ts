@@ -5,7 +5,7 @@ import type { LogLevel } from "../config/run-config.js";
 export interface LoggerOptions {
   rank: number;
   level: LogLevel;
-  /** Every rank logs to the console, not just rank 0. */
+  /** Every rank logs to the console at `level`, not just rank 0 (the others log errors only). */
   allRanks: boolean;
   /** Per-rank JSON lines file in this directory. */
   fileDir?: string;
@@ -16,7 +16,8 @@ export function createLogger(o: LoggerOptions): winston.Logger {
   const transports: winston.transport[] = [
     new winston.transports.Console({
       stderrLevels: ["error", "warn", "info", "debug"],
-      silent: o.rank !== 0 && !o.allRanks,
+      // A failure is often seen best from the rank it happened on, so every rank reports its errors.
+      level: o.rank !== 0 && !o.allRanks ? "error" : undefined,
       format: winston.format.printf((info) => `[rank ${o.rank}] ${info.level}: ${String(info.message)}`),
     }),
   ];
@@ -29,4 +30,12 @@ export function createLogger(o: LoggerOptions): winston.Logger {
     );
   }
   return winston.createLogger({ level: o.level, defaultMeta: { rank: o.rank }, transports });
+}
+
+/** Ends the logger once what was logged has reached its transports: an exit right after would lose it. */
+export function closeLogger(log: winston.Logger): Promise<void> {
+  return new Promise((resolve) => {
+    log.once("finish", () => resolve());
+    log.end();
+  });
 }

@@ -26,13 +26,15 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const iterations = plan.program.iterations;
   const times = new Float64Array(results.length * iterations);
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
-  const slowest = await comm.allreduceF64(times, "max");
-  const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum");
+  // Bounded by the job's deadline like its ops: a rank that never gets here must not hang the others.
+  const timeoutSec = plan.program.timeoutSec;
+  const slowest = await comm.allreduceF64(times, "max", timeoutSec, "(report: times)");
+  const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum", timeoutSec, "(report: #wrong)");
   const errors = await estimateErrors(comm, plan, results);
-  const perRank = await perRankAverages(comm, results);
+  const perRank = await perRankAverages(comm, results, timeoutSec);
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
-  const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max");
-  const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max");
+  const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
+  const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max", timeoutSec, "(report: concurrent)");
   const world = comm.size;
   return plan.stages.map(({ stage, kind, count, dtype, params, fallback }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));

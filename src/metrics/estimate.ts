@@ -31,7 +31,7 @@ export async function estimateErrors(comm: NativeCommunicator, plan: Plan, resul
   if (estimating.length === 0) return out;
   const parts = estimating.map((i) => errorSums(plan.stages[i]!.stage.id, results[i]!));
   const flat = parts.flatMap((p) => [...p.exactSq, ...p.errorSq, ...p.runningErrorSq]);
-  const sums = await comm.allreduceF64(Float64Array.from(flat), "sum");
+  const sums = await comm.allreduceF64(Float64Array.from(flat), "sum", plan.program.timeoutSec, "(report: errors)");
   let at = 0;
   estimating.forEach((i, k) => {
     const steps = parts[k]!.errorSq.length;

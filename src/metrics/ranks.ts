@@ -5,11 +5,11 @@ import { mean } from "./stats.js";
  * Every rank's average time per op, on every rank: rank r fills row r of an ops × W matrix and a sum
  * over ranks assembles it. Collective.
  */
-export async function perRankAverages(comm: NativeCommunicator, results: NativeOpResult[]): Promise<number[][]> {
+export async function perRankAverages(comm: NativeCommunicator, results: NativeOpResult[], timeoutSec: number): Promise<number[][]> {
   const W = comm.size;
   const mine = new Float64Array(results.length * W);
   results.forEach((r, i) => (mine[i * W + comm.rank] = mean(r.timeUs)));
-  const all = await comm.allreduceF64(mine, "sum");
+  const all = await comm.allreduceF64(mine, "sum", timeoutSec, "(report: per rank)");
   return results.map((_, i) => Array.from(all.subarray(i * W, (i + 1) * W)));
 }
 

@@ -1,5 +1,6 @@
 import type { Overlap } from "../metrics/overlap.js";
 import type { TimeStats } from "../metrics/stats.js";
+import type { RankUsage } from "../metrics/usage.js";
 
 /** One row of results.json; field names are fixed by DESIGN.md ("Command line"). */
 export interface ResultRow {
@@ -52,6 +53,8 @@ export interface ResultDocument {
   topology?: { hosts: { name: string; ranks: number[] }[]; links: { shm: number; tcp: number } };
   results: ResultRow[];
   average_bus_bandwidth: number;
+  /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */
+  ranks?: RankUsage[];
 }
 
 /** nccl-tests' "Avg bus bandwidth": the mean busbw over rows that move data. */

@@ -40,20 +40,49 @@ export function shmLeftovers(pids) {
   return readdirSync("/dev/shm").filter((f) => pids.some((pid) => f.startsWith(`spmd-${pid}-`)));
 }
 
+/**
+ * Starts `node runner <args>` and returns at once, for tests that act on a process while it runs:
+ * `seen(pattern)` resolves once its stderr matches, `exited` with its code, signal and output. `wrap`
+ * runs it under another program (taskset).
+ */
+export function spawnRunner(args, env = {}, { wrap = [] } = {}) {
+  const [program, ...rest] = [...wrap, process.execPath, RUNNER, ...args];
+  const child = spawn(program, rest, { cwd: REPO, env: { ...process.env, ...env } });
+  let stdout = "", stderr = "";
+  const watchers = [];
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => {
+    stderr += d;
+    for (const w of watchers) if (w.pattern.test(stderr)) w.resolve();
+  });
+  const exited = new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr })));
+  const seen = (pattern) =>
+    new Promise((resolve, reject) => {
+      if (pattern.test(stderr)) return resolve();
+      watchers.push({ pattern, resolve });
+      exited.then(() => reject(new Error(`exited before printing ${pattern}:\n${stderr}`)));
+    });
+  return { child, pid: child.pid, seen, exited };
+}
+
+/** The torchrun-style variables of rank `rank` of `world` meeting at 127.0.0.1:`port`. */
+export function rankEnv(rank, world, port) {
+  return {
+    RANK: String(rank),
+    WORLD_SIZE: String(world),
+    LOCAL_RANK: String(rank),
+    LOCAL_WORLD_SIZE: String(world),
+    MASTER_ADDR: "127.0.0.1",
+    MASTER_PORT: String(port),
+  };
+}
+
 /** W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
   const port = await freePort();
   const ranks = await Promise.all(
     Array.from({ length: world }, (_, rank) =>
-      runNode([RUNNER, ...args], {
-        RANK: String(rank),
-        WORLD_SIZE: String(world),
-        LOCAL_RANK: String(rank),
-        LOCAL_WORLD_SIZE: String(world),
-        MASTER_ADDR: "127.0.0.1",
-        MASTER_PORT: String(port),
-        ...(typeof env === "function" ? env(rank) : env),
-      }, timeoutMs),
+      runNode([RUNNER, ...args], { ...rankEnv(rank, world, port), ...(typeof env === "function" ? env(rank) : env) }, timeoutMs),
     ),
   );
   const left = shmLeftovers(ranks.map((r) => r.pid));

@@ -25,6 +25,8 @@ class AsyncOps {
   // Queues p->work on `queue`; the returned Promise settles once it ran.
   Napi::Value submit(Napi::Env env, OpQueue& queue, std::unique_ptr<Pending> p);
   void stop();
+  // Some submitted work has not settled yet (JS thread).
+  bool busy() const { return pending_ > 0; }
 
  private:
   static void settle(Napi::Env env, Napi::Function, AsyncOps* self, Pending* p);

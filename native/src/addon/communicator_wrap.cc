@@ -1,12 +1,14 @@
 #include "addon/communicator_wrap.h"
 
 #include "addon/errors.h"
+#include "addon/library_wrap.h"
 #include "addon/program_from_js.h"
 #include "addon/tcp_wrap.h"
 #include "backends/shm/shm_backend.h"
 #include "backends/tcp/tcp_backend.h"
 #include "core/error.h"
 #include "core/executor.h"
+#include "core/flight_recorder.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #include "backends/mpi/mpi_backend.h"
@@ -79,6 +81,10 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
     return backend;
   }
 #endif
+  if (isLibraryBackend(kind)) {
+    queue = std::make_shared<OpQueue>();
+    return startLibraryBackend(env, kind, o, rank, size);
+  }
   if (kind == "shm") {
     queue = std::make_shared<OpQueue>();
     shm::ShmOptions so;
@@ -100,17 +106,39 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
   throw err;
 }
 
+// tcp's connect(peers, timeoutMs): where each rank listens ({ host, port }), null for ranks it reaches
+// otherwise. Parsed here, on the JS thread, so a bad address is a TypeError at the call.
+std::vector<std::optional<tcp::SocketAddress>> tcpPeers(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray() || !info[1].IsNumber()) throwInvalid(env, "connect: the tcp backend expects (peers, timeoutMs)");
+  Napi::Array list = info[0].As<Napi::Array>();
+  std::vector<std::optional<tcp::SocketAddress>> peers(list.Length());
+  try {
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      Napi::Value p = list.Get(i);
+      if (p.IsNull() || p.IsUndefined()) continue;
+      if (!p.IsObject()) throwInvalid(env, "connect: each peer is { host, port } or null");
+      Napi::Object a = p.As<Napi::Object>();
+      peers[i] = tcp::SocketAddress::parse(a.Get("host").ToString().Utf8Value(), uint16_t(a.Get("port").ToNumber().Uint32Value()));
+    }
+  } catch (const CommError& e) {
+    throw makeError(env, e.code(), e.what());
+  }
+  return peers;
+}
+
 }  // namespace
 
 Napi::Function CommunicatorWrap::define(Napi::Env env) {
   return DefineClass(env, "Communicator",
-                     {InstanceMethod<&CommunicatorWrap::connect>("connect"),
-                      InstanceMethod<&CommunicatorWrap::run>("run"),
+                     {InstanceMethod<&CommunicatorWrap::run>("run"),
                       InstanceMethod<&CommunicatorWrap::allreduceF64>("allreduceF64"),
                       InstanceMethod<&CommunicatorWrap::output>("output"),
                       InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
                       InstanceMethod<&CommunicatorWrap::state>("state"),
+                      InstanceMethod<&CommunicatorWrap::flightRecord>("flightRecord"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
+                      InstanceMethod<&CommunicatorWrap::connect>("connect"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
@@ -152,32 +180,6 @@ void CommunicatorWrap::requireOpen(Napi::Env env) const {
 
 Napi::Value CommunicatorWrap::submit(Napi::Env env, std::unique_ptr<Pending> p) {
   return ops_.submit(env, *queue_, std::move(p));
-}
-
-Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  requireOpen(env);
-  if (!tcp_) throwInvalid(env, "connect: only the tcp backend connects to its peers");
-  if (!info[0].IsArray() || !info[1].IsNumber()) throwInvalid(env, "connect: expected (peers, timeoutMs)");
-  Napi::Array list = info[0].As<Napi::Array>();
-  auto peers = std::make_shared<std::vector<std::optional<tcp::SocketAddress>>>(list.Length());
-  try {
-    for (uint32_t i = 0; i < list.Length(); ++i) {
-      Napi::Value p = list.Get(i);
-      if (p.IsNull() || p.IsUndefined()) continue;
-      if (!p.IsObject()) throwInvalid(env, "connect: each peer is { host, port } or null");
-      Napi::Object a = p.As<Napi::Object>();
-      (*peers)[i] = tcp::SocketAddress::parse(a.Get("host").ToString().Utf8Value(), uint16_t(a.Get("port").ToNumber().Uint32Value()));
-    }
-  } catch (const CommError& e) {
-    throw makeError(env, e.code(), e.what());
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue()));
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
-  tcp::TcpBackend* backend = tcp_;
-  p->work = [backend, peers, deadline] { backend->connect(std::move(*peers), deadline); };
-  p->settle = [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
-  return submit(env, std::move(p));
 }
 
 Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
@@ -226,6 +228,8 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   return submit(env, std::move(p));
 }
 
+// (data: Float64Array, op, timeoutSec, label) -> Promise<Float64Array>: the small exchanges of reporting,
+// numbered and recorded like the job's ops (every rank makes the same ones, in the same order).
 Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
@@ -234,14 +238,25 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   std::string opName = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "sum";
   RedOp op = opName == "max" ? RedOp::Max : opName == "min" ? RedOp::Min : RedOp::Sum;
   if (opName != "sum" && opName != "max" && opName != "min") throwInvalid(env, "allreduceF64: op must be sum, max or min");
+  const double timeoutSec = info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+  if (!(timeoutSec > 0)) throwInvalid(env, "allreduceF64: expected a timeout in seconds > 0");
+  std::string label = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "(report)";
   auto arr = info[0].As<Napi::Float64Array>();
   auto data = std::make_shared<std::vector<double>>(arr.Data(), arr.Data() + arr.ElementLength());
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
-  p->work = [backend, data, op] {
+  p->work = [backend, data, op, timeoutSec, label] {
     Collectives& c = backend->lane(0);
-    c.setDeadline(Transport::Clock::now() + std::chrono::seconds(300));
-    c.allreduce(data->data(), data->data(), data->size(), DType::F64, op, Algo::Auto);
+    c.setDeadline(Transport::Clock::now() +
+                  std::chrono::duration_cast<Transport::Clock::duration>(std::chrono::duration<double>(timeoutSec)));
+    const size_t bytes = data->size() * sizeof(double);
+    try {
+      recordOp(c, c.flight().issue(), -1, OpKind::AllReduce, label, bytes,
+               [&] { c.allreduce(data->data(), data->data(), data->size(), DType::F64, op, Algo::Auto); });
+    } catch (const std::exception& e) {
+      c.abort(e.what());  // as the executor does: the other ranks stop waiting for this one
+      throw;
+    }
   };
   p->settle = [data](Napi::Env env) -> Napi::Value { return toFloat64Array(env, *data); };
   return submit(env, std::move(p));
@@ -282,9 +297,61 @@ Napi::Value CommunicatorWrap::state(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The last FlightRecorder::kCapacity ops of both lanes, oldest first, as plain objects.
+Napi::Value CommunicatorWrap::flightRecord(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen(env);
+  // The lanes write their records without locks: they are read only while no op runs.
+  if (ops_.busy()) throw makeError(env, code::kInvalid, "flightRecord: an op is in flight");
+  std::vector<FlightEntry> all;
+  for (int i = 0; i < backend_->lanes(); ++i) {
+    std::vector<FlightEntry> lane = backend_->lane(i).flight().entries();
+    all.insert(all.end(), lane.begin(), lane.end());
+  }
+  std::sort(all.begin(), all.end(), [](const FlightEntry& a, const FlightEntry& b) { return a.seq < b.seq; });
+  if (all.size() > FlightRecorder::kCapacity) all.erase(all.begin(), all.end() - FlightRecorder::kCapacity);
+  const int64_t now = steadyNowNs();
+  auto peers = [&](const int32_t* ranks, uint32_t count) {
+    Napi::Array a = Napi::Array::New(env);
+    for (uint32_t k = 0; k < std::min<uint32_t>(count, FlightEntry::kPeers); ++k) a.Set(k, ranks[k]);
+    return a;
+  };
+  Napi::Array out = Napi::Array::New(env, all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const FlightEntry& e = all[i];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("seq", double(e.seq));
+    o.Set("step", e.step);
+    o.Set("op", std::string(opKindName(e.kind)));
+    o.Set("stage", std::string(e.stage));
+    o.Set("bytes", double(e.bytes));
+    o.Set("state", std::string(opStateName(e.state)));
+    o.Set("allPeers", e.allPeers);
+    o.Set("to", peers(e.to, e.toCount));
+    o.Set("toCount", e.toCount);
+    o.Set("from", peers(e.from, e.fromCount));
+    o.Set("fromCount", e.fromCount);
+    o.Set("startedMsAgo", double(now - e.startNs) * 1e-6);
+    o.Set("us", double((e.endNs ? e.endNs : now) - e.startNs) * 1e-3);
+    out.Set(uint32_t(i), o);
+  }
+  return out;
+}
+
 Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
   if (backend_) backend_->release();
   return info.Env().Undefined();
+}
+
+Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  requireOpen(env);
+  if (tcp_) tcp_->expectPeers(tcpPeers(info), std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue())));
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  Backend* backend = backend_.get();
+  p->work = [backend] { backend->connect(); };
+  p->settle = [](Napi::Env e) { return e.Undefined(); };
+  return submit(env, std::move(p));
 }
 
 Napi::Value CommunicatorWrap::close(const Napi::CallbackInfo& info) {

@@ -29,13 +29,16 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   void requireOpen(Napi::Env env) const;
   void shutdown();
 
-  Napi::Value connect(const Napi::CallbackInfo& info);  // tcp: (peers, timeoutMs) -> Promise<void>
   Napi::Value run(const Napi::CallbackInfo& info);
   Napi::Value allreduceF64(const Napi::CallbackInfo& info);
   Napi::Value output(const Napi::CallbackInfo& info);
   Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value state(const Napi::CallbackInfo& info);
+  Napi::Value flightRecord(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
+  // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread. The tcp
+  // backend takes (peers, timeoutMs): where to reach each rank, known only once the ranks have met.
+  Napi::Value connect(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);
   Napi::Value getSize(const Napi::CallbackInfo& info);
@@ -44,7 +47,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;
-  tcp::TcpBackend* tcp_ = nullptr;  // backend_ when it is the tcp backend, which connect() needs
+  tcp::TcpBackend* tcp_ = nullptr;  // backend_ when it is the tcp backend, whose connect() takes peers
   // The progress thread: the communicator's own (shm), or the MPI runtime's thread, which MPI calls
   // must stay on (mpi; this also keeps the runtime alive). shutdown() ends the backend on it first.
   std::shared_ptr<OpQueue> queue_;

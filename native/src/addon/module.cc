@@ -1,8 +1,9 @@
-// Module entry: the Communicator and TcpEndpoint classes and what this build contains (with MPI: the
-// MpiBootstrap class and the MPI library's version text).
+// Module entry: the Communicator and TcpEndpoint classes, the vendor libraries' module functions, and what
+// this build contains (with MPI: the MpiBootstrap class and the MPI library's version text).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
+#include "addon/library_wrap.h"
 #include "addon/tcp_wrap.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
@@ -16,6 +17,10 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   Napi::Array backends = Napi::Array::New(env);
   backends.Set(backends.Length(), Napi::String::New(env, "shm"));
   backends.Set(backends.Length(), Napi::String::New(env, "tcp"));
+  // Always built: NCCL and HCCL themselves are opened at run time (libraryProbe says whether they load).
+  backends.Set(backends.Length(), Napi::String::New(env, "nccl"));
+  backends.Set(backends.Length(), Napi::String::New(env, "hccl"));
+  spmd::addon::defineLibraries(env, exports);
 #ifdef SPMD_HAVE_MPI
   backends.Set(backends.Length(), Napi::String::New(env, "mpi"));
   exports.Set("MpiBootstrap", spmd::addon::MpiBootstrapWrap::define(env));

@@ -10,6 +10,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Collective, on the progress thread: joins the other ranks where that blocks until all arrive
+  // (ncclCommInitRank), so that it never blocks JavaScript. Backends that join when built do nothing.
+  virtual void connect() {}
   virtual Collectives& lane(int i) = 0;  // 0: ordered ops; 1: nonblocking ops
   virtual int lanes() const = 0;
   // Drops whatever names other processes could still find (shm name); safe to call repeatedly.

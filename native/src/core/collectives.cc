@@ -6,9 +6,9 @@
 namespace spmd {
 namespace {
 
-constexpr std::array<std::pair<Algo, std::string_view>, 6> kAlgos{{
+constexpr std::array<std::pair<Algo, std::string_view>, 8> kAlgos{{
     {Algo::Auto, "auto"}, {Algo::Ring, "ring"}, {Algo::Tree, "tree"}, {Algo::Direct, "direct"},
-    {Algo::Dissemination, "dissemination"}, {Algo::Mpi, "mpi"}}};
+    {Algo::Dissemination, "dissemination"}, {Algo::Mpi, "mpi"}, {Algo::Nccl, "nccl"}, {Algo::Hccl, "hccl"}}};
 
 constexpr std::array<std::pair<OpKind, std::string_view>, 11> kOps{{
     {OpKind::AllReduce, "allreduce"}, {OpKind::ReduceScatter, "reduce_scatter"}, {OpKind::AllGather, "all_gather"},
@@ -28,6 +28,10 @@ bool lookup(const std::array<std::pair<E, std::string_view>, N>& table, std::str
 
 std::string_view algoName(Algo a) {
   for (auto& [v, n] : kAlgos) if (v == a) return n;
+  return "?";
+}
+std::string_view opKindName(OpKind k) {
+  for (auto& [v, n] : kOps) if (v == k) return n;
   return "?";
 }
 bool parseAlgo(std::string_view name, Algo& out) { return lookup(kAlgos, name, out); }

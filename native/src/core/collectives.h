@@ -11,11 +11,14 @@
 
 namespace spmd {
 
+class FlightRecorder;
+
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
-// Mpi: the MPI library's own collective (what Auto runs on the MPI backend), whatever algorithm it picks.
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi };
+// Mpi / Nccl / Hccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi, Nccl, Hccl };
 
 std::string_view algoName(Algo a);
+std::string_view opKindName(OpKind k);
 bool parseAlgo(std::string_view name, Algo& out);
 bool parseOpKind(std::string_view name, OpKind& out);
 
@@ -26,6 +29,12 @@ class PostedOp {
   // Returns once the op completed, or throws as its blocking form would, within the deadline the lane
   // had when the op was posted.
   virtual void wait() = 0;
+};
+
+// What postGather returns where the gather ran to completion when posted.
+class CompletedOp : public PostedOp {
+ public:
+  void wait() override {}
 };
 
 class Collectives {
@@ -64,6 +73,8 @@ class Collectives {
   virtual std::unique_ptr<Collectives> split(int color, int key) = 0;
 
   virtual void setDeadline(Transport::Clock::time_point deadline) = 0;
+  // The lane's record of its last ops; the executor writes an entry per op, the backend adds peers.
+  virtual FlightRecorder& flight() = 0;
   // Makes every rank's pending and future ops fail fast, naming this rank and the reason.
   virtual void abort(const std::string& reason) = 0;
 };

@@ -8,6 +8,7 @@
 #include "core/compressed_allreduce.h"
 #include "core/error.h"
 #include "core/estimate_error.h"
+#include "core/flight_recorder.h"
 #include "core/lane_worker.h"
 #include "core/partition.h"
 #include "core/quantized_allreduce.h"
@@ -22,21 +23,35 @@ double microsBetween(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count();
 }
 
+// A failure's code, for the error that says where it happened.
+const char* failedCode(const std::exception& e) {
+  const auto* ce = dynamic_cast<const CommError*>(&e);
+  return ce ? ce->code() : code::kSystem;
+}
+
 Clock::time_point deadlineIn(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// Calibrated busy work for overlap experiments: burns the CPU like a real kernel would.
-void computeFor(double us) {
+// Calibrated busy work for overlap experiments: burns the CPU like a real kernel would. Bounded by the
+// op's deadline like any other op, so a mistyped `us` cannot keep a rank from ever reaching the next one.
+void computeFor(double us, Clock::time_point deadline) {
   auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(us));
+  const bool cut = end > deadline;
+  if (cut) end = deadline;
   volatile uint64_t sink = 0;
   while (Clock::now() < end) for (int i = 0; i < 64; ++i) sink = sink + uint64_t(i);
+  if (cut) throw CommError(code::kTimeout, "deadline passed during " + std::to_string(us) + " us of compute");
 }
+
+// The step-start barrier's name in flight records (no stage of a job can be named so).
+constexpr std::string_view kStepStart = "(step start)";
 
 }  // namespace
 
 struct Executor::Prepared {
   explicit Prepared(const OpSpec& s) : spec(s) {}
+  uint64_t bytes() const;  // the payload, as flight records show it
   const OpSpec& spec;
   DType dt = DType::F32;
   size_t count = 0;  // elements of the (first) input tensor
@@ -49,6 +64,7 @@ struct Executor::Prepared {
   uint64_t ticket = 0;                   // nonblocking: the lane-1 op in flight this step
   std::unique_ptr<PostedOp> request;     // nonblocking on a one-lane backend: posted on lane 0 instead
   Clock::time_point posted{}, started{}, finished{};
+  uint64_t seq = 0;                      // nonblocking: the number of this step's instance, for its record
   double concurrentUs = 0;
   bool inFlight = false;
 };
@@ -111,7 +127,12 @@ void Executor::packCoalesced(const Prepared& p, int W) {
   }
 }
 
-void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p) {
+uint64_t Executor::Prepared::bytes() const {
+  if (!flatIn.empty()) return flatIn.size();
+  return spec.inputs.empty() ? 0 : count * elementSize(dt);
+}
+
+void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time_point deadline) {
   const OpSpec& s = p.spec;
   const int W = c.size(), r = c.rank();
   const size_t es = elementSize(p.dt), bytes = p.count * es;
@@ -141,7 +162,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p) {
     case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
     case OpKind::Barrier: return c.barrier();
-    case OpKind::Compute: return computeFor(s.computeUs);
+    case OpKind::Compute: return computeFor(s.computeUs, deadline);
   }
 }
 
@@ -172,10 +193,7 @@ std::vector<OpResult> Executor::run() {
   std::unique_ptr<LaneWorker> worker = anyNonblocking && lane1_ ? std::make_unique<LaneWorker>() : nullptr;
   TypedOps typed0, typed1;
   bool timed = false;
-  auto inStage = [](const OpSpec& s, const std::exception& e) {
-    const auto* ce = dynamic_cast<const CommError*>(&e);
-    return CommError(ce ? ce->code() : code::kSystem, "stage " + s.stage + ": " + e.what());
-  };
+  auto inStage = [](const OpSpec& s, const std::exception& e) { return CommError(failedCode(e), "stage " + s.stage + ": " + e.what()); };
   auto complete = [&](size_t i) {
     Prepared& p = ops[i];
     if (!p.inFlight) return;
@@ -183,8 +201,10 @@ std::vector<OpResult> Executor::run() {
       try {
         p.request->wait();
       } catch (const std::exception& e) {
+        lane0_.flight().end(p.seq, failedState(e));
         throw inStage(p.spec, e);
       }
+      lane0_.flight().end(p.seq, OpState::Done);
       p.request.reset();
       p.finished = Clock::now();
     } else {
@@ -196,6 +216,7 @@ std::vector<OpResult> Executor::run() {
     results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
     results[i].concurrentUs.push_back(p.concurrentUs);
   };
+  FlightRecorder& flight0 = lane0_.flight();  // also numbers every op, the other lane's included
   try {
     // Untimed, before the first step: each estimating stage's state (a quantized one splits the lane into
     // its sub-communicators, which is collective) and the exact result its estimates are measured against.
@@ -205,11 +226,13 @@ std::vector<OpResult> Executor::run() {
       lane0_.setDeadline(deadlineIn(s.timeoutSec));
       const bool full = s.kind == OpKind::AllReduce;
       try {
-        p.estimator = s.compression == Compression::OneBit
-                          ? makeCompressedAllreduce(rank, W, p.count, p.dt, s.resetEvery)
-                          : makeQuantizedAllreduce(lane0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
-        using Layout = EstimateError::Layout;
-        p.error = std::make_unique<EstimateError>(lane0_, p.in, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
+        recordOp(lane0_, flight0.issue(), -1, s.kind, s.stage, p.bytes(), [&] {
+          p.estimator = s.compression == Compression::OneBit
+                            ? makeCompressedAllreduce(rank, W, p.count, p.dt, s.resetEvery)
+                            : makeQuantizedAllreduce(lane0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
+          using Layout = EstimateError::Layout;
+          p.error = std::make_unique<EstimateError>(lane0_, p.in, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
+        });
       } catch (const std::exception& e) {
         throw inStage(s, e);
       }
@@ -218,7 +241,11 @@ std::vector<OpResult> Executor::run() {
       timed = step >= program_.warmup;
       if (W > 1) {  // aligns ranks so each op's time measures the op, not the previous step's skew
         lane0_.setDeadline(deadlineIn(program_.timeoutSec));
-        lane0_.barrier();
+        try {
+          recordOp(lane0_, flight0.issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
+        } catch (const std::exception& e) {
+          throw CommError(failedCode(e), "at the start of step " + std::to_string(step) + ": " + e.what());
+        }
       }
       for (size_t i = 0; i < ops.size(); ++i) {
         Prepared& p = ops[i];
@@ -228,9 +255,11 @@ std::vector<OpResult> Executor::run() {
           p.posted = Clock::now();
           p.concurrentUs = 0;
           p.inFlight = true;
+          p.seq = flight0.issue();
           if (!lane1_) {  // one lane (MPI granted only MPI_THREAD_FUNNELED): posted on it, completed when needed
             lane0_.setDeadline(deadlineIn(s.timeoutSec));
             p.started = p.posted;
+            flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
             try {
               if (s.kind == OpKind::Gather) {
                 p.request = lane0_.postGather(p.in, rank == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt),
@@ -238,15 +267,17 @@ std::vector<OpResult> Executor::run() {
               }
               if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
             } catch (const std::exception& e) {
+              flight0.end(p.seq, failedState(e));
               throw inStage(s, e);
             }
             continue;
           }
-          p.ticket = worker->post([&, this] {
-            lane1_->setDeadline(deadlineIn(s.timeoutSec));
+          p.ticket = worker->post([&, this, step] {
+            const Clock::time_point deadline = deadlineIn(s.timeoutSec);
+            lane1_->setDeadline(deadline);
             p.started = Clock::now();
             try {
-              execute(*lane1_, typed1, p);
+              recordOp(*lane1_, p.seq, step, s.kind, s.stage, p.bytes(), [&] { execute(*lane1_, typed1, p, deadline); });
             } catch (const std::exception& e) {
               throw inStage(s, e);
             }
@@ -254,14 +285,21 @@ std::vector<OpResult> Executor::run() {
           });
           continue;
         }
-        lane0_.setDeadline(deadlineIn(s.timeoutSec));
+        const Clock::time_point deadline = deadlineIn(s.timeoutSec);
+        lane0_.setDeadline(deadline);
+        // Recorded by hand rather than with recordOp: the op's own timestamps serve the record too.
+        const uint64_t seq = flight0.issue();
         auto t0 = Clock::now();
+        flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
         try {
-          execute(lane0_, typed0, p);
+          execute(lane0_, typed0, p, deadline);
         } catch (const std::exception& e) {
+          flight0.end(seq, failedState(e));
           throw inStage(s, e);
         }
-        double us = microsBetween(t0, Clock::now());
+        auto t1 = Clock::now();
+        flight0.end(seq, OpState::Done, nanos(t1));
+        double us = microsBetween(t0, t1);
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
         if (p.error) p.error->observe(p.out.data());  // after the timing, so untimed

@@ -22,7 +22,7 @@ class Executor {
  private:
   struct Prepared;
   Prepared prepare(const OpSpec& spec);
-  void execute(Collectives& c, TypedOps& typed, Prepared& p);
+  void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
   void packCoalesced(const Prepared& p, int worldSize);
 
   Collectives& lane0_;

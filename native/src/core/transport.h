@@ -9,6 +9,8 @@
 
 namespace spmd {
 
+class FlightRecorder;
+
 struct SendSpec {
   int peer;
   const void* data;
@@ -54,9 +56,14 @@ class Transport {
   // Every exchange after this throws kTimeout once the deadline passes (set per op by the communicator).
   // Virtual so that a view of another transport (core/group_transport.h) can share that one's deadline.
   virtual void setDeadline(Clock::time_point d) { deadline_ = d; }
+  // The lane's recorder: each exchange notes its peers there, and a deadline's error asks it which op
+  // this rank is in. Optional (tests drive transports without one; a group's view leaves it to the
+  // transport it forwards to).
+  void setRecorder(FlightRecorder* r) { flight_ = r; }
 
  protected:
   Clock::time_point deadline_ = Clock::time_point::max();
+  FlightRecorder* flight_ = nullptr;
 };
 
 // Thrown by an exchange that interrupt() ended: not a failure of its own, but of whoever interrupted it.

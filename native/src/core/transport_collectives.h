@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/collectives.h"
+#include "core/flight_recorder.h"
 #include "core/workspace.h"
 
 namespace spmd {
@@ -12,8 +13,11 @@ class TransportCollectives : public Collectives {
  public:
   // `onAbort` tells the other ranks (the transport's own broadcast of an abort).
   TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort)
-      : t_(t), onAbort_(std::move(onAbort)) {}
-  // A sub-communicator's collectives, which own its transport (a GroupTransport).
+      : t_(t), onAbort_(std::move(onAbort)) {
+    t_.setRecorder(&flight_);
+  }
+  // A sub-communicator's collectives, which own its transport (a GroupTransport). Its exchanges are
+  // recorded by the lane whose transport the group forwards to, in the lane's op.
   TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
       : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
   int rank() const override { return t_.rank(); }
@@ -34,12 +38,14 @@ class TransportCollectives : public Collectives {
   std::unique_ptr<Collectives> split(int color, int key) override;
   void setDeadline(Transport::Clock::time_point d) override { t_.setDeadline(d); }
   void abort(const std::string& reason) override { onAbort_(reason); }
+  FlightRecorder& flight() override { return flight_; }
 
  private:
   std::unique_ptr<Transport> owned_;  // before t_, which may refer to it
   Transport& t_;
   Workspace ws_;
   std::function<void(const std::string&)> onAbort_;
+  FlightRecorder flight_;
 };
 
 }  // namespace spmd

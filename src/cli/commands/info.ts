@@ -3,6 +3,7 @@ import { readdirSync } from "node:fs";
 import os from "node:os";
 import type { CommandModule } from "yargs";
 import { native } from "../../comm/native.js";
+import { describeLibrary } from "../../comm/vendor-library.js";
 import { planStart } from "../../comm/open.js";
 import { discoverPlace } from "../../env/discover.js";
 import { VERSION } from "../../version.js";
@@ -47,6 +48,7 @@ export const infoCommand: CommandModule<object, object> = {
       `spmd-runner ${VERSION} (node ${process.version}, ${os.platform()}-${os.arch()})`,
       `backends: ${ALL_BACKENDS.map((b) => `${b}=${built.includes(b) ? "built" : "not built"}`).join(" ")}`,
       ...(mpiLibrary ? [`mpi: ${mpiLibrary.split("\n")[0]!.replace(/\s+/g, " ").trim()}`] : []),
+      ...(["nccl", "hccl"] as const).filter((b) => built.includes(b)).map((b) => `${b}: ${describeLibrary(b, process.env)}`),
       `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}; node ${place.nodeRank}` +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,

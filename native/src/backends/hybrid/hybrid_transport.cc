@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "core/flight_recorder.h"
+
 namespace spmd {
 namespace {
 
@@ -25,6 +27,8 @@ HybridTransport::HybridTransport(int rank, std::vector<int> localIndex, Interrup
     : rank_(rank), localIndex_(std::move(localIndex)), local_(local), remote_(remote) {}
 
 void HybridTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  // Noted here, by job rank: the halves have no recorder of their own.
+  if (flight_) flight_->notePeers(sends, recvs);
   localSends_.clear();
   remoteSends_.clear();
   localRecvs_.clear();

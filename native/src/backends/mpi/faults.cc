@@ -11,7 +11,7 @@ constexpr auto kNoticeSendLimit = std::chrono::seconds(1);
 
 }  // namespace
 
-Faults::Faults(MPI_Comm world) : comm_(Comm::dup(world)), rank_(comm_.rank()) { listen(); }
+Faults::Faults(MPI_Comm world) : comm_(Comm::dup(world)), roll_(world), rank_(comm_.rank()) { listen(); }
 
 void Faults::listen() {
   check(MPI_Irecv(inbox_, int(kNoticeBytes), MPI_CHAR, MPI_ANY_SOURCE, kTag, comm_.get(), &notice_), "MPI_Irecv");
@@ -26,6 +26,7 @@ void Faults::noteAbort(std::string reason, bool told) {
 
 bool Faults::aborted() {
   if (aborted_.load(std::memory_order_acquire)) return true;
+  roll_.answer();
   std::unique_lock lock(noticeMu_, std::try_to_lock);
   if (!lock.owns_lock() || notice_ == MPI_REQUEST_NULL) return false;
   int arrived = 0;
@@ -86,6 +87,7 @@ void Faults::close() {
   // Cancelling a receive completes locally, so this wait cannot hang.
   MPI_Cancel(&notice_);
   MPI_Wait(&notice_, MPI_STATUS_IGNORE);
+  roll_.close();
 }
 
 }  // namespace spmd::mpi

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/mpi/comm.h"
+#include "backends/mpi/roll_call.h"
 
 namespace spmd::mpi {
 
@@ -20,9 +21,11 @@ class Faults {
   Faults(const Faults&) = delete;
   Faults& operator=(const Faults&) = delete;
 
-  // True once a notice arrived or abort()/interrupt() ran here. Polls for the notice; any thread that
-  // may call MPI.
+  // True once a notice arrived or abort()/interrupt() ran here. Polls for the notice, and answers roll
+  // calls while not aborted; any thread that may call MPI.
   bool aborted();
+  // Who is where, when a deadline passes (see RollCall).
+  RollCall& rollCall() { return roll_; }
   // Who aborted and why, for the CommError every later wait throws.
   std::string reason() const;
 
@@ -38,7 +41,7 @@ class Faults {
   void strand(size_t requests) { stranded_ += requests; }
   size_t stranded() const { return stranded_; }
 
-  // On the MPI thread, before MPI_Finalize: withdraws the posted notice receive.
+  // On the MPI thread, before MPI_Finalize: withdraws the posted notice receive and the roll call's.
   void close();
 
  private:
@@ -49,6 +52,7 @@ class Faults {
   void noteAbort(std::string reason, bool told);
 
   Comm comm_;
+  RollCall roll_;
   int rank_;
   char inbox_[kNoticeBytes];
   MPI_Request notice_ = MPI_REQUEST_NULL;

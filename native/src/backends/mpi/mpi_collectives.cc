@@ -12,19 +12,14 @@ std::string waitingFor(const char* call, size_t bytes) {
   return std::string("waiting for ") + call + " of " + std::to_string(bytes) + " bytes";
 }
 
-// What postGather returns for the explicit algorithms, which run to completion when posted.
-class Completed : public PostedOp {
- public:
-  void wait() override {}
-};
-
 }  // namespace
 
-MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed)
-    : MpiCollectives(std::move(comm), faults, oversubscribed,
-                     std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max())) {}
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed)
+    : MpiCollectives(lane, std::move(comm), faults, oversubscribed,
+                     std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr) {}
 
-MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed, Deadline deadline)
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed, Deadline deadline,
+                               FlightRecorder* laneFlight)
     : comm_(std::move(comm)),
       rank_(comm_.rank()),
       size_(comm_.size()),
@@ -33,7 +28,14 @@ MpiCollectives::MpiCollectives(Comm comm, Faults& faults, bool oversubscribed, D
       waiter_(faults, oversubscribed),
       transport_(comm_.get(), rank_, size_, waiter_),
       algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }),
-      deadline_(std::move(deadline)) {}
+      deadline_(std::move(deadline)),
+      lane_(lane),
+      flight_(laneFlight ? laneFlight : &algorithms_.flight()) {
+  // A split records into its lane's recorder: its ops are part of the lane's op in progress.
+  transport_.setRecorder(flight_);
+  waiter_.watch(lane, flight_);
+  if (!laneFlight) flight_->mirrorTo(&faults.rollCall().presence(lane));
+}
 
 Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
@@ -52,6 +54,7 @@ TransportCollectives& MpiCollectives::algorithms() {
 }
 
 void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) {
+  flight().noteAllPeers();
   if (waiter_.poll({&req, 1}, *deadline_)) return;
   waiter_.fail({&req, 1}, waitingFor(call, bytes));
 }
@@ -120,6 +123,7 @@ class MpiCollectives::PostedRequest : public PostedOp {
       : waiter_(waiter), deadline_(deadline), bytes_(bytes) {}
   ~PostedRequest() override { waiter_.settle({&req_, 1}); }
   void wait() override {
+    // Recorded as all peers when posted (postGather), like every library collective.
     if (waiter_.poll({&req_, 1}, deadline_)) return;
     waiter_.fail({&req_, 1}, waitingFor("MPI_Igather", bytes_));
   }
@@ -134,9 +138,10 @@ class MpiCollectives::PostedRequest : public PostedOp {
 std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) {
     algorithms().gather(in, out, bytes, root, a);
-    return std::make_unique<Completed>();
+    return std::make_unique<CompletedOp>();
   }
   auto posted = std::make_unique<PostedRequest>(waiter_, *deadline_, bytes * size_t(size_));
+  flight().noteAllPeers();
   igather(in, out, bytes, root, &posted->req_);
   return posted;
 }
@@ -198,6 +203,9 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift
   MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   check(MPI_Irecv(out, u.count, u.type, (rank_ - s + size_) % size_, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
   check(MPI_Isend(in, u.count, u.type, (rank_ + s) % size_, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  const SendSpec to{(rank_ + s) % size_, in, bytes};
+  const RecvSpec from{(rank_ - s + size_) % size_, out, bytes};
+  flight().notePeers({&to, 1}, {&from, 1});
   if (waiter_.poll(reqs, *deadline_)) return;
   waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
                [](size_t i) { return i == 0; });
@@ -207,7 +215,8 @@ std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
   // MPI_Comm_split blocks with no deadline or abort to end it. The barrier before it has both, and once it
   // completes every rank is alive and about to split.
   barrier();
-  return std::unique_ptr<Collectives>(new MpiCollectives(Comm::split(comm_.get(), color, key), faults_, oversubscribed_, deadline_));
+  return std::unique_ptr<Collectives>(
+      new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, oversubscribed_, deadline_, flight_));
 }
 
 void MpiCollectives::barrier() {

@@ -12,8 +12,8 @@ namespace spmd::mpi {
 
 class MpiCollectives : public Collectives {
  public:
-  // `comm`: this lane's own communicator (a lane's ops may run beside the other lane's).
-  MpiCollectives(Comm comm, Faults& faults, bool oversubscribed);
+  // `comm`: lane `lane`'s own communicator (a lane's ops may run beside the other lane's).
+  MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -34,11 +34,14 @@ class MpiCollectives : public Collectives {
 
   void setDeadline(Transport::Clock::time_point d) override;
   void abort(const std::string& reason) override { faults_.abort(reason); }
+  // The lane's: the named algorithms' recorder serves the library's collectives and the lane's splits too.
+  FlightRecorder& flight() override { return *flight_; }
 
  private:
   using Deadline = std::shared_ptr<Transport::Clock::time_point>;
-  // A lane's split: shares the lane's deadline cell, so the deadline the executor sets on the lane holds.
-  MpiCollectives(Comm comm, Faults& faults, bool oversubscribed, Deadline deadline);
+  // A lane's split: shares the lane's deadline cell, so the deadline the executor sets on the lane holds,
+  // and records into the lane's recorder (`laneFlight`; null for a lane itself).
+  MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed, Deadline deadline, FlightRecorder* laneFlight);
   class PostedRequest;
   // The shared algorithms, their deadline brought up to date (a split's may have changed on its lane).
   TransportCollectives& algorithms();
@@ -58,6 +61,8 @@ class MpiCollectives : public Collectives {
   MpiTransport transport_;
   TransportCollectives algorithms_;
   Deadline deadline_;
+  int lane_;
+  FlightRecorder* flight_;
   std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
 };
 

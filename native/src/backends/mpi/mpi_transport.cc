@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/flight_recorder.h"
+
 namespace spmd::mpi {
 namespace {
 
@@ -25,6 +27,7 @@ void MpiTransport::post(const Message& m, void* data) {
 }
 
 void MpiTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  if (flight_) flight_->notePeers(sends, recvs);
   reqs_.clear();
   messages_.clear();
   auto receiving = [this](size_t i) { return messages_[i].recv; };

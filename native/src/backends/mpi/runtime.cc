@@ -3,8 +3,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <thread>
 
+#include "core/cores.h"
 #include "core/error.h"
 
 namespace spmd::mpi {
@@ -34,7 +34,7 @@ void Runtime::init(const InitOptions& o) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (initialized) throw CommError(code::kInvalid, "mpi: MPI was already initialised in this process (once per process)");
-  oversubscribed_ = unsigned(o.localRanks) > std::max(1u, std::thread::hardware_concurrency());
+  oversubscribed_ = unsigned(o.localRanks) > usableCores();
   promoteLibmpiToGlobal();
   yieldWhenIdle(oversubscribed_);
   check(MPI_Init_thread(nullptr, nullptr, o.funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &level_), "MPI_Init_thread");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/mpi/faults.h"
+#include "core/flight_recorder.h"
 
 namespace spmd::mpi {
 
@@ -18,6 +19,12 @@ class Waiter {
 
   // `oversubscribed`: more ranks on this node than cores, so waiting ranks stop yielding sooner.
   Waiter(Faults& faults, bool oversubscribed);
+  // The lane this waiter serves and its recorder: a deadline then holds a roll call and names the ranks
+  // holding the op up. Without it (the bootstrap's exchanges) a deadline says only what it waited for.
+  void watch(int lane, const FlightRecorder* flight) {
+    lane_ = lane;
+    flight_ = flight;
+  }
 
   // True once every request completed (all are then MPI_REQUEST_NULL); false when the deadline passed
   // or the job was aborted first.
@@ -31,7 +38,8 @@ class Waiter {
   void settle(std::span<MPI_Request> reqs, const std::function<bool(size_t)>& cancellable = {});
 
   // After poll() returned false: tells the other ranks (on a deadline; an abort was told already),
-  // settles the requests and throws kTimeout "deadline passed while <what>" or kAborted with the reason.
+  // settles the requests and throws kTimeout "deadline passed while <what>[; holding up ...]" or
+  // kAborted with the reason.
   [[noreturn]] void fail(std::span<MPI_Request> reqs, const std::string& what,
                          const std::function<bool(size_t)>& cancellable = {});
 
@@ -41,6 +49,8 @@ class Waiter {
 
   Faults& faults_;
   int yields_;
+  int lane_ = -1;
+  const FlightRecorder* flight_ = nullptr;
   std::vector<int> done_;  // MPI_Testsome's indices, reused
 };
 

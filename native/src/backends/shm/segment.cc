@@ -13,12 +13,13 @@ namespace spmd::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x73706d642d73686dull;  // "spmd-shm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 size_t roundUp(size_t v) { return (v + kCacheLine - 1) & ~(kCacheLine - 1); }
 
 size_t doorbellsOffset() { return roundUp(sizeof(SegmentHeader)); }
-size_t headsOffset(int w, int lanes) { return doorbellsOffset() + roundUp(sizeof(Doorbell) * size_t(w) * lanes); }
+size_t presenceOffset(int w, int lanes) { return doorbellsOffset() + roundUp(sizeof(Doorbell) * size_t(w) * lanes); }
+size_t headsOffset(int w, int lanes) { return presenceOffset(w, lanes) + roundUp(sizeof(Presence) * size_t(w) * lanes); }
 size_t dataOffset(int w, int lanes) { return headsOffset(w, lanes) + roundUp(sizeof(ChannelHead) * size_t(w) * w * lanes); }
 
 void* mapFd(int fd, size_t bytes, const std::string& name) {
@@ -111,6 +112,11 @@ void Segment::unlink() {
 Doorbell& Segment::doorbell(int lane, int rank) const {
   auto* p = static_cast<uint8_t*>(base_) + doorbellsOffset();
   return reinterpret_cast<Doorbell*>(p)[size_t(lane) * worldSize_ + rank];
+}
+
+Presence& Segment::presence(int lane, int rank) const {
+  auto* p = static_cast<uint8_t*>(base_) + presenceOffset(worldSize_, lanes_);
+  return reinterpret_cast<Presence*>(p)[size_t(lane) * worldSize_ + rank];
 }
 
 ChannelHead& Segment::channel(int lane, int from, int to) const {

@@ -2,13 +2,16 @@
 // attach by name, and rank 0 unlinks the name as soon as everyone is attached, so a crash afterwards
 // cannot leak it.
 //
-// Layout: header | doorbells[lanes][W] | channel heads[lanes][W][W] | channel data[lanes][W][W]
+// Layout: header | doorbells[lanes][W] | presence[lanes][W] | channel heads[lanes][W][W] |
+//         channel data[lanes][W][W]
 // Channel (lane, from, to) is a single-producer single-consumer byte ring written by `from`.
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "core/flight_recorder.h"
 
 namespace spmd::shm {
 
@@ -52,6 +55,8 @@ class Segment {
 
   SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
   Doorbell& doorbell(int lane, int rank) const;
+  // Where rank `rank` is in lane `lane`'s op sequence, for peers whose deadline passes.
+  Presence& presence(int lane, int rank) const;
   ChannelHead& channel(int lane, int from, int to) const;
   uint8_t* channelData(int lane, int from, int to) const;
   size_t channelBytes() const { return channelBytes_; }

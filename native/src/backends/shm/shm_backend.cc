@@ -9,6 +9,7 @@ ShmBackend::ShmBackend(const ShmOptions& o)
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
     collectives_[i] = std::make_unique<TransportCollectives>(*t, [t](const std::string& why) { t->abort(why); });
+    collectives_[i]->flight().mirrorTo(&segment_.presence(i, o.rank));
   }
   segment_.header().attached.fetch_add(1);
 }

@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "backends/shm/futex.h"
+#include "core/cores.h"
 #include "core/error.h"
+#include "core/stragglers.h"
 
 namespace spmd::shm {
 namespace {
@@ -25,8 +26,7 @@ ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<i
     : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  spinLimit_ = unsigned(seg.worldSize()) > cores ? 2 : 4000;
+  spinLimit_ = unsigned(seg.worldSize()) > usableCores() ? 2 : 4000;
 }
 
 size_t ShmTransport::push(int to, const uint8_t* src, size_t bytes) {
@@ -70,9 +70,12 @@ void ShmTransport::ring(int peer) {
 }
 
 void ShmTransport::sleep(uint32_t seenSeq) {
+  const Clock::time_point now = Clock::now();
+  // Waiting is a sign of life: a peer whose deadline passes tells this rank from a stopped one by it.
+  if (flight_) flight_->alive(nanos(now));
   bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq) {
-    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - Clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - now).count();
     futexWait(&bell_.seq, seenSeq, std::clamp<int64_t>(left, 0, kSleepSliceNs));
   }
   bell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -132,11 +135,27 @@ void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const 
     int peer = -1;
     for (size_t i = 0; i < recvs.size() && peer < 0; ++i) if (received_[i] < recvs[i].bytes) peer = recvs[i].peer;
     for (size_t i = 0; i < sends.size() && peer < 0; ++i) if (sent_[i] < sends[i].bytes) peer = sends[i].peer;
-    throw CommError(code::kTimeout, "deadline passed while " + describe(peer));
+    throw CommError(code::kTimeout, "deadline passed while " + describe(peer) + stragglers());
   }
 }
 
+std::string ShmTransport::stragglers() const {
+  if (!flight_) return "";
+  const int64_t now = steadyNowNs();
+  std::vector<PeerSighting> peers;
+  for (int r = 0; r < seg_.worldSize(); ++r) {
+    if (r == rank_) continue;
+    // A rank whose one lane waits on the other (lane 0 on an igather) still lives: any lane's sign counts.
+    int64_t alive = 0;
+    for (int l = 0; l < seg_.lanes(); ++l) alive = std::max(alive, seg_.presence(l, r).aliveNs.load(std::memory_order_relaxed));
+    const uint64_t position = seg_.presence(lane_, r).position.load(std::memory_order_acquire);
+    peers.push_back({jobRank(r), true, position, alive ? double(now - alive) * 1e-9 : -1});
+  }
+  return describeStragglers(peers, flight_->currentSeq(), *flight_);
+}
+
 void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  if (flight_) flight_->notePeers(sends, recvs);
   sent_.assign(sends.size(), 0);
   received_.assign(recvs.size(), 0);
   int idle = 0;

@@ -30,6 +30,8 @@ class ShmTransport : public InterruptibleTransport {
   void ring(int peer);
   void sleep(uint32_t seenSeq);
   void checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs);
+  // After a deadline: the peers that never reached this rank's op or went silent in it ("" if none).
+  std::string stragglers() const;
   int jobRank(int member) const { return jobRanks_.empty() ? member : jobRanks_[size_t(member)]; }
 
   const Segment& seg_;

@@ -22,8 +22,14 @@ TcpBackend::TcpBackend(TcpOptions o)
                            : shm::Segment::attach(o.local->name, members, kLanes, o.local->channelBytes));
 }
 
-void TcpBackend::connect(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline) {
+void TcpBackend::expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline) {
+  peers_ = std::move(peers);
+  deadline_ = deadline;
+}
+
+void TcpBackend::connect() {
   if (!listener_) throw CommError(code::kInvalid, "tcp: connect() was already called");
+  std::vector<std::optional<SocketAddress>> peers = std::move(peers_);
   if (peers.size() != size_t(size_)) throw CommError(code::kInvalid, "tcp: expected an address entry for each of the " + std::to_string(size_) + " ranks");
   std::vector<std::string> names(peers.size());
   for (int r = 0; r < size_; ++r) {
@@ -33,7 +39,7 @@ void TcpBackend::connect(std::vector<std::optional<SocketAddress>> peers, std::c
     }
     if (tcpPeer) names[size_t(r)] = peers[size_t(r)]->toString();
   }
-  Links links = connectMesh(std::move(listener_), MeshOptions{rank_, size_, kLanes, key_, std::move(peers), deadline});
+  Links links = connectMesh(std::move(listener_), MeshOptions{rank_, size_, kLanes, key_, std::move(peers), deadline_});
   std::vector<int> jobRanks;
   for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
   for (int lane = 0; lane < kLanes; ++lane) {

@@ -38,9 +38,11 @@ struct TcpOptions {
 class TcpBackend : public Backend {
  public:
   explicit TcpBackend(TcpOptions o);
-  // `peers[r]`: where rank r listens, for every rank outside the local group (nullopt for this rank and
-  // for the group). Throws kTimeout naming the peers still missing at the deadline.
-  void connect(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline);
+  // Before connect(): `peers[r]` is where rank r listens, for every rank outside the local group (nullopt
+  // for this rank and for the group); connecting gives up at `deadline`.
+  void expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline);
+  // On the progress thread. Throws kTimeout naming the peers still missing at the deadline.
+  void connect() override;
 
   std::string name() const override { return segment_ ? "shm+tcp" : "tcp"; }
   Collectives& lane(int i) override;
@@ -56,6 +58,8 @@ class TcpBackend : public Backend {
   int rank_, size_;
   Key key_;
   Fd listener_;
+  std::vector<std::optional<SocketAddress>> peers_;
+  std::chrono::steady_clock::time_point deadline_;
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;

@@ -11,6 +11,7 @@
 #include <climits>
 
 #include "core/error.h"
+#include "core/flight_recorder.h"
 
 namespace spmd::tcp {
 namespace {
@@ -170,13 +171,17 @@ void TcpTransport::abortedByPeer(int peer, uint64_t reasonBytes) {
 }
 
 void TcpTransport::sleep() {
+  const Clock::time_point now = Clock::now();
+  // Waiting is a sign of life, for this rank's flight record.
+  if (flight_) flight_->alive(nanos(now));
   epoll_event events[16];
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now).count();
   int timeout = int(std::clamp<int64_t>(left, 0, INT_MAX));
   if (epoll_wait(epoll_.get(), events, 16, timeout) < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
 }
 
 void TcpTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+  if (flight_) flight_->notePeers(sends, recvs);
   messages_.clear();
   auto add = [&](int peer, const void* data, size_t bytes, bool recv) {
     if (peer < 0 || size_t(peer) >= links_.size() || !links_[size_t(peer)].fd) {

@@ -1,0 +1,122 @@
+#include "addon/library_wrap.h"
+
+#include <cstring>
+#include <string>
+
+#include "addon/errors.h"
+#include "backends/hccl/hccl_api.h"
+#include "backends/hccl/hccl_backend.h"
+#include "backends/nccl/nccl_api.h"
+#include "backends/nccl/nccl_backend.h"
+#include "core/error.h"
+
+namespace spmd::addon {
+namespace {
+
+// What the addon needs of each vendor, so that the module functions are written once.
+struct Vendor {
+  const char* backend;
+  size_t idBytes;
+  std::string (*id)(const std::string& library);  // the root's id, as bytes
+  void (*probe)(const std::string& library, bool& hostMemory, std::string& missing);
+  std::unique_ptr<Backend> (*start)(const std::string& library, const std::string& id, int rank, int size, int localRank);
+};
+
+template <typename T>
+std::string bytesOf(const T& v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <typename T>
+T fromBytes(const std::string& b) {
+  T v;
+  std::memcpy(&v, b.data(), sizeof v);
+  return v;
+}
+
+const Vendor kVendors[] = {
+    {"nccl", sizeof(ncclUniqueId), [](const std::string& lib) { return bytesOf(nccl::uniqueId(lib)); },
+     [](const std::string& lib, bool& host, std::string& missing) {
+       const nccl::Api& api = nccl::load(lib);
+       host = api.hostMemory();
+       missing = api.missingOptional();
+     },
+     [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
+       return nccl::makeBackend({lib, fromBytes<ncclUniqueId>(id), rank, size, localRank});
+     }},
+    {"hccl", sizeof(HcclRootInfo), [](const std::string& lib) { return bytesOf(hccl::rootInfo(lib)); },
+     [](const std::string& lib, bool& host, std::string& missing) {
+       const hccl::Api& api = hccl::load(lib);
+       host = api.hostMemory();
+       missing = api.missingOptional();
+     },
+     [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
+       return hccl::makeBackend({lib, fromBytes<HcclRootInfo>(id), rank, size, localRank});
+     }},
+};
+
+const Vendor* find(const std::string& backend) {
+  for (const Vendor& v : kVendors) {
+    if (backend == v.backend) return &v;
+  }
+  return nullptr;
+}
+
+const Vendor& vendorArg(const Napi::CallbackInfo& info) {
+  const Vendor* v = info[0].IsString() ? find(info[0].As<Napi::String>().Utf8Value()) : nullptr;
+  if (!v) throwInvalid(info.Env(), "expected a library backend (\"nccl\" or \"hccl\")");
+  if (!info[1].IsString()) throwInvalid(info.Env(), std::string(v->backend) + ": expected the library path");
+  return *v;
+}
+
+Napi::Value libraryId(const Napi::CallbackInfo& info) {
+  const Vendor& v = vendorArg(info);
+  try {
+    const std::string id = v.id(info[1].As<Napi::String>().Utf8Value());
+    return Napi::Buffer<char>::Copy(info.Env(), id.data(), id.size());
+  } catch (const CommError& e) {
+    throw makeError(info.Env(), e.code(), e.what());
+  }
+}
+
+// { hostMemory, missing } for a library that loads; throws what loading throws otherwise.
+Napi::Value libraryProbe(const Napi::CallbackInfo& info) {
+  const Vendor& v = vendorArg(info);
+  try {
+    bool host = false;
+    std::string missing;
+    v.probe(info[1].As<Napi::String>().Utf8Value(), host, missing);
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("hostMemory", host);
+    out.Set("missing", missing);
+    return out;
+  } catch (const CommError& e) {
+    throw makeError(info.Env(), e.code(), e.what());
+  }
+}
+
+}  // namespace
+
+void defineLibraries(Napi::Env env, Napi::Object exports) {
+  exports.Set("libraryId", Napi::Function::New<libraryId>(env, "libraryId"));
+  exports.Set("libraryProbe", Napi::Function::New<libraryProbe>(env, "libraryProbe"));
+}
+
+bool isLibraryBackend(const std::string& kind) { return find(kind) != nullptr; }
+
+std::unique_ptr<Backend> startLibraryBackend(Napi::Env env, const std::string& kind, const Napi::Object& o, int rank, int size) {
+  const Vendor& v = *find(kind);
+  Napi::Value id = o.Get("id");
+  if (!id.IsBuffer() || id.As<Napi::Buffer<char>>().Length() != v.idBytes) {
+    throwInvalid(env, kind + ": id must be a Buffer of " + std::to_string(v.idBytes) + " bytes");
+  }
+  const auto buf = id.As<Napi::Buffer<char>>();
+  const int localRank = o.Has("localRank") ? o.Get("localRank").ToNumber().Int32Value() : 0;
+  try {
+    return v.start(o.Get("library").ToString().Utf8Value(), std::string(buf.Data(), buf.Length()), rank, size, localRank);
+  } catch (const CommError& e) {
+    throw makeError(env, e.code(), e.what());
+  }
+}
+
+}  // namespace spmd::addon

@@ -1,0 +1,99 @@
+// Ascend device memory through libascendcl (the ACL runtime) opened at run time, so the addon builds and
+// loads without CANN. The calls are declared here from the ACL runtime API documentation. ACL streams
+// are polled through an event recorded after each op (aclrtQueryEventStatus).
+#include <string>
+
+#include "backends/library/device.h"
+#include "backends/library/dynlib.h"
+#include "core/error.h"
+
+namespace spmd::library {
+namespace {
+
+constexpr int kAclSuccess = 0;
+constexpr int kMallocHugeFirst = 0;  // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
+constexpr int kHostToDevice = 1, kDeviceToHost = 2;
+constexpr int kEventComplete = 1;  // aclrtEventRecordedStatus ACL_EVENT_RECORDED_STATUS_COMPLETE
+using Event = void*;
+
+struct AclRt {
+  int (*setDevice)(int);
+  int (*malloc)(void**, size_t, int);
+  int (*free)(void*);
+  int (*memcpy)(void*, size_t, const void*, size_t, int);
+  int (*createStream)(Stream*);
+  int (*destroyStream)(Stream);
+  int (*createEvent)(Event*);
+  int (*destroyEvent)(Event);
+  int (*recordEvent)(Event, Stream);
+  int (*queryEventStatus)(Event, int*);
+};
+
+const AclRt& aclrt() {
+  static const AclRt rt = [] {
+    const std::string path = "libascendcl.so";
+    void* lib = openLibrary(path, "hccl (ACL runtime)");
+    AclRt r{};
+    const char* what = "hccl (ACL runtime)";
+    resolve(lib, "aclrtSetDevice", r.setDevice, true, path, what);
+    resolve(lib, "aclrtMalloc", r.malloc, true, path, what);
+    resolve(lib, "aclrtFree", r.free, true, path, what);
+    resolve(lib, "aclrtMemcpy", r.memcpy, true, path, what);
+    resolve(lib, "aclrtCreateStream", r.createStream, true, path, what);
+    resolve(lib, "aclrtDestroyStream", r.destroyStream, true, path, what);
+    resolve(lib, "aclrtCreateEvent", r.createEvent, true, path, what);
+    resolve(lib, "aclrtDestroyEvent", r.destroyEvent, true, path, what);
+    resolve(lib, "aclrtRecordEvent", r.recordEvent, true, path, what);
+    resolve(lib, "aclrtQueryEventStatus", r.queryEventStatus, true, path, what);
+    return r;
+  }();
+  return rt;
+}
+
+void check(int err, const char* call) {
+  if (err != kAclSuccess) throw CommError(code::kDevice, std::string("ACL ") + call + " failed with error " + std::to_string(err));
+}
+
+class AclDevice : public Device {
+ public:
+  explicit AclDevice(int device) {
+    check(aclrt().setDevice(device), "aclrtSetDevice");
+    check(aclrt().createStream(&stream_), "aclrtCreateStream");
+    check(aclrt().createEvent(&event_), "aclrtCreateEvent");
+  }
+  ~AclDevice() override {
+    aclrt().destroyEvent(event_);
+    aclrt().destroyStream(stream_);
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    check(aclrt().malloc(&p, bytes ? bytes : 1, kMallocHugeFirst), "aclrtMalloc");
+    return p;
+  }
+  void free(void* p) override {
+    if (p) aclrt().free(p);
+  }
+  void toDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes) check(aclrt().memcpy(dst, bytes, src, bytes, kHostToDevice), "aclrtMemcpy");
+  }
+  void toHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes) check(aclrt().memcpy(dst, bytes, src, bytes, kDeviceToHost), "aclrtMemcpy");
+  }
+  Stream stream() const override { return stream_; }
+  void issued() override { check(aclrt().recordEvent(event_, stream_), "aclrtRecordEvent"); }
+  bool idle() override {
+    int status = 0;
+    check(aclrt().queryEventStatus(event_, &status), "aclrtQueryEventStatus");
+    return status == kEventComplete;
+  }
+
+ private:
+  Stream stream_ = nullptr;
+  Event event_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeAclDevice(int index) { return std::make_unique<AclDevice>(index); }
+
+}  // namespace spmd::library

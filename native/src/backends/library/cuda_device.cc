@@ -1,0 +1,100 @@
+// CUDA device memory through libcudart opened at run time, so the addon builds and loads without CUDA.
+// The few runtime calls it needs are declared here from the CUDA runtime API documentation.
+#include <dlfcn.h>
+
+#include <string>
+
+#include "backends/library/device.h"
+#include "core/error.h"
+
+namespace spmd::library {
+namespace {
+
+constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorNotReady = 600;
+constexpr int kHostToDevice = 1, kDeviceToHost = 2;
+
+struct CudaRt {
+  int (*setDevice)(int);
+  int (*malloc)(void**, size_t);
+  int (*free)(void*);
+  int (*memcpy)(void*, const void*, size_t, int);
+  int (*streamCreate)(Stream*);
+  int (*streamQuery)(Stream);
+  int (*streamDestroy)(Stream);
+  const char* (*errorString)(int);
+};
+
+// The sonames of the CUDA majors NCCL 2 wheels ship with, newest first.
+const CudaRt& cudart() {
+  static const CudaRt rt = [] {
+    void* lib = nullptr;
+    std::string tried;
+    for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+      tried += std::string(tried.empty() ? "" : "; ") + dlerror();
+    }
+    if (!lib) throw CommError(code::kUnsupported, "nccl: cannot load the CUDA runtime (" + tried + ")");
+    CudaRt r{};
+    auto sym = [lib](const char* name) {
+      void* p = dlsym(lib, name);
+      if (!p) throw CommError(code::kUnsupported, std::string("nccl: the CUDA runtime lacks ") + name);
+      return p;
+    };
+    r.setDevice = reinterpret_cast<int (*)(int)>(sym("cudaSetDevice"));
+    r.malloc = reinterpret_cast<int (*)(void**, size_t)>(sym("cudaMalloc"));
+    r.free = reinterpret_cast<int (*)(void*)>(sym("cudaFree"));
+    r.memcpy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(sym("cudaMemcpy"));
+    r.streamCreate = reinterpret_cast<int (*)(Stream*)>(sym("cudaStreamCreate"));
+    r.streamQuery = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamQuery"));
+    r.streamDestroy = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamDestroy"));
+    r.errorString = reinterpret_cast<const char* (*)(int)>(sym("cudaGetErrorString"));
+    return r;
+  }();
+  return rt;
+}
+
+void check(int err, const char* call) {
+  if (err == kCudaSuccess) return;
+  throw CommError(code::kDevice, std::string("CUDA ") + call + " failed: " + cudart().errorString(err) + " (" +
+                                   std::to_string(err) + ")");
+}
+
+class CudaDevice : public Device {
+ public:
+  explicit CudaDevice(int device) {
+    check(cudart().setDevice(device), "cudaSetDevice");
+    check(cudart().streamCreate(&stream_), "cudaStreamCreate");
+  }
+  ~CudaDevice() override { cudart().streamDestroy(stream_); }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    check(cudart().malloc(&p, bytes ? bytes : 1), "cudaMalloc");
+    return p;
+  }
+  void free(void* p) override {
+    if (p) cudart().free(p);
+  }
+  void toDevice(void* dst, const void* src, size_t bytes) override {
+    if (bytes) check(cudart().memcpy(dst, src, bytes, kHostToDevice), "cudaMemcpy");
+  }
+  void toHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes) check(cudart().memcpy(dst, src, bytes, kDeviceToHost), "cudaMemcpy");
+  }
+  Stream stream() const override { return stream_; }
+  bool idle() override {
+    const int err = cudart().streamQuery(stream_);
+    if (err == kCudaErrorNotReady) return false;
+    check(err, "cudaStreamQuery");
+    return true;
+  }
+
+ private:
+  Stream stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeCudaDevice(int index) { return std::make_unique<CudaDevice>(index); }
+
+}  // namespace spmd::library

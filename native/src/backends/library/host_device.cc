@@ -1,0 +1,60 @@
+// The test doubles' memory: host memory, and the doubles' streams, which complete their ops on a thread
+// of their own so that waiting, async errors and aborts are exercised as on a device.
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/library/device.h"
+#include "backends/library/dynlib.h"
+#include "core/error.h"
+
+namespace spmd::library {
+namespace {
+
+class HostDevice : public Device {
+ public:
+  explicit HostDevice(const DoubleStreams& s) : s_(s) {
+    if (s_.create(&stream_) != 0) throw CommError(code::kSystem, "test double: cannot create a stream");
+  }
+  ~HostDevice() override { s_.destroy(stream_); }
+  void* alloc(size_t bytes) override {
+    void* p = std::malloc(bytes ? bytes : 1);
+    if (!p) throw CommError(code::kSystem, "test double: out of host memory");
+    return p;
+  }
+  void free(void* p) override { std::free(p); }
+  void toDevice(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void toHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  Stream stream() const override { return stream_; }
+  bool idle() override { return s_.query(stream_) == 0; }
+
+ private:
+  DoubleStreams s_;
+  Stream stream_ = nullptr;
+};
+
+}  // namespace
+
+DoubleStreams DoubleStreams::find(void* lib, const std::string& path, const char* what) {
+  DoubleStreams s;
+  resolve(lib, "spmdDoubleStreamCreate", s.create, false, path, what);
+  resolve(lib, "spmdDoubleStreamQuery", s.query, false, path, what);
+  resolve(lib, "spmdDoubleStreamDestroy", s.destroy, false, path, what);
+  if (s.present() && (!s.create || !s.destroy)) {
+    throw CommError(code::kUnsupported, std::string(what) + ": " + path + " exports only part of the test double's stream functions");
+  }
+  return s;
+}
+
+std::unique_ptr<Device> makeHostDevice(const DoubleStreams& streams) { return std::make_unique<HostDevice>(streams); }
+
+void* DeviceBuffer::get(size_t bytes) {
+  if (bytes > bytes_ || !p_) {
+    d_.free(p_);
+    p_ = nullptr;
+    p_ = d_.alloc(bytes);
+    bytes_ = bytes;
+  }
+  return p_;
+}
+
+}  // namespace spmd::library

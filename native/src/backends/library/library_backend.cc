@@ -1,0 +1,28 @@
+#include "backends/library/library_backend.h"
+
+#include "core/error.h"
+
+namespace spmd::library {
+
+LibraryBackend::LibraryBackend(std::string name, std::unique_ptr<Library> lib, std::function<Joined()> join, int rank, int size)
+    : name_(std::move(name)), lib_(std::move(lib)), join_(std::move(join)), rank_(rank), size_(size) {}
+
+LibraryBackend::~LibraryBackend() {
+  lane_.reset();
+  comm_.reset();
+  device_.reset();
+}
+
+void LibraryBackend::connect() {
+  Joined j = join_();
+  device_ = std::move(j.device);
+  comm_ = std::make_unique<Comm>(*lib_, j.handle);
+  lane_ = std::make_unique<LibraryCollectives>(*comm_, *device_, rank_, size_);
+}
+
+Collectives& LibraryBackend::lane(int) {
+  if (!lane_) throw CommError(code::kInvalid, name_ + ": the communicator is not connected");
+  return *lane_;
+}
+
+}  // namespace spmd::library

@@ -1,0 +1,55 @@
+// The one lane of a vendor library backend (nccl, hccl). Auto runs the library's own collective where it
+// has one (allreduce, reduce_scatter, all_gather, broadcast, reduce; barrier as a 1-element allreduce);
+// a named algorithm, and the ops the vendors have only as grouped sends and receives, run the shared
+// algorithms over LibraryTransport.
+#pragma once
+#include <memory>
+
+#include "backends/library/library_transport.h"
+#include "core/transport_collectives.h"
+
+namespace spmd::library {
+
+class LibraryCollectives : public Collectives {
+ public:
+  LibraryCollectives(Comm& comm, Device& device, int rank, int size);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
+
+  void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
+  void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
+  void allGather(const void* in, void* out, size_t bytes, Algo a) override;
+  void gather(const void* in, void* out, size_t bytes, int root, Algo a) override;
+  void broadcast(void* data, size_t bytes, int root, Algo a) override;
+  void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
+  void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
+  void allToAll(const void* in, void* out, size_t count, size_t esize) override;
+  void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
+  void barrier() override;
+  // Vendor splits (ncclCommSplit) are not wired yet: stages that need a sub-communicator fail with
+  // kUnsupported.
+  std::unique_ptr<Collectives> split(int color, int key) override;
+  // One lane: igather runs when posted (the vendors have no gather of their own to overlap).
+  std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
+
+  void setDeadline(Transport::Clock::time_point d) override { transport_.setDeadline(d); }
+  // The executor records every op of this lane here, library calls included.
+  FlightRecorder& flight() override { return algorithms_.flight(); }
+  void abort(const std::string& reason) override { comm_.abort(reason); }
+
+ private:
+  bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == lib_.algo(); }
+  // Checks what issuing `c` returned and waits for it.
+  void complete(int result, Call c, size_t bytes);
+
+  Comm& comm_;
+  Device& device_;
+  int rank_, size_;
+  Library& lib_;
+  LibraryTransport transport_;
+  TransportCollectives algorithms_;
+  DeviceBuffer in_, out_;
+};
+
+}  // namespace spmd::library

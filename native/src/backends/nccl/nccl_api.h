@@ -1,0 +1,43 @@
+// NCCL resolved at run time (backends/library/dynlib.h): the addon builds and loads on machines without
+// NCCL or CUDA, and a job that asks for nccl there gets an error saying why.
+#pragma once
+#include <string>
+
+#include "backends/library/device.h"
+#include "backends/nccl/nccl_types.h"
+
+namespace spmd::nccl {
+
+struct Api {
+  std::string path;  // what was opened
+  // Required: without any of these the library is refused.
+  ncclGetUniqueId_fn getUniqueId = nullptr;
+  ncclCommInitRank_fn commInitRank = nullptr;
+  ncclAllReduce_fn allReduce = nullptr;
+  ncclReduceScatter_fn reduceScatter = nullptr;
+  ncclAllGather_fn allGather = nullptr;
+  ncclBroadcast_fn broadcast = nullptr;
+  ncclReduce_fn reduce = nullptr;
+  ncclSend_fn send = nullptr;
+  ncclRecv_fn recv = nullptr;
+  ncclGroupStart_fn groupStart = nullptr;
+  ncclGroupEnd_fn groupEnd = nullptr;
+  ncclCommDestroy_fn commDestroy = nullptr;
+  // Optional: missing ones degrade (no async error polling; no abort, so a deadline leaves the
+  // communicator to the process exit; numeric error names).
+  ncclCommGetAsyncError_fn commGetAsyncError = nullptr;
+  ncclCommAbort_fn commAbort = nullptr;
+  ncclGetErrorString_fn getErrorString = nullptr;
+  // The test double's host streams; none for a real NCCL.
+  library::DoubleStreams doubleStreams;
+
+  bool hostMemory() const { return doubleStreams.present(); }
+  // The optional symbols this library lacks, for `runner info` and the log ("" when none).
+  std::string missingOptional() const;
+};
+
+// Opens `path` (a soname or a file) once per process and resolves the symbols; throws CommError
+// kUnsupported naming the path and dlerror() or the missing symbol.
+const Api& load(const std::string& path);
+
+}  // namespace spmd::nccl

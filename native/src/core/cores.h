@@ -1,0 +1,10 @@
+// How many cores this process may run on: its affinity mask (taskset, a cgroup cpuset, a batch
+// scheduler's binding), not the machine's count. Whether ranks share cores, and so whether a waiting
+// rank may spin at all, depends on it.
+#pragma once
+
+namespace spmd {
+
+unsigned usableCores();  // at least 1
+
+}  // namespace spmd

@@ -1,0 +1,73 @@
+// The hccl backend through the native binding, against the host-memory HCCL ABI double
+// (test/doubles/hccl, named in HCCL_LIBRARY): it shares the library layer with nccl (nccl.test.js covers
+// that layer in depth), so this holds HCCL's own parts: its 4108-byte root info, its enums (the matrix
+// checks every dtype and reduction), HcclBatchSendRecv, its error text, and a deadline without an abort.
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
+
+const DOUBLE = path.join(REPO, "native/build/doubles/libspmd_hccl_double.so");
+
+test("the HCCL double is built beside the addon", () => assert.ok(existsSync(DOUBLE), `${DOUBLE} missing`));
+
+test("every stage over the HCCL double, W=3: exact element by element", async () => {
+  const W = 3;
+  const job = smallJob(W, { auto: true });
+  const launch = (world, args) => runRanks(world, args, { env: { HCCL_LIBRARY: DOUBLE } });
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch, extraArgs: ["--backend", "hccl"] });
+  try {
+    const ranks = await run();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    for (const row of doc.results) if (row.type) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+    assert.equal(doc.results.find((row) => row.stage === "f32_1003.reduce_scatter.auto").algorithm, "hccl");
+    assert.ok(verifyDumps(job, W, dumpDir) > 1000 * W);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+async function small(env, { timeoutSec } = {}) {
+  const job = {
+    name: "hccl-fault", iterations: 1, warmup: 0, ...(timeoutSec ? { timeoutSec } : {}),
+    tensors: { t: { dtype: "float32", count: 64 } },
+    stages: [{ id: "ar", op: "allreduce", input: "t" }],
+  };
+  const { dir, run } = prepareJob(2, job, {
+    launch: (world, args) => runRanks(world, args, { env: { HCCL_LIBRARY: DOUBLE, ...env } }),
+    extraArgs: ["--backend", "hccl"],
+  });
+  try {
+    return await run();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("HCCL errors: a failing HcclCommInitRootInfo, an asynchronous error, a deadline", async () => {
+  // Rank 0 fails at once; the others may see it leave the store before they fail themselves.
+  const failed = await small({ SPMD_DOUBLE_FAIL_INIT: "1" });
+  for (const p of failed) assert.notEqual(p.code, 0);
+  assert.match(failed[0].stderr, /HCCL HcclCommInitRootInfo failed: HCCL_E_INTERNAL \(4\): internal error/);
+  for (const p of await small({ SPMD_DOUBLE_ASYNC_ERROR: "1" })) {
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, /HCCL reported an asynchronous error while waiting for HcclAllReduce of \d+ bytes: HCCL_E_REMOTE \(21\)/);
+  }
+  const stalled = await small({ SPMD_DOUBLE_STALL_RANK: "1" }, { timeoutSec: 1 });
+  for (const p of stalled) assert.notEqual(p.code, 0);
+  assert.match(stalled[1].stderr, /deadline passed while waiting for HcclAllReduce/);
+});
+
+test("the binding: root info of 4108 bytes; runner info reports hccl", async () => {
+  const { native } = await import("../dist/comm/native.js");
+  assert.equal(native().libraryId("hccl", DOUBLE).length, 4108);
+  assert.throws(() => native().libraryId("hccl", "/nonexistent/libhccl.so"), { code: "ERR_SPMD_UNSUPPORTED" });
+  const info = await runNode([RUNNER, "info"], { HCCL_LIBRARY: DOUBLE });
+  assert.match(info.stdout, /hccl=built/);
+  assert.match(info.stdout, /hccl: loadable \(.*libspmd_hccl_double\.so from HCCL_LIBRARY; host-memory test double\)/);
+  const none = await runNode([RUNNER, "info"], { HCCL_LIBRARY: "/nonexistent/libhccl.so" });
+  assert.match(none.stdout, /hccl: not loadable: hccl: cannot load \/nonexistent\/libhccl\.so/);
+});
