@@ -30,10 +30,12 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.match(p.stdout, /# Avg bus bandwidth {4}: \d+\.\d{4}/);
     assert.match(p.stdout, /# Out of bounds values : 0 OK/);
     const doc = JSON.parse(readFileSync(json, "utf8"));
-    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "results", "average_bus_bandwidth", "ranks"]);
+    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "topology", "results", "average_bus_bandwidth", "ranks"]);
     assert.deepEqual(doc.ranks.map((u) => u.rank), [0, 1, 2, 3]);
     assert.equal(doc.world_size, 4);
     assert.equal(doc.backend, "shm");
+    assert.deepEqual(doc.topology, { hosts: [{ name: os.hostname(), ranks: [0, 1, 2, 3] }], links: { shm: 6, tcp: 0 } });
+    assert.match(p.stdout, /# 1 host: \S+ \(ranks 0-3\); links: 6 shm/);
     assert.deepEqual(Object.keys(doc.results[0]), [
       "stage", "op", "size", "count", "type", "redop", "root", "algorithm", "time", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
       "per_rank_avg_us", "slowest_rank", "straggler_us",

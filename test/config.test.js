@@ -276,6 +276,7 @@ test("run configuration: defaults, overrides and errors", () => {
     log: { level: "info", allRanks: false, files: false },
     output: { dir: "results" },
     rendezvous: {},
+    tcp: {},
   };
   assert.deepEqual(loadRunConfig(), defaults);
   assert.deepEqual(parseRunConfig("{}", "run.json"), defaults);
@@ -283,6 +284,8 @@ test("run configuration: defaults, overrides and errors", () => {
   assert.equal(custom.backend, "tcp");
   assert.deepEqual(custom.log, { level: "debug", allRanks: false, files: false });
   assert.deepEqual(custom.rendezvous, { port: 29500 });
+  assert.deepEqual(parseRunConfig('{"tcp": {"iface": "eth,ib"}}', "run.json").tcp, { iface: "eth,ib" });
+  assert.throws(() => parseRunConfig('{"tcp": {"ifname": "eth0"}}', "run.json"), { message: /run.json: tcp: unknown key "ifname"/ });
   assert.equal(parseRunConfig('{"timeoutSec": 2.5}', "run.json").timeoutSec, 2.5);
   assert.throws(() => parseRunConfig('{"backend": "gloo"}', "run.json"), {
     message: 'run.json: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',

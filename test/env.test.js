@@ -100,6 +100,16 @@ test("SLURM with SLURM_NTASKS_PER_NODE and a master port", () => {
   });
 });
 
+test("SLURM master port: MASTER_PORT, else derived alike on every task from the job and step ids", () => {
+  assert.equal(discoverPlace({ ...slurm, SLURM_JOB_ID: "1234", SLURM_STEP_ID: "2" }).master.port, 16384 + ((1234 * 32 + 2) % 16384));
+  assert.equal(discoverPlace({ ...slurm, SLURM_JOBID: "1234" }).master.port, 16384 + ((1234 * 32) % 16384));
+  assert.equal(discoverPlace({ ...slurm, SLURM_JOB_ID: "1234", SLURM_STEP_ID: "2", MASTER_PORT: "6000" }).master.port, 6000);
+  const ports = new Set(Array.from({ length: 32 }, (_, step) => discoverPlace({ ...slurm, SLURM_JOB_ID: "98765", SLURM_STEP_ID: String(step) }).master.port));
+  assert.equal(ports.size, 32, "the first 32 steps of a job get distinct ports");
+  for (const p of ports) assert.ok(p >= 16384 && p < 32768, `port ${p} outside 16384..32767`);
+  assert.throws(() => discoverPlace({ ...slurm, SLURM_JOB_ID: "12a" }), { message: "environment: SLURM_JOB_ID=12a is not a non-negative integer" });
+});
+
 test("SLURM master: node lists in order, then the launch node, and MASTER_ADDR over all", () => {
   const { SLURM_STEP_NODELIST, ...noStep } = slurm;
   assert.equal(discoverPlace(noStep).master.addr, "other1");

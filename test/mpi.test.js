@@ -1,6 +1,6 @@
 // The MPI backend and the MPI bootstrap under a real `mpirun`: every stage at 2, 3, 4 and 8 ranks (8 on
 // 2 cores) checked element by element against the reference in helpers/matrix.js, MPI's "auto" and the
-// named algorithms alike; shm bootstrapped over MPI giving byte-identical results; the quick start;
+// named algorithms alike; shm and tcp bootstrapped over MPI giving byte-identical results; the quick start;
 // `runner info`; a deadline that fires. Without mpirun or an MPI build these tests are skipped with the
 // reason, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
@@ -18,12 +18,12 @@ import { RUNNER, runNode } from "./helpers/ranks.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
 
-test("backend and bootstrap rules: auto is mpi under an MPI launcher when built; shm meets over MPI without MASTER_*", () => {
+test("backend and bootstrap rules: auto is mpi under an MPI launcher when built, else decided by the hosts; shm/tcp meet over MPI without MASTER_*", () => {
   const openmpi = { OMPI_COMM_WORLD_RANK: "1", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "1", OMPI_COMM_WORLD_LOCAL_SIZE: "4" };
   const master = { MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
   const slurm = { SLURM_PROCID: "1", SLURM_NTASKS: "4", SLURM_LOCALID: "1", SLURM_NTASKS_PER_NODE: "4", SLURM_NODEID: "0" };
   const torchrun = { RANK: "1", WORLD_SIZE: "4", LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "4", ...master };
-  const plan = (env, requested = "auto", built = ["shm", "mpi"]) => {
+  const plan = (env, requested = "auto", built = ["shm", "tcp", "mpi"]) => {
     const place = discoverPlace(env);
     try {
       return planStart({ requested, place, env, built, master: place.master ?? {} });
@@ -37,14 +37,16 @@ test("backend and bootstrap rules: auto is mpi under an MPI launcher when built;
   assert.deepEqual(plan({ ...openmpi, ...master }, "shm"), { backend: "shm", bootstrap: "tcp" });
   assert.deepEqual(plan({ ...slurm, PMIX_RANK: "1" }), { backend: "mpi", bootstrap: "mpi" });
   assert.match(plan(slurm), /need MASTER_ADDR and MASTER_PORT/, "srun without PMI: MPI would not find the job");
-  assert.deepEqual(plan({ ...slurm, SLURM_STEP_NODELIST: "node[01-02]", MASTER_PORT: "29500" }), { backend: "shm", bootstrap: "tcp" });
-  assert.deepEqual(plan(torchrun), { backend: "shm", bootstrap: "tcp" });
+  assert.deepEqual(plan({ ...slurm, SLURM_STEP_NODELIST: "node[01-02]", MASTER_PORT: "29500" }), { backend: "auto", bootstrap: "tcp" });
+  assert.deepEqual(plan(torchrun), { backend: "auto", bootstrap: "tcp" });
+  assert.deepEqual(plan(torchrun, "tcp"), { backend: "tcp", bootstrap: "tcp" });
+  assert.deepEqual(plan(openmpi, "tcp"), { backend: "tcp", bootstrap: "mpi" });
   assert.deepEqual(plan({}), { backend: "shm", bootstrap: "none" });
   assert.match(plan(torchrun, "mpi"), /^backend mpi: needs an MPI launcher .* started by torchrun$/);
-  // Without the MPI build: auto falls back to shm, which then needs the TCP store.
-  assert.deepEqual(plan({ ...openmpi, ...master }, "auto", ["shm"]), { backend: "shm", bootstrap: "tcp" });
-  assert.match(plan(openmpi, "auto", ["shm"]), /need MASTER_ADDR and MASTER_PORT .*; meeting over MPI instead needs the mpi backend/);
-  assert.match(plan(openmpi, "mpi", ["shm"]), /^backend mpi is not available in this build \(built: shm\)/);
+  // Without the MPI build: auto is decided by the hosts, and the ranks then need the TCP store to meet.
+  assert.deepEqual(plan({ ...openmpi, ...master }, "auto", ["shm", "tcp"]), { backend: "auto", bootstrap: "tcp" });
+  assert.match(plan(openmpi, "auto", ["shm", "tcp"]), /need MASTER_ADDR and MASTER_PORT .*; meeting over MPI instead needs the mpi backend/);
+  assert.match(plan(openmpi, "mpi", ["shm", "tcp"]), /^backend mpi is not available in this build \(built: shm, tcp\)/);
 });
 
 const ours = () => readdirSync("/dev/shm").filter((f) => f.startsWith("spmd-"));
@@ -120,13 +122,13 @@ mpiTest("MPI_THREAD_FUNNELED (SPMD_MPI_THREAD_LEVEL=funneled): one lane, igather
   }
 });
 
-mpiTest("shm bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) gives byte-identical outputs to the mpi backend, W=4", async () => {
+mpiTest("shm and tcp bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) give byte-identical outputs to the mpi backend, W=4", async () => {
   const W = 4;
   const job = smallJob(W, { auto: true });
   const dumps = {};
   const dirs = [];
   try {
-    for (const backend of ["shm", "mpi"]) {
+    for (const backend of ["shm", "tcp", "mpi"]) {
       const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: mpirun, extraArgs: ["--backend", backend] });
       dirs.push(dir);
       await noLeftovers(async () => {
@@ -139,15 +141,17 @@ mpiTest("shm bootstrapped over MPI (no MASTER_ADDR/MASTER_PORT) gives byte-ident
     let files = 0;
     for (const stage of readdirSync(dumps.mpi)) {
       const names = readdirSync(path.join(dumps.mpi, stage)).sort();
-      assert.deepEqual(readdirSync(path.join(dumps.shm, stage)).sort(), names, `${stage}: the same files`);
-      for (const name of names) {
-        const a = readFileSync(path.join(dumps.shm, stage, name));
-        const b = readFileSync(path.join(dumps.mpi, stage, name));
-        assert.ok(a.equals(b), `${stage}/${name} differs between shm and mpi`);
-        files++;
+      for (const backend of ["shm", "tcp"]) {
+        assert.deepEqual(readdirSync(path.join(dumps[backend], stage)).sort(), names, `${stage}: the same files`);
+        for (const name of names) {
+          const a = readFileSync(path.join(dumps[backend], stage, name));
+          const b = readFileSync(path.join(dumps.mpi, stage, name));
+          assert.ok(a.equals(b), `${stage}/${name} differs between ${backend} and mpi`);
+          files++;
+        }
       }
     }
-    assert.ok(files > job.stages.length * W, `compared only ${files} files`);
+    assert.ok(files > 2 * job.stages.length * W, `compared only ${files} files`);
   } finally {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }

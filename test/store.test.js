@@ -340,6 +340,17 @@ describe("rendezvous", () => {
     await closing0;
   });
 
+  test("rank 0 listens on the address it is given, and on every interface for a host name", T, async () => {
+    for (const [addr, listening] of [["127.0.0.1", ["127.0.0.1"]], ["localhost", ["::", "0.0.0.0"]]]) {
+      const r0 = await rendezvous({ rank: 0, size: 1, addr, port: await unusedPort(), token: TOKEN, timeoutMs: 1000 });
+      try {
+        assert.ok(listening.includes(r0.server.host), `${addr}: listening on ${r0.server.host}`);
+      } finally {
+        await r0.close();
+      }
+    }
+  });
+
   test("a busy port is reported clearly", T, async () => {
     const blocker = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: "other" });
     try {

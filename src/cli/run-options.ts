@@ -7,6 +7,11 @@ export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 export const RUN_OPTIONS = {
   config: { type: "string", requiresArg: true, describe: "Run configuration file (backend, timeouts, logs, output)" },
   backend: { type: "string", choices: BACKENDS, describe: "Communication backend" },
+  iface: {
+    type: "string",
+    requiresArg: true,
+    describe: "tcp: interface to use (name prefixes like eth,ib; =eth0 exact; ^docker excluded) or an IP address",
+  },
   check: { type: "boolean", describe: "Verify every element of every stage's result" },
   iterations: { type: "number", requiresArg: true, describe: "Timed steps per sweep point" },
   warmup: { type: "number", requiresArg: true, describe: "Untimed steps before timing" },
@@ -22,6 +27,7 @@ export const RUN_OPTIONS = {
 export interface RunOptionArgs {
   config?: string;
   backend?: (typeof BACKENDS)[number];
+  iface?: string;
   check?: boolean;
   iterations?: number;
   warmup?: number;

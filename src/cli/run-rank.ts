@@ -39,6 +39,7 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
     cfg: {
       ...cfg,
       backend: a.backend ?? cfg.backend,
+      tcp: { ...cfg.tcp, iface: a.iface ?? cfg.tcp.iface },
       log: { ...cfg.log, level: a["log-level"] ?? (a.quiet ? "warn" : cfg.log.level), allRanks: a["log-all-ranks"] ?? cfg.log.allRanks },
       output: { ...cfg.output, dir: a.out ?? cfg.output.dir, json: a.json ?? cfg.output.json },
     },
@@ -90,6 +91,7 @@ export async function runRank(args: RunArgs): Promise<number> {
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
+    iface: cfg.tcp.iface,
   });
   log.debug(opened.summary);
   const release = () => opened.comm.release();
@@ -132,6 +134,7 @@ export async function runRank(args: RunArgs): Promise<number> {
         job: job.name,
         world_size: place.size,
         backend: opened.comm.backend,
+        ...(opened.topology && { topology: opened.topology }),
         results: rows,
         average_bus_bandwidth: averageBusBandwidth(rows),
         ranks,

@@ -98,6 +98,29 @@ export interface ShmOptions {
   channelBytes?: number;
 }
 
+/** The tcp backend: over tcp to every rank, or with `local` over shm to the ranks of this host ("shm+tcp"). */
+export interface TcpOptions {
+  backend: "tcp";
+  rank: number;
+  size: number;
+  /** 64 hex digits every peer must show when it connects (tcpKey of the job token). */
+  key: string;
+  /** Where this rank listens; the communicator takes its socket over. */
+  endpoint: NativeTcpEndpoint;
+  /** The ranks of this host (ascending, this one among them) and their segment: the lowest creates it. */
+  local?: { name: string; ranks: number[]; channelBytes?: number };
+}
+
+/** A listening socket opened before the ranks exchange addresses (port 0: the kernel picks). */
+export interface NativeTcpEndpoint {
+  /** The bound address: a numeric IP address, or "::" / "0.0.0.0" for every interface. */
+  readonly address: string;
+  readonly port: number;
+}
+
+/** Where a tcp peer listens; null for this rank and for ranks reached through shm. */
+export type TcpPeer = { host: string; port: number } | null;
+
 export interface MpiOptions {
   backend: "mpi";
   rank: number;
@@ -179,6 +202,7 @@ export interface FlightEntry {
 export interface NativeCommunicator {
   readonly rank: number;
   readonly size: number;
+  /** "shm", "tcp", "shm+tcp" or "mpi". */
   readonly backend: string;
   /** Steps the program now running has finished (for progress displays). */
   readonly stepsDone: number;
@@ -191,8 +215,11 @@ export interface NativeCommunicator {
   tensor(index: number): { dtype: NativeDType; data: Buffer };
   /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
-  /** Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for the others. */
-  connect(): Promise<void>;
+  /**
+   * Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for shm and mpi.
+   * The tcp backend connects to every peer (`peers` indexed by rank) within `timeoutMs`.
+   */
+  connect(peers?: TcpPeer[], timeoutMs?: number): Promise<void>;
   /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
   flightRecord(): FlightEntry[];
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
@@ -203,10 +230,14 @@ export interface NativeCommunicator {
 /** Errors from native code carry one of these codes. */
 export type NativeErrorCode =
   | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE";
+  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE"
+  /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
+  | "ERR_SPMD_DESYNC";
 
 interface NativeModule {
-  Communicator: new (options: ShmOptions | MpiOptions | LibraryOptions) => NativeCommunicator;
+  Communicator: new (options: ShmOptions | TcpOptions | MpiOptions | LibraryOptions) => NativeCommunicator;
+  /** `peers`: how many connections may arrive at once (the listen backlog). */
+  TcpEndpoint: new (options: { address: string; peers: number }) => NativeTcpEndpoint;
   backends: string[];
   /** ncclGetUniqueId / HcclGetRootInfo from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
   libraryId(backend: "nccl" | "hccl", library: string): Buffer;

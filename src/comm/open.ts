@@ -1,19 +1,17 @@
-import { randomBytes } from "node:crypto";
-import os from "node:os";
 import type { Backend } from "../config/run-config.js";
 import type { Place } from "../env/place.js";
 import { agree, AgreementError, type Fingerprint } from "./agreement.js";
 import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
+import { BackendError } from "./errors.js";
+import { hostIdentity, type HostIdentity } from "./host.js";
 import { native, type NativeCommunicator } from "./native.js";
+import { startShm } from "./start-shm.js";
+import { startTcp } from "./start-tcp.js";
+import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
 import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
 import type { Job } from "../config/job.js";
-
-/** The user asked for something this build or this placement cannot do (exit code 2). */
-export class BackendError extends Error {
-  readonly exitCode = 2;
-}
 
 export interface OpenOptions {
   place: Place;
@@ -25,26 +23,39 @@ export interface OpenOptions {
   timeoutMs: number;
   addr?: string;
   port?: number;
+  /** The tcp backend's interface or address (tcp.iface, --iface); see tcp-address.ts. */
+  iface?: string;
   /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY, HCCL_LIBRARY. */
   env?: NodeJS.ProcessEnv;
   /** The job's device (default "cpu"): "cuda" makes auto pick nccl, "npu" hccl. */
   device?: Job["device"];
 }
 
+/** Where the ranks run and how they are linked; absent where a library links them (mpi, nccl, hccl). */
+export interface JobTopology {
+  hosts: Topology["hosts"];
+  links: LinkCounts;
+}
+
 export interface OpenCommunicator {
   comm: NativeCommunicator;
   /** How the ranks met; it stays open for small exchanges until close(). */
   bootstrap: Bootstrap;
+  topology?: JobTopology;
   /** How this rank started, for the log: "backend mpi (MPI_THREAD_MULTIPLE, 2 lanes), bootstrap mpi". */
   summary: string;
   /** `failed`: leave at once, without waiting for peers that may be dead. */
   close(failed?: boolean): Promise<void>;
 }
 
-/** How a rank starts: which bootstrap meets the others, and the backend ("shm" still needs one host). */
+/**
+ * How a rank starts: which bootstrap meets the others, and the backend. "auto" (for host memory) is decided
+ * once the ranks have met and know their hosts: shm when all share one, else tcp between hosts and shm
+ * within each ("shm+tcp"; plain tcp when no host holds two ranks).
+ */
 export interface StartPlan {
   bootstrap: Bootstrap["kind"];
-  backend: "mpi" | "shm" | LibraryBackend;
+  backend: "mpi" | "shm" | "tcp" | "auto" | LibraryBackend;
 }
 
 export interface PlanInput {
@@ -66,9 +77,10 @@ function libraryBootstrap(backend: string, { place, env, built, master }: PlanIn
 }
 
 /**
- * Resolves "auto" and rejects what cannot run here, before any rank communicates. auto = nccl for a job on
- * device "cuda", hccl on "npu"; else mpi when an MPI launcher started the job and the mpi backend is built, else shm (one host). The bootstrap is MPI for
- * the mpi backend, and for shm under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
+ * Resolves what can be resolved before any rank communicates, and rejects what cannot run here. auto =
+ * nccl for a job on device "cuda", hccl on "npu"; else mpi when an MPI launcher started the job and the mpi
+ * backend is built; otherwise it waits for the hosts. The bootstrap is MPI for the mpi backend, and for
+ * shm/tcp under an MPI launcher without MASTER_ADDR/MASTER_PORT; else the TCP store.
  */
 export function planStart(input: PlanInput): StartPlan {
   const { requested, place, env, built, master, device = "cpu" } = input;
@@ -92,12 +104,12 @@ export function planStart(input: PlanInput): StartPlan {
     }
     return { bootstrap: "mpi", backend: "mpi" };
   }
-  if (requested !== "auto" && requested !== "shm") {
+  if ((requested !== "auto" && requested !== "shm" && requested !== "tcp") || (requested === "tcp" && !built.includes("tcp"))) {
     throw new BackendError(`backend ${requested} is not available in this build (built: ${built.join(", ")}); see "node runner info"`);
   }
-  if (place.size === 1) return { bootstrap: "none", backend: "shm" };
-  if (master.addr && master.port !== undefined) return { bootstrap: "tcp", backend: "shm" };
-  if (byMpi && mpiBuilt) return { bootstrap: "mpi", backend: "shm" };
+  if (place.size === 1) return { bootstrap: "none", backend: requested === "tcp" ? "tcp" : "shm" };
+  if (master.addr && master.port !== undefined) return { bootstrap: "tcp", backend: requested };
+  if (byMpi && mpiBuilt) return { bootstrap: "mpi", backend: requested };
   throw new BackendError(
     `rendezvous: ${place.size} ranks need MASTER_ADDR and MASTER_PORT (or rendezvous.addr/port in the run config)` +
       (byMpi ? `; meeting over MPI instead needs the mpi backend, which is not built (see "node runner info")` : ""),
@@ -124,33 +136,16 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
   }
 }
 
-/** One segment for the ranks of one host: rank 0 creates it, the others attach to the name it sends. */
-async function startShm(boot: Bootstrap, place: Place): Promise<NativeCommunicator> {
-  const { rank, size } = place;
-  const hosts = await boot.allGather("host", os.hostname());
-  if (!hosts.every((h) => h === hosts[0])) {
-    throw new BackendError(
-      `backend shm: ranks run on several hosts (${[...new Set(hosts)].join(", ")}) and shm needs one; the tcp backend is not built yet`,
-    );
-  }
-  const Communicator = native().Communicator;
-  let comm: NativeCommunicator | undefined;
-  try {
-    let name: string | undefined;
-    if (rank === 0) {
-      name = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "shm", name, rank, size, create: true });
-    }
-    name = await boot.broadcast("shm/name", name);
-    comm ??= new Communicator({ backend: "shm", name, rank, size, create: false });
-    // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
-    await boot.barrier("shm/attached");
-    comm.release();
-    return comm;
-  } catch (err) {
-    comm?.close();
-    throw err;
-  }
+/** Which ranks share a host, from the identities every rank sends. */
+async function meet(boot: Bootstrap): Promise<Topology> {
+  const ids = await boot.allGather("host", JSON.stringify(hostIdentity()));
+  return topologyOf(ids.map((s) => JSON.parse(s) as HostIdentity));
+}
+
+/** auto once the hosts are known. */
+function byTopology(topo: Topology): "shm" | "tcp" | "shm+tcp" {
+  if (topo.hosts.length === 1) return "shm";
+  return topo.hosts.some((h) => h.ranks.length > 1) ? "shm+tcp" : "tcp";
 }
 
 /**
@@ -187,17 +182,25 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   const boot = await openBootstrap(plan.bootstrap, o, input);
   let comm: NativeCommunicator;
   let backend: string = plan.backend;
+  let topology: JobTopology | undefined;
   try {
     await agree(boot, o.place.rank, o.fingerprint);
-    if (plan.backend === "shm") {
-      comm = await startShm(boot, o.place);
-    } else if (plan.backend === "nccl" || plan.backend === "hccl") {
+    if (plan.backend === "nccl" || plan.backend === "hccl") {
       comm = await startLibrary(plan.backend, boot, o.place, input.env);
-    } else {
+    } else if (plan.backend === "mpi") {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;
       comm = new (native().Communicator)({ backend: "mpi", rank: o.place.rank, size: o.place.size, mpi });
       backend += ` (MPI_THREAD_${world.threadLevel.toUpperCase()}, ${world.lanes} lane${world.lanes > 1 ? "s" : ""})`;
+    } else {
+      const topo = await meet(boot);
+      const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
+      comm =
+        chosen === "shm"
+          ? await startShm(boot, o.place, topo)
+          : await startTcp(boot, o.place, topo, { token: o.token, timeoutMs: o.timeoutMs, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
+      topology = { hosts: topo.hosts, links: linkCounts(topo, chosen !== "tcp") };
+      backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;
     }
   } catch (err) {
     // After a disagreement every rank is alive and leaving: rank 0 keeps the store up until all have
@@ -208,6 +211,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   return {
     comm,
     bootstrap: boot,
+    topology,
     summary: `backend ${backend}, bootstrap ${boot.kind}`,
     close: async (failed = false) => {
       comm.close();

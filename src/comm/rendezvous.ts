@@ -1,5 +1,6 @@
 // Brings all ranks of a job together on the TCP store hosted by rank 0.
 
+import net from "node:net";
 import { StoreClient, StoreServer } from "./store.js";
 
 export interface RendezvousOptions {
@@ -30,8 +31,11 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
   if (!Number.isInteger(opts.size) || opts.size < 1 || !Number.isInteger(opts.rank) || opts.rank < 0 || opts.rank >= opts.size) {
     throw new Error(`rendezvous: rank ${opts.rank} does not fit a world of size ${opts.size}`);
   }
-  const server =
-    opts.rank === 0 ? await StoreServer.listen({ host: opts.addr, port: opts.port, token: opts.token }) : undefined;
+  // A host name may resolve to another address on rank 0's own host than elsewhere (Debian maps the host's
+  // own name to 127.0.1.1, and SLURM's master is a node name): rank 0 then listens on every interface, as
+  // torch's TCPStore does. An IP address is listened on as given.
+  const host = net.isIP(opts.addr) ? opts.addr : undefined;
+  const server = opts.rank === 0 ? await StoreServer.listen({ host, port: opts.port, token: opts.token }) : undefined;
   let store: StoreClient | undefined;
   try {
     store = await StoreClient.connect({

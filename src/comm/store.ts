@@ -54,6 +54,8 @@ function digest(token: string): Buffer {
 }
 
 export class StoreServer {
+  /** The address listened on: as asked, or "::" / "0.0.0.0" for every interface. */
+  readonly host: string;
   readonly port: number;
   private readonly values = new Map<string, Buffer>();
   private readonly waitersByKey = new Map<string, Set<Waiter>>();
@@ -65,19 +67,20 @@ export class StoreServer {
     token: string,
     private readonly maxFrameBytes: number,
   ) {
-    this.port = (server.address() as net.AddressInfo).port;
+    ({ address: this.host, port: this.port } = server.address() as net.AddressInfo);
     this.tokenDigest = digest(token);
     server.on("connection", (socket) => this.accept(socket));
     // Failed accepts (e.g. EMFILE) must not take rank 0 down; the peer retries.
     server.on("error", () => {});
   }
 
-  static listen(opts: { host: string; port: number; token: string; maxFrameBytes?: number }): Promise<StoreServer> {
+  /** Without `host`, on every interface (IPv6 and IPv4 where the host has IPv6). */
+  static listen(opts: { host?: string; port: number; token: string; maxFrameBytes?: number }): Promise<StoreServer> {
     const server = net.createServer();
     return new Promise((resolve, reject) => {
       server.once("error", (err: NodeJS.ErrnoException) => {
         const why = err.code === "EADDRINUSE" ? "address in use" : err.message;
-        reject(new Error(`rendezvous: cannot listen on ${formatAddress(opts.host, opts.port)}: ${why}`));
+        reject(new Error(`rendezvous: cannot listen on ${formatAddress(opts.host ?? "*", opts.port)}: ${why}`));
       });
       server.listen({ host: opts.host, port: opts.port }, () => {
         server.removeAllListeners("error");

@@ -26,6 +26,12 @@ export const runConfigSchema = z.strictObject({
       port: z.int().min(1).max(65535).optional(),
     })
     .prefault({}),
+  tcp: z
+    .strictObject({
+      // Like NCCL_SOCKET_IFNAME: interface-name prefixes ("eth,ib"), "=eth0" exact, "^docker" excluded; or an IP address.
+      iface: z.string().min(1).optional(),
+    })
+    .prefault({}),
 });
 
 export type RunConfig = z.output<typeof runConfigSchema>;

@@ -55,8 +55,8 @@ function port(env: Env): number | undefined {
 }
 
 /** MPI launchers bootstrap without a master, but an explicit MASTER_ADDR/MASTER_PORT still counts. */
-function masterAt(addr: string | undefined, env: Env): Place["master"] {
-  const p = port(env);
+function masterAt(addr: string | undefined, env: Env, fallbackPort?: number): Place["master"] {
+  const p = port(env) ?? fallbackPort;
   if (addr === undefined) return undefined;
   return p === undefined ? { addr } : { addr, port: p };
 }
@@ -213,6 +213,19 @@ function slurmMasterAddr(env: Env): string | undefined {
   return get(env, "SLURM_LAUNCH_NODE_IPADDR");
 }
 
+/**
+ * Without MASTER_PORT every task of a step derives the same port from the job and step ids:
+ * 16384 + (SLURM_JOB_ID × 32 + SLURM_STEP_ID) mod 16384. That is below Linux's ephemeral range
+ * (32768-60999), so no port the kernel hands out collides with it, and it differs for the first 32 steps of
+ * a job, so steps running at once on the same first node do not share it.
+ */
+export function slurmPort(env: Env): number | undefined {
+  const job = readVar(env, ["SLURM_JOB_ID", "SLURM_JOBID"]);
+  if (!job) return undefined;
+  const step = readVar(env, ["SLURM_STEP_ID", "SLURM_STEPID"])?.value ?? 0;
+  return 16384 + ((job.value * 32 + step) % 16384);
+}
+
 // SLURM_NTASKS alone only says the allocation's size (salloc, sbatch); SLURM_PROCID marks an srun task.
 const slurm: Row = (env) => {
   const rank = readVar(env, ["SLURM_PROCID"]);
@@ -235,7 +248,7 @@ const slurm: Row = (env) => {
     localRank,
     localSize,
     nodeRank: node,
-    master: masterAt(get(env, "MASTER_ADDR") ?? slurmMasterAddr(env), env),
+    master: masterAt(get(env, "MASTER_ADDR") ?? slurmMasterAddr(env), env, slurmPort(env)),
   });
 };
 

@@ -47,7 +47,10 @@ export interface ResultDocument {
   version: string;
   job: string;
   world_size: number;
+  /** "shm", "tcp", "shm+tcp" (shm within hosts, tcp between) or "mpi". */
   backend: string;
+  /** Where the ranks ran and how many pairs of ranks each kind of link joined (absent under mpi). */
+  topology?: { hosts: { name: string; ranks: number[] }[]; links: { shm: number; tcp: number } };
   results: ResultRow[];
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */

@@ -1,3 +1,4 @@
+import { describeHosts } from "../comm/topology.js";
 import type { ResultDocument, ResultRow } from "./result.js";
 
 interface Column {
@@ -44,10 +45,17 @@ function lines(rows: string[][]): string[] {
   return rows.map((cells) => cells.map((c, i) => (columns[i]!.left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" "));
 }
 
+/** "2 hosts: a (ranks 0,1), b (ranks 2,3); links: 2 shm, 4 tcp" */
+function topologyLine(t: NonNullable<ResultDocument["topology"]>): string {
+  const links = (["shm", "tcp"] as const).filter((k) => t.links[k] > 0).map((k) => `${t.links[k]} ${k}`);
+  return `${t.hosts.length} host${t.hosts.length > 1 ? "s" : ""}: ${describeHosts(t.hosts)}; links: ${links.join(", ") || "none"}`;
+}
+
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const out = [
     `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
+    ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
     "#",
   ];
   const [title, unit, ...rows] = lines([columns.map((c) => c.title), columns.map((c) => c.unit), ...doc.results.map((r) => columns.map((c) => c.cell(r)))]);

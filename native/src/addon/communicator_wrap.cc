@@ -3,7 +3,9 @@
 #include "addon/errors.h"
 #include "addon/library_wrap.h"
 #include "addon/program_from_js.h"
+#include "addon/tcp_wrap.h"
 #include "backends/shm/shm_backend.h"
+#include "backends/tcp/tcp_backend.h"
 #include "core/error.h"
 #include "core/executor.h"
 #include "core/flight_recorder.h"
@@ -21,9 +23,46 @@ Napi::Float64Array toFloat64Array(Napi::Env env, const std::vector<double>& v) {
   return a;
 }
 
+tcp::Key parseKey(Napi::Env env, Napi::Value v) {
+  std::string hex = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  tcp::Key key{};
+  if (hex.size() != 2 * key.size()) throwInvalid(env, "tcp: key must be 64 hex digits");
+  for (size_t i = 0; i < key.size(); ++i) {
+    size_t used = 0;
+    int byte = -1;
+    try {
+      byte = std::stoi(hex.substr(2 * i, 2), &used, 16);
+    } catch (const std::exception&) {
+    }
+    if (used != 2 || byte < 0) throwInvalid(env, "tcp: key must be 64 hex digits");
+    key[i] = uint8_t(byte);
+  }
+  return key;
+}
+
+std::unique_ptr<tcp::TcpBackend> startTcp(Napi::Env env, const Napi::Object& o, int rank, int size) {
+  tcp::TcpOptions to;
+  to.rank = rank;
+  to.size = size;
+  to.key = parseKey(env, o.Get("key"));
+  to.listener = TcpEndpointWrap::takeListener(env, o.Get("endpoint"));
+  if (o.Get("local").IsObject()) {
+    Napi::Object l = o.Get("local").As<Napi::Object>();
+    tcp::LocalGroup group;
+    group.name = l.Get("name").ToString().Utf8Value();
+    if (group.name.size() < 2 || group.name[0] != '/') throwInvalid(env, "tcp: local.name must start with '/'");
+    if (!l.Get("ranks").IsArray()) throwInvalid(env, "tcp: local.ranks must be an array of ranks");
+    Napi::Array ranks = l.Get("ranks").As<Napi::Array>();
+    for (uint32_t i = 0; i < ranks.Length(); ++i) group.ranks.push_back(ranks.Get(i).ToNumber().Int32Value());
+    if (l.Has("channelBytes")) group.channelBytes = size_t(l.Get("channelBytes").ToNumber().Int64Value());
+    to.local = std::move(group);
+  }
+  return std::make_unique<tcp::TcpBackend>(std::move(to));
+}
+
 // Starts the backend `o` names and sets `queue` to the progress thread its ops must run on.
 std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int rank, int size,
-                                      std::shared_ptr<OpQueue>& queue) {
+                                      std::shared_ptr<OpQueue>& queue, tcp::TcpBackend*& tcpBackend) {
   std::string kind = o.Get("backend").ToString().Utf8Value();
 #ifdef SPMD_HAVE_MPI
   if (kind == "mpi") {
@@ -57,8 +96,35 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
     if (so.name.size() < 2 || so.name[0] != '/') throwInvalid(env, "shm: name must start with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }
+  if (kind == "tcp") {
+    queue = std::make_shared<OpQueue>();
+    auto backend = startTcp(env, o, rank, size);
+    tcpBackend = backend.get();
+    return backend;
+  }
   Napi::Error err = makeError(env, code::kUnsupported, "backend \"" + kind + "\" is not built into this addon");
   throw err;
+}
+
+// tcp's connect(peers, timeoutMs): where each rank listens ({ host, port }), null for ranks it reaches
+// otherwise. Parsed here, on the JS thread, so a bad address is a TypeError at the call.
+std::vector<std::optional<tcp::SocketAddress>> tcpPeers(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArray() || !info[1].IsNumber()) throwInvalid(env, "connect: the tcp backend expects (peers, timeoutMs)");
+  Napi::Array list = info[0].As<Napi::Array>();
+  std::vector<std::optional<tcp::SocketAddress>> peers(list.Length());
+  try {
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      Napi::Value p = list.Get(i);
+      if (p.IsNull() || p.IsUndefined()) continue;
+      if (!p.IsObject()) throwInvalid(env, "connect: each peer is { host, port } or null");
+      Napi::Object a = p.As<Napi::Object>();
+      peers[i] = tcp::SocketAddress::parse(a.Get("host").ToString().Utf8Value(), uint16_t(a.Get("port").ToNumber().Uint32Value()));
+    }
+  } catch (const CommError& e) {
+    throw makeError(env, e.code(), e.what());
+  }
+  return peers;
 }
 
 }  // namespace
@@ -88,7 +154,7 @@ CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::Objec
   size_ = o.Get("size").ToNumber().Int32Value();
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) throwInvalid(env, "Communicator: need 0 <= rank < size");
   try {
-    backend_ = startBackend(env, o, rank_, size_, queue_);
+    backend_ = startBackend(env, o, rank_, size_, queue_, tcp_);
   } catch (const CommError& e) {
     throw makeError(env, e.code(), e.what());
   }
@@ -280,6 +346,7 @@ Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
 Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
+  if (tcp_) tcp_->expectPeers(tcpPeers(info), std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue())));
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend] { backend->connect(); };

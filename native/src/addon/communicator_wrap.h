@@ -10,6 +10,7 @@
 #include "addon/async_ops.h"
 #include "core/backend.h"
 #include "core/op_queue.h"
+#include "backends/tcp/tcp_backend.h"
 #include "core/program.h"
 
 namespace spmd::addon {
@@ -35,7 +36,8 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value state(const Napi::CallbackInfo& info);
   Napi::Value flightRecord(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
-  // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread.
+  // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread. The tcp
+  // backend takes (peers, timeoutMs): where to reach each rank, known only once the ranks have met.
   Napi::Value connect(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);
@@ -45,6 +47,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;
+  tcp::TcpBackend* tcp_ = nullptr;  // backend_ when it is the tcp backend, whose connect() takes peers
   // The progress thread: the communicator's own (shm), or the MPI runtime's thread, which MPI calls
   // must stay on (mpi; this also keeps the runtime alive). shutdown() ends the backend on it first.
   std::shared_ptr<OpQueue> queue_;

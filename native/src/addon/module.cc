@@ -1,9 +1,10 @@
-// Module entry: the Communicator class, the vendor libraries' module functions, and what this build contains (with MPI: the MpiBootstrap class
-// and the MPI library's version text).
+// Module entry: the Communicator and TcpEndpoint classes, the vendor libraries' module functions, and what
+// this build contains (with MPI: the MpiBootstrap class and the MPI library's version text).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
 #include "addon/library_wrap.h"
+#include "addon/tcp_wrap.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
@@ -12,8 +13,10 @@ namespace {
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
+  exports.Set("TcpEndpoint", spmd::addon::TcpEndpointWrap::define(env));
   Napi::Array backends = Napi::Array::New(env);
   backends.Set(backends.Length(), Napi::String::New(env, "shm"));
+  backends.Set(backends.Length(), Napi::String::New(env, "tcp"));
   // Always built: NCCL and HCCL themselves are opened at run time (libraryProbe says whether they load).
   backends.Set(backends.Length(), Napi::String::New(env, "nccl"));
   backends.Set(backends.Length(), Napi::String::New(env, "hccl"));

@@ -13,6 +13,7 @@ inline constexpr const char* kPeerGone = "ERR_SPMD_PEER_GONE";     // a peer pro
 inline constexpr const char* kSystem = "ERR_SPMD_SYSTEM";          // a system call failed
 inline constexpr const char* kUnsupported = "ERR_SPMD_UNSUPPORTED";
 inline constexpr const char* kAborted = "ERR_SPMD_ABORTED";        // the communicator was aborted
+inline constexpr const char* kDesync = "ERR_SPMD_DESYNC";          // a peer's messages do not match ours (out of step)
 inline constexpr const char* kNccl = "ERR_SPMD_NCCL";              // NCCL returned or reported an error
 inline constexpr const char* kHccl = "ERR_SPMD_HCCL";              // HCCL returned or reported an error
 inline constexpr const char* kDevice = "ERR_SPMD_DEVICE";          // the CUDA or Ascend runtime failed

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <span>
 
+#include "core/error.h"
+
 namespace spmd {
 
 class FlightRecorder;
@@ -34,6 +36,8 @@ class Transport {
   // Zero-byte entries complete at once and synchronise nothing. Throws CommError on a deadline or a
   // dead peer; the message names the peer.
   virtual void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) = 0;
+  // Messages must match one to one: the k-th message from a rank to a peer has the size of the peer's k-th
+  // receive from that rank (tcp checks this and names a peer that is out of step).
 
   void send(int peer, const void* data, size_t bytes) {
     SendSpec s{peer, data, bytes};
@@ -60,6 +64,21 @@ class Transport {
  protected:
   Clock::time_point deadline_ = Clock::time_point::max();
   FlightRecorder* flight_ = nullptr;
+};
+
+// Thrown by an exchange that interrupt() ended: not a failure of its own, but of whoever interrupted it.
+class Interrupted : public CommError {
+ public:
+  Interrupted() : CommError(code::kAborted, "interrupted") {}
+};
+
+// A transport whose wait in exchange() another thread can end: the hybrid transport runs two exchanges at
+// once and must stop one when the other fails, before the caller's buffers go away.
+class InterruptibleTransport : public Transport {
+ public:
+  // Any thread: the exchange under way, and every later one, throws Interrupted promptly. Final, like the
+  // failure that calls for it: the communicator aborts next.
+  virtual void interrupt() = 0;
 };
 
 }  // namespace spmd

@@ -39,7 +39,8 @@ export const infoCommand: CommandModule<object, object> = {
     let auto: string;
     try {
       const plan = planStart({ requested: "auto", place, env: process.env, built, master: place.master ?? {} });
-      auto = `backend ${plan.backend}${plan.backend === "shm" && place.size > 1 ? " (if all ranks share a host)" : ""}, bootstrap ${plan.bootstrap}`;
+      const backend = plan.backend === "auto" ? "shm if all ranks share a host, else tcp between hosts (shm+tcp within)" : plan.backend;
+      auto = `backend ${backend}, bootstrap ${plan.bootstrap}`;
     } catch (err) {
       auto = (err as Error).message;
     }

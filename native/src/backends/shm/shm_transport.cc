@@ -22,8 +22,8 @@ constexpr int64_t kSleepSliceNs = 50'000'000;
 
 }  // namespace
 
-ShmTransport::ShmTransport(const Segment& seg, int rank, int lane)
-    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)) {
+ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks)
+    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
   spinLimit_ = unsigned(seg.worldSize()) > usableCores() ? 2 : 4000;
@@ -86,7 +86,7 @@ void ShmTransport::abort(const std::string& reason) {
   uint32_t expected = 0;
   if (h.aborted.load() == 0) {
     std::snprintf(h.abortReason, sizeof h.abortReason, "%s", reason.c_str());
-    h.aborted.compare_exchange_strong(expected, uint32_t(rank_ + 1));
+    h.aborted.compare_exchange_strong(expected, uint32_t(jobRank(rank_) + 1));
   }
   for (int lane = 0; lane < seg_.lanes(); ++lane) {
     for (int r = 0; r < seg_.worldSize(); ++r) {
@@ -97,20 +97,27 @@ void ShmTransport::abort(const std::string& reason) {
   }
 }
 
+void ShmTransport::interrupt() {
+  interrupted_.store(true, std::memory_order_release);
+  bell_.seq.fetch_add(1, std::memory_order_seq_cst);
+  futexWakeAll(&bell_.seq);
+}
+
 void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
   const SegmentHeader& h = seg_.header();
   if (uint32_t who = h.aborted.load(std::memory_order_acquire)) {
     throw CommError(code::kAborted, "rank " + std::to_string(who - 1) + " aborted the job: " + h.abortReason);
   }
+  if (interrupted_.load(std::memory_order_acquire)) throw Interrupted();
   auto describe = [&](int peer) {
     for (size_t i = 0; i < sends.size(); ++i) {
       if (sends[i].peer == peer && sent_[i] < sends[i].bytes)
-        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(peer) + " (" +
+        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(jobRank(peer)) + " (" +
                std::to_string(sent_[i]) + " done)";
     }
     for (size_t i = 0; i < recvs.size(); ++i) {
       if (recvs[i].peer == peer && received_[i] < recvs[i].bytes)
-        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(peer) + " (" +
+        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(jobRank(peer)) + " (" +
                std::to_string(received_[i]) + " done)";
     }
     return std::string();
@@ -118,7 +125,7 @@ void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const 
   auto checkPeer = [&](int peer) {
     int32_t pid = seg_.doorbell(0, peer).pid.load(std::memory_order_acquire);
     if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-      throw CommError(code::kPeerGone, "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+      throw CommError(code::kPeerGone, "rank " + std::to_string(jobRank(peer)) + " (pid " + std::to_string(pid) +
                                            ") died while this rank was " + describe(peer));
     }
   };
@@ -142,7 +149,7 @@ std::string ShmTransport::stragglers() const {
     int64_t alive = 0;
     for (int l = 0; l < seg_.lanes(); ++l) alive = std::max(alive, seg_.presence(l, r).aliveNs.load(std::memory_order_relaxed));
     const uint64_t position = seg_.presence(lane_, r).position.load(std::memory_order_acquire);
-    peers.push_back({r, true, position, alive ? double(now - alive) * 1e-9 : -1});
+    peers.push_back({jobRank(r), true, position, alive ? double(now - alive) * 1e-9 : -1});
   }
   return describeStragglers(peers, flight_->currentSeq(), *flight_);
 }

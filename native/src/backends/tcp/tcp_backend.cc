@@ -1,0 +1,67 @@
+#include "backends/tcp/tcp_backend.h"
+
+#include "core/error.h"
+
+namespace spmd::tcp {
+
+TcpBackend::TcpBackend(TcpOptions o)
+    : rank_(o.rank), size_(o.size), key_(o.key), listener_(std::move(o.listener)), localIndex_(size_t(o.size), -1) {
+  if (!listener_) throw CommError(code::kInvalid, "tcp: the endpoint was already used by another communicator");
+  if (!o.local) return;
+  const std::vector<int>& ranks = o.local->ranks;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      throw CommError(code::kInvalid, "tcp: the local group must list distinct job ranks in ascending order");
+    }
+    localIndex_[size_t(ranks[i])] = int(i);
+  }
+  const int me = localIndex_[size_t(rank_)];
+  if (me < 0) throw CommError(code::kInvalid, "tcp: the local group does not contain this rank");
+  const int members = int(ranks.size());
+  segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, members, kLanes, o.local->channelBytes)
+                           : shm::Segment::attach(o.local->name, members, kLanes, o.local->channelBytes));
+}
+
+void TcpBackend::expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline) {
+  peers_ = std::move(peers);
+  deadline_ = deadline;
+}
+
+void TcpBackend::connect() {
+  if (!listener_) throw CommError(code::kInvalid, "tcp: connect() was already called");
+  std::vector<std::optional<SocketAddress>> peers = std::move(peers_);
+  if (peers.size() != size_t(size_)) throw CommError(code::kInvalid, "tcp: expected an address entry for each of the " + std::to_string(size_) + " ranks");
+  std::vector<std::string> names(peers.size());
+  for (int r = 0; r < size_; ++r) {
+    const bool tcpPeer = r != rank_ && localIndex_[size_t(r)] < 0;
+    if (tcpPeer != peers[size_t(r)].has_value()) {
+      throw CommError(code::kInvalid, "tcp: rank " + std::to_string(r) + (tcpPeer ? " needs an address" : " must not have an address (it is this rank or on this host)"));
+    }
+    if (tcpPeer) names[size_t(r)] = peers[size_t(r)]->toString();
+  }
+  Links links = connectMesh(std::move(listener_), MeshOptions{rank_, size_, kLanes, key_, std::move(peers), deadline_});
+  std::vector<int> jobRanks;
+  for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
+  for (int lane = 0; lane < kLanes; ++lane) {
+    tcp_[lane] = std::make_unique<TcpTransport>(rank_, lane, std::move(links[size_t(lane)]), names, signal_);
+    Transport* t = tcp_[lane].get();
+    if (segment_) {
+      shm_[lane] = std::make_unique<shm::ShmTransport>(*segment_, localIndex_[size_t(rank_)], lane, jobRanks);
+      hybrid_[lane] = std::make_unique<HybridTransport>(rank_, localIndex_, *shm_[lane], *tcp_[lane]);
+      t = hybrid_[lane].get();
+    }
+    collectives_[lane] = std::make_unique<TransportCollectives>(*t, [this, lane](const std::string& why) { abort(lane, why); });
+  }
+}
+
+Collectives& TcpBackend::lane(int i) {
+  if (!collectives_[i]) throw CommError(code::kInvalid, "tcp: the communicator is not connected (connect() failed or was not called)");
+  return *collectives_[i];
+}
+
+void TcpBackend::abort(int lane, const std::string& reason) {
+  if (shm_[lane]) shm_[lane]->abort(reason);
+  tcp_[lane]->abort(reason);
+}
+
+}  // namespace spmd::tcp

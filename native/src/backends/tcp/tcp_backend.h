@@ -1,0 +1,72 @@
+// The tcp backend: two lanes (ordered ops, nonblocking ops) of tcp connections, each lane a TcpTransport
+// under the shared algorithms. With a local group (backend "auto" on hosts that hold several ranks) the
+// ranks of this host talk through a shm segment instead, and each lane is a HybridTransport over both:
+// "shm+tcp". Started in two steps: the constructor sets up what is local (the listener the endpoint
+// opened, the segment), connect() then meets the peers, on the progress thread.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/hybrid/hybrid_transport.h"
+#include "backends/shm/segment.h"
+#include "backends/shm/shm_transport.h"
+#include "backends/tcp/abort_signal.h"
+#include "backends/tcp/mesh.h"
+#include "backends/tcp/tcp_transport.h"
+#include "core/backend.h"
+#include "core/transport_collectives.h"
+
+namespace spmd::tcp {
+
+// The ranks of this host that share a segment.
+struct LocalGroup {
+  std::string name;        // POSIX shm name; the group's lowest rank creates it, the others attach
+  std::vector<int> ranks;  // job ranks on this host, ascending; this rank among them
+  size_t channelBytes = 256 * 1024;
+};
+
+struct TcpOptions {
+  int rank = 0;
+  int size = 1;
+  Key key{};
+  Fd listener;  // from the Endpoint whose address the other ranks were given
+  std::optional<LocalGroup> local;
+};
+
+class TcpBackend : public Backend {
+ public:
+  explicit TcpBackend(TcpOptions o);
+  // Before connect(): `peers[r]` is where rank r listens, for every rank outside the local group (nullopt
+  // for this rank and for the group); connecting gives up at `deadline`.
+  void expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline);
+  // On the progress thread. Throws kTimeout naming the peers still missing at the deadline.
+  void connect() override;
+
+  std::string name() const override { return segment_ ? "shm+tcp" : "tcp"; }
+  Collectives& lane(int i) override;
+  int lanes() const override { return kLanes; }
+  void release() override {
+    if (segment_) segment_->unlink();
+  }
+
+ private:
+  static constexpr int kLanes = 2;
+  void abort(int lane, const std::string& reason);
+
+  int rank_, size_;
+  Key key_;
+  Fd listener_;
+  std::vector<std::optional<SocketAddress>> peers_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
+  std::optional<shm::Segment> segment_;
+  AbortSignal signal_;
+  std::unique_ptr<shm::ShmTransport> shm_[kLanes];
+  std::unique_ptr<TcpTransport> tcp_[kLanes];
+  std::unique_ptr<HybridTransport> hybrid_[kLanes];
+  std::unique_ptr<TransportCollectives> collectives_[kLanes];
+};
+
+}  // namespace spmd::tcp

@@ -1,0 +1,68 @@
+#include "backends/tcp/wire.h"
+
+#include <endian.h>
+
+#include <cstring>
+
+namespace spmd::tcp {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x48444d53;  // "SMDH" read little-endian: spmd hello
+constexpr uint32_t kFrameMagic = 0x46444d53;  // "SMDF": spmd frame
+
+void put16(uint8_t* p, uint16_t v) { v = htole16(v); std::memcpy(p, &v, 2); }
+void put32(uint8_t* p, uint32_t v) { v = htole32(v); std::memcpy(p, &v, 4); }
+void put64(uint8_t* p, uint64_t v) { v = htole64(v); std::memcpy(p, &v, 8); }
+uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return le16toh(v); }
+uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return le32toh(v); }
+uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return le64toh(v); }
+
+// Hello layout: magic u32 | version u16 | lane u16 | from i32 | to i32 | worldSize i32 | reserved u32 | key[32]
+// Frame layout: magic u32 | kind u32 | seq u64 | total u64 | offset u64
+
+}  // namespace
+
+void encodeHello(const Hello& h, uint8_t* out) {
+  std::memset(out, 0, kHelloBytes);
+  put32(out, kHelloMagic);
+  put16(out + 4, kWireVersion);
+  put16(out + 6, h.lane);
+  put32(out + 8, uint32_t(h.from));
+  put32(out + 12, uint32_t(h.to));
+  put32(out + 16, uint32_t(h.worldSize));
+  std::memcpy(out + 24, h.key.data(), h.key.size());
+}
+
+std::optional<Hello> decodeHello(const uint8_t* in) {
+  if (get32(in) != kHelloMagic || get16(in + 4) != kWireVersion) return std::nullopt;
+  Hello h;
+  h.lane = get16(in + 6);
+  h.from = int32_t(get32(in + 8));
+  h.to = int32_t(get32(in + 12));
+  h.worldSize = int32_t(get32(in + 16));
+  std::memcpy(h.key.data(), in + 24, h.key.size());
+  return h;
+}
+
+bool sameKey(const Key& a, const Key& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+void encodeFrame(const FrameHeader& h, uint8_t* out) {
+  put32(out, kFrameMagic);
+  put32(out + 4, uint32_t(h.kind));
+  put64(out + 8, h.seq);
+  put64(out + 16, h.total);
+  put64(out + 24, h.offset);
+}
+
+std::optional<FrameHeader> decodeFrame(const uint8_t* in) {
+  if (get32(in) != kFrameMagic) return std::nullopt;
+  uint32_t kind = get32(in + 4);
+  if (kind != uint32_t(FrameKind::Data) && kind != uint32_t(FrameKind::Abort)) return std::nullopt;
+  return FrameHeader{FrameKind(kind), get64(in + 8), get64(in + 16), get64(in + 24)};
+}
+
+}  // namespace spmd::tcp

@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// Measures where compressed_allreduce overtakes the exact allreduce on a shaped link and prints the
+// Markdown table that docs/PERFORMANCE.md records: jobs/onebit.json on two hosts (network namespaces,
+// one rank each) whose egress is shaped to RATE, plus DELAY where the kernel has sch_netem. Needs root.
+//   node scripts/onebit-crossover.mjs [--rate 1gbit] [--delay 1ms] [--to 16Mi] [--iterations N] [--warmup N]
+import { parseArgs } from "node:util";
+import { crossoverTable, measureCrossover } from "../test/helpers/onebit-crossover.js";
+import { netnsUnavailable } from "../test/helpers/netns.js";
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: "string", default: "1gbit" },
+    delay: { type: "string", default: "1ms" },
+    to: { type: "string" },
+    iterations: { type: "string" },
+    warmup: { type: "string" },
+  },
+});
+const missing = netnsUnavailable();
+if (missing) {
+  console.error(`onebit-crossover: ${missing}`);
+  process.exit(2);
+}
+const number = (v) => (v === undefined ? undefined : Number(v));
+// The full sweep's largest size takes minutes on a 1 Gbit/s link.
+const result = await measureCrossover({ ...values, iterations: number(values.iterations), warmup: number(values.warmup), timeoutMs: 3_600_000 });
+console.log(`link: ${result.shaping}; backend ${result.backend}; crossover at ${result.crossover ?? "none"} elements\n`);
+console.log(crossoverTable(result));

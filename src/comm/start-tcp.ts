@@ -1,0 +1,68 @@
+// Starts the tcp backend once the ranks have met: every rank opens an endpoint, the ranks exchange where
+// they listen, then connect. With `shmWithinHosts` (backend auto on hosts that hold several ranks) the
+// ranks of one host share a segment and only ranks on different hosts talk over tcp ("shm+tcp").
+import { createHash, randomBytes } from "node:crypto";
+import type { Place } from "../env/place.js";
+import type { Bootstrap } from "./bootstrap.js";
+import { native, type NativeCommunicator, type NativeTcpEndpoint } from "./native.js";
+import { listenPlan, peerAddress, type ListenPlan, type Published } from "./tcp-address.js";
+import type { Topology } from "./topology.js";
+
+export interface TcpStartOptions {
+  token: string;
+  timeoutMs: number;
+  iface?: string;
+  shmWithinHosts: boolean;
+}
+
+/** What a peer must show on connect: derived from the job token, so the token itself never travels. */
+export function tcpKey(token: string): string {
+  return createHash("sha256").update("spmd-runner tcp transport\0").update(token).digest("hex");
+}
+
+function openEndpoint(plan: ListenPlan, peers: number): NativeTcpEndpoint {
+  const { TcpEndpoint } = native();
+  try {
+    return new TcpEndpoint({ address: plan.bind, peers });
+  } catch (err) {
+    // A host without IPv6 cannot bind "::"; IPv4's wildcard then serves the same purpose.
+    if (plan.bind !== "::") throw err;
+    return new TcpEndpoint({ address: "0.0.0.0", peers });
+  }
+}
+
+export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o: TcpStartOptions): Promise<NativeCommunicator> {
+  const { rank, size } = place;
+  const plan = listenPlan(o.iface);
+  const endpoint = openEndpoint(plan, 2 * size);
+  const here = topo.hosts[topo.hostOf[rank]!]!.ranks;
+  const local = o.shmWithinHosts && here.length > 1 ? here : undefined;
+  const { Communicator } = native();
+  const key = tcpKey(o.token);
+  let comm: NativeCommunicator | undefined;
+  try {
+    // The host's lowest rank creates the segment before it publishes the name, so the others can attach
+    // as soon as the exchange returns.
+    let segment = "";
+    if (local && local[0] === rank) {
+      segment = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
+      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, local: { name: segment, ranks: local } });
+    }
+    const mine: Published & { segment: string } = { port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment };
+    const all = (await boot.allGather("tcp/endpoint", JSON.stringify(mine))).map((s) => JSON.parse(s) as typeof mine);
+    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, ...(local && { local: { name: all[local[0]!]!.segment, ranks: local } }) });
+    const peers = all.map((p, r) => {
+      if (r === rank || local?.includes(r)) return null;
+      return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };
+    });
+    await comm.connect(peers, o.timeoutMs);
+    // Everyone is attached and connected: the segment's name is no longer needed, and unlinking it now
+    // means no crash can leak it.
+    await boot.barrier("tcp/connected");
+    comm.release();
+    return comm;
+  } catch (err) {
+    comm?.close();
+    throw err;
+  }
+}

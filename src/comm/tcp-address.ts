@@ -1,0 +1,115 @@
+// Which address the tcp backend listens on, what it tells the other ranks, and which of a peer's addresses
+// this rank dials. `tcp.iface` / --iface picks the interface like NCCL_SOCKET_IFNAME: a comma-separated
+// list of interface-name prefixes ("eth,ib"), "=eth0" for an exact name, "^docker" to exclude; or an IP
+// address. Without it the endpoint listens on every interface and publishes all of them, and a peer on
+// another host is dialled at the address that shares a subnet with one of this host's interfaces.
+import net from "node:net";
+import os from "node:os";
+import { BackendError } from "./errors.js";
+
+export interface Candidate {
+  address: string;
+  /** Prefix length of the address's subnet. */
+  prefix: number;
+}
+
+export interface ListenPlan {
+  /** What the endpoint binds: one address, or the wildcard "::" (every interface, IPv4 included). */
+  bind: string;
+  /** What the other ranks may dial, best first (loopback and link-local addresses never). */
+  addresses: Candidate[];
+}
+
+/** What each rank publishes when the ranks meet. */
+export interface Published {
+  port: number;
+  /** The address the endpoint is bound to ("::" or "0.0.0.0" when it listens on all). */
+  bound: string;
+  addresses: Candidate[];
+}
+
+type Interfaces = NodeJS.Dict<os.NetworkInterfaceInfo[]>;
+
+const WILDCARDS = new Set(["::", "0.0.0.0"]);
+
+function usable(info: os.NetworkInterfaceInfo): boolean {
+  // Link-local IPv6 needs the dialler's own scope id, which differs per host: never published.
+  return !(info.family === "IPv6" && info.address.toLowerCase().startsWith("fe80:"));
+}
+
+function candidates(infos: os.NetworkInterfaceInfo[]): Candidate[] {
+  const list = infos.filter(usable).map((i) => ({ address: i.address, prefix: Number(i.cidr?.split("/")[1] ?? (i.family === "IPv4" ? 32 : 128)), v4: i.family === "IPv4" }));
+  // IPv4 first, then IPv6; otherwise in the system's order.
+  return [...list.filter((c) => c.v4), ...list.filter((c) => !c.v4)].map(({ address, prefix }) => ({ address, prefix }));
+}
+
+function matches(name: string, spec: string): boolean {
+  const patterns = spec.split(",").map((p) => p.trim()).filter(Boolean);
+  const excluded = patterns.filter((p) => p.startsWith("^")).map((p) => p.slice(1));
+  const included = patterns.filter((p) => !p.startsWith("^"));
+  const hit = (p: string) => (p.startsWith("=") ? name === p.slice(1) : name.startsWith(p));
+  if (excluded.some(hit)) return false;
+  return included.length === 0 || included.some(hit);
+}
+
+function listInterfaces(interfaces: Interfaces): string {
+  return Object.entries(interfaces).map(([name, infos]) => `${name} ${(infos ?? []).map((i) => i.address).join(" ")}`).join(", ");
+}
+
+export function listenPlan(iface: string | undefined, interfaces: Interfaces = os.networkInterfaces()): ListenPlan {
+  const all = Object.entries(interfaces);
+  if (iface === undefined) {
+    return { bind: "::", addresses: candidates(all.flatMap(([, infos]) => (infos ?? []).filter((i) => !i.internal))) };
+  }
+  if (net.isIP(iface)) {
+    const known = all.flatMap(([, infos]) => infos ?? []).find((i) => i.address === iface);
+    return { bind: iface, addresses: known ? candidates([known]) : [{ address: iface, prefix: net.isIPv4(iface) ? 32 : 128 }] };
+  }
+  const found = candidates(all.filter(([name]) => matches(name, iface)).flatMap(([, infos]) => infos ?? []));
+  if (found.length === 0) {
+    throw new BackendError(`tcp.iface "${iface}": no interface matches it with a usable address (here: ${listInterfaces(interfaces)})`);
+  }
+  // One address, like NCCL: traffic leaves on the interface the user named.
+  return { bind: found[0]!.address, addresses: [found[0]!] };
+}
+
+/** An address as 4 or 16 bytes (any %scope dropped). */
+function bytesOf(address: string): number[] {
+  const a = address.split("%")[0]!;
+  if (net.isIPv4(a)) return a.split(".").map(Number);
+  const [head, tail = ""] = a.includes("::") ? a.split("::") : [a, undefined];
+  const groups = (s: string | undefined) => (s ? s.split(":") : []);
+  let words = groups(head);
+  if (tail !== undefined) {
+    const back = groups(tail);
+    words = [...words, ...Array<string>(8 - words.length - back.length).fill("0"), ...back];
+  }
+  return words.flatMap((w) => {
+    const v = parseInt(w, 16);
+    return [v >> 8, v & 0xff];
+  });
+}
+
+function sameSubnet(a: string, b: Candidate): boolean {
+  const x = bytesOf(a), y = bytesOf(b.address);
+  if (x.length !== y.length) return false;
+  for (let bit = 0; bit < b.prefix; bit++) {
+    const mask = 0x80 >> bit % 8;
+    if ((x[bit >> 3]! & mask) !== (y[bit >> 3]! & mask)) return false;
+  }
+  return true;
+}
+
+/**
+ * The address to dial `peer` (rank `rank`) at. A peer on this host listening on all interfaces is reached
+ * over loopback; one on another host at its first address inside a subnet of `mine`, else its first.
+ */
+export function peerAddress(peer: Published, rank: number, sameHost: boolean, mine: readonly Candidate[]): string {
+  if (!WILDCARDS.has(peer.bound)) return peer.bound;
+  if (sameHost) return "127.0.0.1";
+  const chosen = peer.addresses.find((p) => mine.some((m) => sameSubnet(p.address, m))) ?? peer.addresses[0];
+  if (!chosen) {
+    throw new BackendError(`tcp: rank ${rank} runs on another host that has no address but loopback; set tcp.iface (--iface) there`);
+  }
+  return chosen.address;
+}

@@ -1,0 +1,155 @@
+// "Hosts" for multi-host tests: network namespaces, each with an eth0 joined by a veth pair to a bridge
+// that lives in a namespace of its own. Nothing is added to the machine's own network: every address
+// (10.77.0.0/24, fd77::/64) and device exists only inside namespaces made here, which are removed when the
+// body ends, fails or the process exits. Ranks run in a host through `ip netns exec`.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { REPO, RUNNER, shmLeftovers } from "./ranks.js";
+
+const PREFIX = "spmdt";
+let made = 0;
+const live = new Set();
+
+function ip(args) {
+  const p = spawnSync("ip", args, { encoding: "utf8" });
+  if (p.status !== 0) throw new Error(`ip ${args.join(" ")}: ${(p.stderr || p.error?.message || "").trim()}`);
+  return p.stdout;
+}
+
+function removeNamespace(ns) {
+  spawnSync("ip", ["netns", "del", ns], { stdio: "ignore" });
+  live.delete(ns);
+}
+
+process.once("exit", () => [...live].forEach(removeNamespace));
+
+/** Why the tests that need namespaces cannot run here, or undefined. */
+export function netnsUnavailable() {
+  if (process.getuid?.() !== 0) return "needs root (ip netns, veth pairs, tc)";
+  if (spawnSync("ip", ["-V"]).error) return "ip (iproute2) not found";
+  if (spawnSync("tc", ["-V"]).error) return "tc (iproute2) not found";
+  return undefined;
+}
+
+/** Namespaces that an earlier run of these tests left behind when it was killed. */
+function removeStale() {
+  for (const line of ip(["netns", "list"]).split("\n")) {
+    const m = new RegExp(`^(${PREFIX}-(\\d+)-\\S+)`).exec(line);
+    if (!m) continue;
+    let alive = true;
+    try {
+      process.kill(Number(m[2]), 0);
+    } catch {
+      alive = false;
+    }
+    if (!alive) removeNamespace(m[1]);
+  }
+}
+
+/**
+ * Egress shaping on eth0 of every host: a token bucket at `rate`, behind a netem delay where the kernel has
+ * sch_netem. Returns what was applied.
+ */
+function shapeLink(ns, { rate, delay }) {
+  const tc = (...args) => spawnSync("ip", ["netns", "exec", ns, "tc", ...args], { encoding: "utf8" });
+  const tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"];
+  if (delay && tc("qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem", "delay", delay).status === 0) {
+    const p = tc("qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", ...tbf);
+    if (p.status !== 0) throw new Error(`tc tbf under netem: ${p.stderr}`);
+    return `tbf ${rate} + netem delay ${delay}`;
+  }
+  const p = tc("qdisc", "add", "dev", "eth0", "root", ...tbf);
+  if (p.status !== 0) throw new Error(`tc tbf: ${p.stderr}`);
+  return `tbf ${rate}${delay ? ` (no delay: this kernel has no sch_netem)` : ""}`;
+}
+
+/**
+ * Makes `count` hosts, runs `body(hosts)` and removes them. A host is { ns, ipv4, ipv6 } (an address is
+ * undefined when that family is off). `shape: { rate: "1gbit", delay: "1ms" }` shapes every host's egress;
+ * hosts.shaping then says what was applied.
+ */
+export async function withHosts(count, body, { ipv4 = true, ipv6 = true, shape } = {}) {
+  removeStale();
+  const tag = `${PREFIX}-${process.pid}-${made++}`;
+  const sw = `${tag}-sw`;
+  const hosts = Array.from({ length: count }, (_, i) => ({
+    ns: `${tag}-h${i}`,
+    ipv4: ipv4 ? `10.77.0.${i + 1}` : undefined,
+    ipv6: ipv6 ? `fd77::${i + 1}` : undefined,
+  }));
+  try {
+    for (const ns of [sw, ...hosts.map((h) => h.ns)]) {
+      ip(["netns", "add", ns]);
+      live.add(ns);
+      ip(["-n", ns, "link", "set", "lo", "up"]);
+    }
+    ip(["-n", sw, "link", "add", "br0", "type", "bridge"]);
+    ip(["-n", sw, "link", "set", "br0", "up"]);
+    hosts.forEach((h, i) => {
+      ip(["-n", sw, "link", "add", `p${i}`, "type", "veth", "peer", "name", "eth0", "netns", h.ns]);
+      ip(["-n", sw, "link", "set", `p${i}`, "master", "br0", "up"]);
+      if (h.ipv4) ip(["-n", h.ns, "addr", "add", `${h.ipv4}/24`, "dev", "eth0"]);
+      // nodad: usable at once instead of after duplicate address detection.
+      if (h.ipv6) ip(["-n", h.ns, "addr", "add", `${h.ipv6}/64`, "dev", "eth0", "nodad"]);
+      ip(["-n", h.ns, "link", "set", "eth0", "up"]);
+    });
+    if (shape) hosts.shaping = hosts.map((h) => shapeLink(h.ns, shape))[0];
+    return await body(hosts);
+  } finally {
+    [sw, ...hosts.map((h) => h.ns)].forEach(removeNamespace);
+  }
+}
+
+/**
+ * `node runner <args>` inside host `host` with exactly the environment `env` (see placeRanks): `done`
+ * resolves with code, signal, stdout, stderr, pid; `child` is the process while it runs.
+ */
+export function runInHost(host, args, env, timeoutMs = 180_000) {
+  const child = spawn("ip", ["netns", "exec", host.ns, process.execPath, RUNNER, ...args], { cwd: REPO, env });
+  let stdout = "", stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const done = new Promise((resolve) =>
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, pid: child.pid });
+    }),
+  );
+  return { child, done, output: () => stderr };
+}
+
+// Variables a test must not pass on to ranks: the launcher's, which discovery would read first.
+const LAUNCHER_VARS = /^(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|OMPI_|PMI|SLURM_)/;
+
+/**
+ * The torchrun-style environment of each rank when rank r runs on hosts[placement[r]]: local ranks count
+ * within a host, and the master is rank 0's host (its IPv4 address, else IPv6).
+ */
+export function placeRanks(hosts, placement, extra = {}) {
+  const master = hosts[placement[0]];
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !LAUNCHER_VARS.test(k)));
+  return placement.map((h, rank) => {
+    const local = placement.filter((x) => x === h).length;
+    const localRank = placement.slice(0, rank).filter((x) => x === h).length;
+    return {
+      ...base,
+      RANK: String(rank),
+      WORLD_SIZE: String(placement.length),
+      LOCAL_RANK: String(localRank),
+      LOCAL_WORLD_SIZE: String(local),
+      GROUP_RANK: String(h),
+      MASTER_ADDR: master.ipv4 ?? master.ipv6,
+      MASTER_PORT: "29500", // the namespaces are new: nothing else listens there
+      ...extra,
+    };
+  });
+}
+
+/** Runs one job's ranks spread over `hosts` (rank r on hosts[placement[r]]); resolves when all exited. */
+export async function runSpread(hosts, placement, args, { env = {}, timeoutMs } = {}) {
+  const envs = placeRanks(hosts, placement, env);
+  const ranks = await Promise.all(placement.map((h, r) => runInHost(hosts[h], args, envs[r], timeoutMs).done));
+  assert.deepEqual(shmLeftovers(ranks.map((p) => p.pid)), [], "shared-memory segments left behind");
+  return ranks;
+}

@@ -1,0 +1,140 @@
+// One job spread over several hosts, the hosts being network namespaces on a bridge (helpers/netns.js):
+// the tcp backend with every stage checked element by element; backend auto choosing shm within hosts and
+// tcp between them ("shm+tcp"), also under the hierarchical quantized allreduce; IPv6-only hosts with
+// --iface; a rank killed on another host. Needs root; skipped with the reason otherwise, except in CI (CI
+// set), where that is a failure.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
+import { runRanks, shmLeftovers } from "./helpers/ranks.js";
+
+const missing = netnsUnavailable();
+if (missing && !process.env.CI) console.log(`# netns.test.js skipped: ${missing}`);
+
+function netnsTest(name, fn) {
+  test(name, { skip: missing && !process.env.CI ? missing : false }, async () => {
+    if (missing) assert.fail(`CI must run the multi-host tests: ${missing}`);
+    await fn();
+  });
+}
+
+/** Runs `job` with its ranks spread as `placement` says; checks exit codes and 0 wrong; returns the result document. */
+async function runJob(hosts, placement, job, { dump = false, args = [] } = {}) {
+  const W = placement.length;
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump, extraArgs: args, launch: (_, a) => runSpread(hosts, placement, a) });
+  try {
+    const ranks = await run();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    assert.equal(doc.results.length, job.stages.length);
+    for (const row of doc.results) if (row.type) assert.equal(row.wrong, 0, `${row.stage}: runner's check found ${row.wrong} wrong`);
+    if (dump) assert.ok(verifyDumps(job, W, dumpDir) > 1000 * W, "too few elements compared");
+    const [runDir] = readdirSync(path.join(dir, "runs"));
+    return { doc, table: readFileSync(path.join(dir, "runs", runDir, "table.txt"), "utf8") };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+netnsTest("tcp backend, 4 ranks on 3 hosts (2+1+1): every stage, every dtype, exact element by element; 1000003 elements checked", async () => {
+  await withHosts(3, async (hosts) => {
+    const placement = [0, 0, 1, 2];
+    for (const [job, dump] of [[smallJob(4), true], [bigJob(4), false]]) {
+      const { doc, table } = await runJob(hosts, placement, job, { dump, args: ["--backend", "tcp"] });
+      assert.equal(doc.backend, "tcp");
+      assert.equal(doc.topology.hosts.length, 3);
+      assert.deepEqual(doc.topology.hosts.map((h) => h.ranks), [[0, 1], [2], [3]]);
+      assert.deepEqual(doc.topology.links, { shm: 0, tcp: 6 });
+      assert.match(table, /backend tcp\n# 3 hosts: .*; links: 6 tcp\n/);
+    }
+  });
+});
+
+netnsTest("backend auto on 2 hosts × 2 ranks: shm within each host, tcp between (shm+tcp), every stage exact", async () => {
+  await withHosts(2, async (hosts) => {
+    const placement = [0, 0, 1, 1];
+    for (const [job, dump] of [[smallJob(4), true], [bigJob(4), false]]) {
+      const { doc, table } = await runJob(hosts, placement, job, { dump });
+      assert.equal(doc.backend, "shm+tcp");
+      assert.deepEqual(doc.topology.links, { shm: 2, tcp: 4 });
+      assert.match(table, /backend shm\+tcp\n# 2 hosts: \S+ \(ranks 0,1\), \S+ \(ranks 2,3\); links: 2 shm, 4 tcp\n/);
+    }
+  });
+});
+
+netnsTest("quantized_allreduce (2 nodes × 2) on 2 hosts over shm+tcp: byte-identical outputs and error buffers to one host on shm", async () => {
+  const job = {
+    name: "qgz-hosts", iterations: 2, warmup: 1,
+    tensors: { g: { dtype: "float32", count: "64Ki", fill: { kind: "normal", seed: 5 } } },
+    stages: [
+      { id: "int8", op: "quantized_allreduce", input: "g", bits: 8, nodes: 2, localSize: 2, errorFeedback: { beta: 1 } },
+      { id: "int4", op: "quantized_allreduce", input: "g", bits: 4, nodes: 2, localSize: 2, reduce: "mean" },
+    ],
+  };
+  const dumps = {};
+  const dirs = [];
+  try {
+    await withHosts(2, async (hosts) => {
+      for (const [where, launch] of [["hosts", (_, a) => runSpread(hosts, [0, 0, 1, 1], a)], ["one host", (n, a) => runRanks(n, a)]]) {
+        const { dir, json, dumpDir, run } = prepareJob(4, job, { dump: true, launch });
+        dirs.push(dir);
+        const ranks = await run();
+        ranks.forEach((p, r) => assert.equal(p.code, 0, `${where}: rank ${r} exited ${p.code}: ${p.stderr}`));
+        assert.equal(JSON.parse(readFileSync(json, "utf8")).backend, where === "hosts" ? "shm+tcp" : "shm");
+        dumps[where] = dumpDir;
+      }
+    });
+    let files = 0;
+    for (const stage of ["int8", "int4"]) {
+      const names = readdirSync(path.join(dumps["one host"], stage)).sort();
+      assert.deepEqual(readdirSync(path.join(dumps.hosts, stage)).sort(), names);
+      for (const name of names) {
+        assert.ok(readFileSync(path.join(dumps.hosts, stage, name)).equals(readFileSync(path.join(dumps["one host"], stage, name))), `${stage}/${name} differs`);
+        files++;
+      }
+    }
+    assert.ok(files >= 2 * 4 * 2, `compared only ${files} files`);
+  } finally {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+netnsTest("IPv6: 3 hosts without IPv4, rendezvous at [fd77::1], --iface eth0: every stage exact on tcp", async () => {
+  await withHosts(3, async (hosts) => {
+    const { doc } = await runJob(hosts, [0, 1, 2], smallJob(3), { dump: true, args: ["--iface", "eth0"] });
+    assert.equal(doc.backend, "tcp", "one rank per host: auto is plain tcp");
+  }, { ipv4: false });
+});
+
+netnsTest("kill -9 of a rank on another host mid-run: the others exit non-zero within seconds naming it (tcp)", async () => {
+  await withHosts(3, async (hosts) => {
+    const { dir } = prepareJob(3, {
+      name: "long", iterations: 1000000, warmup: 0,
+      tensors: { t: { dtype: "float32", count: "256Ki" } },
+      stages: [{ id: "ar", op: "allreduce", input: "t" }],
+    });
+    try {
+      const envs = placeRanks(hosts, [0, 1, 2]);
+      const jobFile = `${dir}/job.json`;
+      const ranks = envs.map((env, r) => runInHost(hosts[r], [jobFile, "--out", `${dir}/runs`, "--log-level", "debug", "--log-all-ranks"], env));
+      // Killed once every rank runs the stage, so the failure hits the transport, not the start.
+      for (const r of ranks) while (!/running 1 stages/.test(r.output())) await new Promise((res) => setTimeout(res, 50));
+      await new Promise((res) => setTimeout(res, 300));
+      const killedAt = Date.now();
+      ranks[1].child.kill("SIGKILL");
+      const results = await Promise.all(ranks.map((r) => r.done));
+      const took = Date.now() - killedAt;
+      assert.ok(took < 10_000, `survivors took ${took} ms to exit`);
+      for (const r of [0, 2]) {
+        assert.notEqual(results[r].code, 0, `rank ${r} should fail`);
+        assert.match(results[r].stderr, /rank 1 \(10\.77\.0\.2:\d+\) is gone/, `rank ${r} names the dead rank:\n${results[r].stderr}`);
+      }
+      assert.deepEqual(shmLeftovers(results.map((r) => r.pid)), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
