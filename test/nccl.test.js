@@ -112,7 +112,8 @@ test("backend rules: auto picks nccl on device cuda; a device with another backe
   };
   assert.deepEqual(plan("auto", "cuda"), { backend: "nccl", bootstrap: "tcp" });
   assert.deepEqual(plan("nccl", "cpu"), { backend: "nccl", bootstrap: "tcp" });
-  assert.deepEqual(plan("auto", "cpu"), { backend: "shm", bootstrap: "tcp" });
+  // Host memory: "auto" stays open until the ranks have compared hosts (shm, tcp or the shm+tcp hybrid).
+  assert.deepEqual(plan("auto", "cpu"), { backend: "auto", bootstrap: "tcp" });
   assert.match(plan("shm", "cuda"), /device cuda: backend shm cannot run there; use backend nccl/);
   assert.match(plan("nccl", "npu"), /device npu: backend nccl cannot run there; use backend hccl/);
   assert.match(plan("auto", "npu"), /backend hccl is not available in this build/);
