@@ -193,8 +193,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   Backend* backend = backend_.get();
   auto steps = stepsDone_;
   p->work = [backend, program, results, tensors, steps] {
-    Collectives* lane1 = backend->lanes() > 1 ? &backend->lane(1) : nullptr;
-    Executor ex(backend->lane(0), lane1, *program);
+    Executor ex(*backend, *program);
     steps->store(0);
     ex.publishProgress(steps.get());
     *results = ex.run();

@@ -1,10 +1,12 @@
 // Module entry: the Communicator and TcpEndpoint classes, the vendor libraries' module functions, and what
-// this build contains (with MPI: the MpiBootstrap class and the MPI library's version text).
+// this build contains (with MPI: the MpiBootstrap class and the MPI library's version text; the CUDA
+// kernels it embeds).
 #include <napi.h>
 
 #include "addon/communicator_wrap.h"
 #include "addon/library_wrap.h"
 #include "addon/tcp_wrap.h"
+#include "backends/library/cuda_kernels.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
@@ -27,6 +29,17 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("mpiLibrary", spmd::mpi::Runtime::libraryVersion());
 #endif
   exports.Set("backends", backends);
+  // What nvcc built at build time: { archs: "sm_80 sm_90 compute_90", bytes }, or null without nvcc.
+  size_t fatbinBytes = 0;
+  for (const auto& f : spmd::library::builtFatbins()) fatbinBytes += f.size;
+  Napi::Value cuda = env.Null();
+  if (fatbinBytes) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("archs", spmd::kernels::cuda::kFatbinArchs);
+    o.Set("bytes", double(fatbinBytes));
+    cuda = o;
+  }
+  exports.Set("cudaKernels", cuda);
   return exports;
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/collectives.h"
+#include "core/memory.h"
 
 namespace spmd {
 
@@ -13,8 +14,13 @@ class Backend {
   // Collective, on the progress thread: joins the other ranks where that blocks until all arrive
   // (ncclCommInitRank), so that it never blocks JavaScript. Backends that join when built do nothing.
   virtual void connect() {}
-  virtual Collectives& lane(int i) = 0;  // 0: ordered ops; 1: nonblocking ops
+  // Lanes take host pointers. 0: ordered ops; 1: nonblocking ops.
+  virtual Collectives& lane(int i) = 0;
   virtual int lanes() const = 0;
+  // Where the job's tensors live: host memory, or a library backend's device, where they stay for the run.
+  virtual Memory& memory() { return hostMemory(); }
+  // Lane 0 over pointers into memory(): lane(0) itself where that is host memory.
+  virtual Collectives& deviceLane() { return lane(0); }
   // Drops whatever names other processes could still find (shm name); safe to call repeatedly.
   virtual void release() {}
 };

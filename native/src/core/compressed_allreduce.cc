@@ -1,14 +1,9 @@
 #include "core/compressed_allreduce.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <string>
 #include <type_traits>
 
 #include "core/error.h"
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/onebit.h"
 
 namespace spmd {
 namespace {
@@ -16,50 +11,46 @@ namespace {
 template <class T>
 constexpr DType kComputeType = sizeof(T) == 8 ? DType::F64 : DType::F32;
 
-// ||v||_2 / sqrt(len) from the sum of squares, rounded once to the compute type.
-template <class T>
-T rmsScale(double squares, size_t len) {
-  return T(std::sqrt(squares / double(len)));
-}
-
 template <class T>
 class OneBitAllreduce final : public EstimatingOp {
  public:
-  OneBitAllreduce(int rank, int W, size_t n, DType dt, int resetEvery)
-      : rank_(rank), W_(W), n_(n), dt_(dt), resetEvery_(resetEvery),
+  OneBitAllreduce(Memory& memory, int rank, int W, size_t n, DType dt, int resetEvery)
+      : m_(memory), k_(memory.kernels()), rank_(rank), W_(W), n_(n), dt_(dt), resetEvery_(resetEvery),
         P_((n + 8 * size_t(W) - 1) / (8 * size_t(W)) * 8 * size_t(W)), L_(P_ / size_t(W)),
-        chunkBytes_(L_ / 8), recordBytes_(chunkBytes_ + sizeof(T)),
-        worker_(P_), server_(L_), wide_(dt == kComputeType<T> ? 0 : n),
-        send_(size_t(W) * recordBytes_), received_(size_t(W) * recordBytes_), mine_(recordBytes_),
-        gathered_(size_t(W) * recordBytes_), sources_(size_t(W)), weights_(size_t(W)) {}
+        recordBytes_(L_ / 8 + sizeof(T)),
+        worker_(Buffer::zeros(memory, P_ * sizeof(T))), server_(Buffer::zeros(memory, L_ * sizeof(T))),
+        wide_(memory, dt == kComputeType<T> ? 0 : n * sizeof(T)),
+        send_(memory, size_t(W) * recordBytes_), received_(memory, size_t(W) * recordBytes_), mine_(memory, recordBytes_),
+        gathered_(memory, size_t(W) * recordBytes_), scales_(memory, 2 * sizeof(T)),
+        nonFinite_(Buffer::zeros(memory, sizeof(uint32_t))) {}
 
   void run(Collectives& c, const void* in, void* out) override {
     if (P_ == 0) return;
     if (resetEvery_ > 0 && step_ > 0 && step_ % resetEvery_ == 0) {
-      std::fill(worker_.begin(), worker_.end(), T(0));
-      std::fill(server_.begin(), server_.end(), T(0));
+      worker_.zero();
+      server_.zero();
     }
     ++step_;
     compressWorker(input(in));
-    c.allToAll(send_.data(), received_.data(), size_t(W_), recordBytes_);
+    c.allToAll(send_.get(), received_.get(), size_t(W_), recordBytes_);
     compressServer();
-    c.allGather(mine_.data(), gathered_.data(), recordBytes_, Algo::Auto);
+    c.allGather(mine_.get(), gathered_.get(), recordBytes_, Algo::Auto);
     decompress(out);
   }
 
   size_t wireBytes() const override { return P_ == 0 ? 0 : 2 * size_t(W_ - 1) * recordBytes_; }
 
   std::vector<NamedBuffer> state() const override {
-    return {buffer("worker_error", worker_), buffer("server_error", server_)};
+    return {fetch("worker_error", worker_), fetch("server_error", server_)};
   }
 
  private:
   // The input in the compute type: the tensor itself, or halves widened into scratch.
   const T* input(const void* in) {
     if constexpr (std::is_same_v<T, float>) {
-      if (!wide_.empty()) {
-        kernels::widenToF32(dt_, in, wide_.data(), n_);
-        return wide_.data();
+      if (wide_.get()) {
+        k_.toF32(dt_, in, wide_.as<T>(), n_);
+        return wide_.as<T>();
       }
     }
     return static_cast<const T*>(in);
@@ -68,80 +59,67 @@ class OneBitAllreduce final : public EstimatingOp {
   // Step 1 and the first half of step 2: x = pad(input) + worker_error, scale s_w = ||x|| / sqrt(P), chunk
   // j's signs into record j (with s_w after them), worker_error = x - s_w * sign(x).
   void compressWorker(const T* in) {
-    T* x = worker_.data();
-    const double squares = kernels::addAndSumSquares(x, in, n_) + kernels::sumSquares(x + n_, P_ - n_);
-    const T scale = rmsScale<T>(squares, P_);
+    T* x = worker_.as<T>();
+    T* scale = scales_.as<T>();
+    k_.addAndScale(x, in, n_, P_, scale, nonFinite_.as<uint32_t>());
     // A NaN or infinity would spread through the error buffers and never leave; say so instead.
-    if (!std::isfinite(scale)) {
+    uint32_t nonFinite = 0;
+    m_.download(&nonFinite, nonFinite_.get(), sizeof nonFinite);
+    if (nonFinite) {
       throw CommError(code::kInvalid, "compressed_allreduce: rank " + std::to_string(rank_) +
                                           "'s input holds NaN or infinite values (or values whose squares overflow)");
     }
-    for (int j = 0; j < W_; ++j) {
-      uint8_t* record = send_.data() + size_t(j) * recordBytes_;
-      kernels::packSignsKeepError(x + size_t(j) * L_, L_, scale, record);
-      std::memcpy(record + chunkBytes_, &scale, sizeof(T));
-    }
+    k_.packRecords(x, L_, W_, scale, send_.as<uint8_t>(), recordBytes_);
   }
 
   // Step 3: c = server_error + sum_j (s_j / W) * sign_j over the W chunks this rank received (added in rank
   // order), s_s = ||c|| / sqrt(P/W), this rank's record = sign(c) and s_s, server_error = c - s_s * sign(c).
   void compressServer() {
-    for (int j = 0; j < W_; ++j) {
-      const uint8_t* record = received_.data() + size_t(j) * recordBytes_;
-      T scale;
-      std::memcpy(&scale, record + chunkBytes_, sizeof(T));
-      sources_[size_t(j)] = record;
-      weights_[size_t(j)] = scale / T(W_);
-    }
-    T* acc = server_.data();
-    const double squares = kernels::accumulateSigns(sources_.data(), weights_.data(), W_, acc, L_);
-    const T scale = rmsScale<T>(squares, L_);
-    kernels::packSignsKeepError(acc, L_, scale, mine_.data());
-    std::memcpy(mine_.data() + chunkBytes_, &scale, sizeof(T));
+    T* scale = scales_.as<T>() + 1;
+    k_.accumulateRecords({received_.as<uint8_t>(), recordBytes_, W_}, T(W_), server_.as<T>(), L_, scale);
+    k_.packRecords(server_.as<T>(), L_, 1, scale, mine_.as<uint8_t>(), recordBytes_);
   }
 
   // Step 4: output chunk j = s_s(j) * sign_j, trimmed to the tensor's length.
   void decompress(void* out) {
-    T* dst = wide_.empty() ? static_cast<T*>(out) : wide_.data();
-    for (int j = 0; j < W_ && size_t(j) * L_ < n_; ++j) {
-      const uint8_t* record = gathered_.data() + size_t(j) * recordBytes_;
-      T scale;
-      std::memcpy(&scale, record + chunkBytes_, sizeof(T));
-      const size_t start = size_t(j) * L_;
-      kernels::unpackScaled(record, std::min(L_, n_ - start), scale, dst + start);
-    }
+    T* dst = wide_.get() ? wide_.as<T>() : static_cast<T*>(out);
+    k_.unpackRecords({gathered_.as<uint8_t>(), recordBytes_, W_}, L_, n_, dst);
     if constexpr (std::is_same_v<T, float>) {
-      if (!wide_.empty()) kernels::narrowFromF32(dt_, wide_.data(), out, n_);
+      if (wide_.get()) k_.fromF32(dt_, dst, out, n_);
     }
   }
 
-  static NamedBuffer buffer(const char* name, const std::vector<T>& v) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(v.data());
-    return {name, kComputeType<T>, std::vector<uint8_t>(bytes, bytes + v.size() * sizeof(T))};
+  NamedBuffer fetch(const char* name, const Buffer& b) const {
+    NamedBuffer out{name, kComputeType<T>, std::vector<uint8_t>(b.bytes())};
+    m_.download(out.data.data(), b.get(), b.bytes());
+    return out;
   }
 
+  Memory& m_;
+  kernels::DeviceKernels& k_;
   const int rank_, W_;
   const size_t n_;
   const DType dt_;
   const int resetEvery_;
-  const size_t P_, L_, chunkBytes_, recordBytes_;
+  const size_t P_, L_, recordBytes_;
   int64_t step_ = 0;
-  std::vector<T> worker_, server_;
-  std::vector<T> wide_;  // halves only: the widened input, then the output before rounding
-  std::vector<uint8_t> send_, received_, mine_, gathered_;
-  std::vector<const uint8_t*> sources_;
-  std::vector<T> weights_;
+  Buffer worker_, server_;
+  Buffer wide_;  // halves only: the widened input, then the output before rounding
+  Buffer send_, received_, mine_, gathered_;
+  Buffer scales_;     // s_w, then s_s
+  Buffer nonFinite_;  // set when s_w is not finite
 };
 
 }  // namespace
 
-std::unique_ptr<EstimatingOp> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt, int resetEvery) {
+std::unique_ptr<EstimatingOp> makeCompressedAllreduce(Memory& memory, int rank, int worldSize, size_t count, DType dt,
+                                                      int resetEvery) {
   if (!isFloat(dt)) {
     throw CommError(code::kInvalid,
                     "compressed_allreduce needs a floating-point tensor, got " + std::string(dtypeName(dt)));
   }
-  if (dt == DType::F64) return std::make_unique<OneBitAllreduce<double>>(rank, worldSize, count, dt, resetEvery);
-  return std::make_unique<OneBitAllreduce<float>>(rank, worldSize, count, dt, resetEvery);
+  if (dt == DType::F64) return std::make_unique<OneBitAllreduce<double>>(memory, rank, worldSize, count, dt, resetEvery);
+  return std::make_unique<OneBitAllreduce<float>>(memory, rank, worldSize, count, dt, resetEvery);
 }
 
 }  // namespace spmd

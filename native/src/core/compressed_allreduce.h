@@ -8,6 +8,9 @@
 // Types: float32, float16 and bfloat16 tensors are computed in float32 (halves are widened on the way in
 // and rounded on the way out), float64 in float64; the errors and scales have the compute type.
 //
+// Its buffers live in the lane's memory (core/memory.h) and its kernels run there: on a GPU the whole op stays
+// on the device.
+//
 // Each phase moves one message per peer: a chunk's packed signs travel with the sender's scale appended
 // (a record), so the all-to-all of step 2 also delivers the scales the design all-gathers, and step 4
 // all-gathers records. The bytes on the wire are the same; there are two collectives per step, not four.
@@ -16,13 +19,16 @@
 #include <memory>
 
 #include "core/estimating_op.h"
+#include "core/memory.h"
 
 namespace spmd {
 
 // One step: out (count elements of the tensor's dtype) <- the estimate of the mean of `in` over ranks; the
 // op sends records to W-1 peers in each of its two phases. Its state: "worker_error" and "server_error".
 // resetEvery > 0 zeroes both errors before every resetEvery-th step (steps count from the first warmup
-// step). Throws CommError(kInvalid) for integer dtypes.
-std::unique_ptr<EstimatingOp> makeCompressedAllreduce(int rank, int worldSize, size_t count, DType dt, int resetEvery);
+// step). `in` and `out` point into `memory`. Throws CommError(kInvalid) for integer dtypes, and what
+// memory.kernels() throws where there are no kernels.
+std::unique_ptr<EstimatingOp> makeCompressedAllreduce(Memory& memory, int rank, int worldSize, size_t count, DType dt,
+                                                      int resetEvery);
 
 }  // namespace spmd

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "kernels/half_bits.h"
+
 namespace spmd {
 
 enum class DType : uint8_t { F32, F64, I32, I64, F16, BF16 };
@@ -26,11 +28,20 @@ inline bool isFloat(DType t) { return t != DType::I32 && t != DType::I64; }
 std::string_view dtypeName(DType t);
 bool parseDType(std::string_view name, DType& out);
 
-// IEEE binary16 and bfloat16 conversions, round-to-nearest-even, NaN preserved.
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
+// IEEE binary16 and bfloat16 conversions, round-to-nearest-even, NaN preserved (kernels/half_bits.h).
+inline float halfToFloat(uint16_t h) {
+  const uint32_t bits = kernels::halfToFloatBits(h);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return kernels::floatBitsToHalf(bits);
+}
 inline float bf16ToFloat(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
+  const uint32_t bits = kernels::bf16ToFloatBits(b);
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
@@ -38,9 +49,7 @@ inline float bf16ToFloat(uint16_t b) {
 inline uint16_t floatToBf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40);  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
+  return kernels::floatBitsToBf16(bits);
 }
 
 }  // namespace spmd

@@ -1,7 +1,6 @@
 #include "core/executor.h"
 
 #include <chrono>
-#include <cstring>
 #include <memory>
 
 #include "core/check.h"
@@ -47,17 +46,35 @@ void computeFor(double us, Clock::time_point deadline) {
 // The step-start barrier's name in flight records (no stage of a job can be named so).
 constexpr std::string_view kStepStart = "(step start)";
 
+// An op's output: in the backend's memory, and on the host where checks, dumps and error measurements read
+// it (one and the same buffer when that memory is the host's).
+class Output {
+ public:
+  Output(Memory& m, size_t bytes) : host_(bytes), placed_(m.isHost() ? Buffer() : Buffer(m, bytes)) {}
+  void* data() { return placed_.get() ? placed_.get() : host_.data(); }
+  // The host copy, brought up to date.
+  std::vector<uint8_t>& fetch(Memory& m) {
+    if (placed_.get()) m.download(host_.data(), placed_.get(), host_.size());
+    return host_;
+  }
+
+ private:
+  std::vector<uint8_t> host_;
+  Buffer placed_;
+};
+
 }  // namespace
 
 struct Executor::Prepared {
-  explicit Prepared(const OpSpec& s) : spec(s) {}
+  Prepared(const OpSpec& s, Memory& m) : spec(s), out(m, 0) {}
   uint64_t bytes() const;  // the payload, as flight records show it
   const OpSpec& spec;
   DType dt = DType::F32;
   size_t count = 0;  // elements of the (first) input tensor
-  const uint8_t* in = nullptr;
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> flatIn, flatOut;  // coalesced reduce_scatter: the one flat collective
+  const void* in = nullptr;          // in the backend's memory
+  const uint8_t* hostIn = nullptr;   // the same tensor on the host
+  Output out;
+  Buffer flatIn, flatOut;            // coalesced reduce_scatter: the one flat collective
   size_t block = 0;                      // coalesced: padded elements per rank
   std::unique_ptr<EstimatingOp> estimator;  // compressed or quantized; its state persists across steps
   std::unique_ptr<EstimateError> error;     // how far the estimates are from the exact result
@@ -69,17 +86,32 @@ struct Executor::Prepared {
   bool inFlight = false;
 };
 
-Executor::Executor(Collectives& lane0, Collectives* lane1, const Program& program)
-    : lane0_(lane0), lane1_(lane1), program_(program) {}
+Executor::Executor(Backend& backend, const Program& program)
+    : memory_(backend.memory()), lane0_(backend.lane(0)), data0_(backend.deviceLane()),
+      lane1_(backend.lanes() > 1 ? &backend.lane(1) : nullptr), program_(program) {}
+
+void Executor::placeTensors() {
+  placed_.clear();
+  if (memory_.isHost()) return;
+  for (const std::vector<uint8_t>& t : tensors_) {
+    placed_.emplace_back(memory_, t.size());
+    memory_.upload(placed_.back().get(), t.data(), t.size());
+  }
+}
+
+const void* Executor::tensor(int i) const {
+  return placed_.empty() ? static_cast<const void*>(tensors_[size_t(i)].data()) : placed_[size_t(i)].get();
+}
 
 Executor::Prepared Executor::prepare(const OpSpec& s) {
   const int W = lane0_.size(), r = lane0_.rank();
-  Prepared p(s);
+  Prepared p(s, memory_);
   if (s.inputs.empty()) return p;
   const TensorSpec& t = program_.tensors[size_t(s.inputs[0])];
   p.dt = t.dtype;
   p.count = t.count;
-  p.in = tensors_[size_t(s.inputs[0])].data();
+  p.in = tensor(s.inputs[0]);
+  p.hostIn = tensors_[size_t(s.inputs[0])].data();
   if (s.reduction.mean && !isFloat(p.dt)) {
     throw CommError(code::kInvalid, "stage " + s.stage + ": mean is not defined for " + std::string(dtypeName(p.dt)));
   }
@@ -100,35 +132,35 @@ Executor::Prepared Executor::prepare(const OpSpec& s) {
         p.block += pi.block();
       }
       if (s.coalesced) {
-        p.flatIn.resize(p.block * W * es);
-        p.flatOut.resize(p.block * es);
+        p.flatIn = Buffer(memory_, p.block * W * es);
+        p.flatOut = Buffer(memory_, p.block * es);
       }
       break;
     case OpKind::Barrier: case OpKind::Compute: break;
   }
-  p.out.resize(outCount * es);
+  p.out = Output(memory_, outCount * es);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
-  if (s.kind == OpKind::Broadcast && r == s.root) std::memcpy(p.out.data(), p.in, p.count * es);
+  if (s.kind == OpKind::Broadcast && r == s.root) memory_.copy(p.out.data(), p.in, p.count * es);
   return p;
 }
 
-void Executor::packCoalesced(const Prepared& p, int W) {
+void Executor::packCoalesced(Prepared& p, int W) {
   // Rank-major: for each rank j, block j of every tensor, each padded to ceil(n_i / W) with zeros.
   const size_t es = elementSize(p.dt);
-  uint8_t* flat = const_cast<uint8_t*>(p.flatIn.data());
+  auto* flat = p.flatIn.as<uint8_t>();
   for (int j = 0; j < W; ++j) {
     for (int t : p.spec.inputs) {
       Partition part{program_.tensors[size_t(t)].count, W};
       size_t len = part.count(j) * es, padded = part.block() * es;
-      std::memcpy(flat, tensors_[size_t(t)].data() + part.offset(j) * es, len);
-      std::memset(flat + len, 0, padded - len);
+      memory_.copy(flat, static_cast<const uint8_t*>(tensor(t)) + part.offset(j) * es, len);
+      memory_.zero(flat + len, padded - len);
       flat += padded;
     }
   }
 }
 
 uint64_t Executor::Prepared::bytes() const {
-  if (!flatIn.empty()) return flatIn.size();
+  if (flatIn.bytes()) return flatIn.bytes();
   return spec.inputs.empty() ? 0 : count * elementSize(dt);
 }
 
@@ -136,7 +168,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
   const OpSpec& s = p.spec;
   const int W = c.size(), r = c.rank();
   const size_t es = elementSize(p.dt), bytes = p.count * es;
-  uint8_t* out = p.out.data();
+  auto* out = static_cast<uint8_t*>(p.out.data());
   if (p.estimator) return p.estimator->run(c, p.in, out);
   switch (s.kind) {
     case OpKind::AllReduce:
@@ -144,11 +176,11 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::ReduceScatter: {
       if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
       packCoalesced(p, W);
-      typed.reduceScatter(c, p.flatIn.data(), p.flatOut.data(), p.block * W, p.dt, s.reduction, s.algo);
-      const uint8_t* mine = p.flatOut.data();
+      typed.reduceScatter(c, p.flatIn.get(), p.flatOut.get(), p.block * W, p.dt, s.reduction, s.algo);
+      const auto* mine = p.flatOut.as<uint8_t>();
       for (int t : s.inputs) {
         Partition part{program_.tensors[size_t(t)].count, W};
-        std::memcpy(out, mine, part.count(r) * es);
+        memory_.copy(out, mine, part.count(r) * es);
         out += part.count(r) * es;
         mine += part.block() * es;
       }
@@ -173,6 +205,7 @@ std::vector<OpResult> Executor::run() {
     tensors_.emplace_back(t.count * elementSize(t.dtype));
     kernels::fillBuffer(t.fill, t.dtype, rank, tensors_.back().data(), t.count);
   }
+  placeTensors();
   std::vector<Prepared> ops;
   ops.reserve(program_.ops.size());
   std::vector<OpResult> results(program_.ops.size());
@@ -180,7 +213,7 @@ std::vector<OpResult> Executor::run() {
   for (size_t i = 0; i < program_.ops.size(); ++i) {
     const OpSpec& s = program_.ops[i];
     ops.push_back(prepare(s));
-    Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : lane0_;
+    Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : data0_;
     // An estimating op has one algorithm of its own, not one of the backend's.
     results[i].algorithm = s.compression != Compression::None
                                ? Algo::Auto
@@ -191,7 +224,7 @@ std::vector<OpResult> Executor::run() {
 
   // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
   std::unique_ptr<LaneWorker> worker = anyNonblocking && lane1_ ? std::make_unique<LaneWorker>() : nullptr;
-  TypedOps typed0, typed1;
+  TypedOps typed0(memory_), typed1(hostMemory());
   bool timed = false;
   auto inStage = [](const OpSpec& s, const std::exception& e) { return CommError(failedCode(e), "stage " + s.stage + ": " + e.what()); };
   auto complete = [&](size_t i) {
@@ -228,10 +261,10 @@ std::vector<OpResult> Executor::run() {
       try {
         recordOp(lane0_, flight0.issue(), -1, s.kind, s.stage, p.bytes(), [&] {
           p.estimator = s.compression == Compression::OneBit
-                            ? makeCompressedAllreduce(rank, W, p.count, p.dt, s.resetEvery)
-                            : makeQuantizedAllreduce(lane0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
+                            ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.resetEvery)
+                            : makeQuantizedAllreduce(memory_, data0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
           using Layout = EstimateError::Layout;
-          p.error = std::make_unique<EstimateError>(lane0_, p.in, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
+          p.error = std::make_unique<EstimateError>(lane0_, p.hostIn, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
         });
       } catch (const std::exception& e) {
         throw inStage(s, e);
@@ -262,7 +295,7 @@ std::vector<OpResult> Executor::run() {
             flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
             try {
               if (s.kind == OpKind::Gather) {
-                p.request = lane0_.postGather(p.in, rank == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt),
+                p.request = data0_.postGather(p.in, rank == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt),
                                               s.root, s.algo);
               }
               if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
@@ -292,7 +325,8 @@ std::vector<OpResult> Executor::run() {
         auto t0 = Clock::now();
         flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
         try {
-          execute(lane0_, typed0, p, deadline);
+          execute(data0_, typed0, p, deadline);
+          memory_.synchronize();  // kernels and copies the op issued are part of its time
         } catch (const std::exception& e) {
           flight0.end(seq, failedState(e));
           throw inStage(s, e);
@@ -302,7 +336,7 @@ std::vector<OpResult> Executor::run() {
         double us = microsBetween(t0, t1);
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
-        if (p.error) p.error->observe(p.out.data());  // after the timing, so untimed
+        if (p.error) p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
       }
       for (size_t i = 0; i < ops.size(); ++i) complete(i);
       if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
@@ -312,12 +346,13 @@ std::vector<OpResult> Executor::run() {
     throw;
   }
   for (size_t i = 0; i < ops.size(); ++i) {
+    std::vector<uint8_t>& out = ops[i].out.fetch(memory_);
     if (program_.check) {
-      CheckResult c = checkOutput(program_, program_.ops[i], rank, W, ops[i].out);
+      CheckResult c = checkOutput(program_, program_.ops[i], rank, W, out);
       results[i].wrong = c.wrong;
       results[i].checked = c.checked;
     }
-    results[i].output = std::move(ops[i].out);
+    results[i].output = std::move(out);
     if (ops[i].estimator) {
       results[i].series = ops[i].error->series();
       results[i].series.push_back({"wireBytes", {double(ops[i].estimator->wireBytes())}});

@@ -1,18 +1,19 @@
 // Runs a Program: warmup + iterations steps, each executing every op once in order, timing each op with
 // a monotonic clock. Nonblocking ops run on a second lane so they really overlap what follows them.
+// Tensors live in the backend's memory: filled on the host, placed there once before the first step, and
+// outputs brought back once after the last (each step's for an estimating op's error, untimed).
 #pragma once
 #include <atomic>
 #include <vector>
 
-#include "core/collectives.h"
+#include "core/backend.h"
 #include "core/program.h"
 
 namespace spmd {
 
 class Executor {
  public:
-  // lane1 may be null when the program has no nonblocking op.
-  Executor(Collectives& lane0, Collectives* lane1, const Program& program);
+  Executor(Backend& backend, const Program& program);
   std::vector<OpResult> run();
   // The filled input tensors of the last run, in program order (for dumps).
   std::vector<std::vector<uint8_t>> takeTensors() { return std::move(tensors_); }
@@ -23,12 +24,17 @@ class Executor {
   struct Prepared;
   Prepared prepare(const OpSpec& spec);
   void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
-  void packCoalesced(const Prepared& p, int worldSize);
+  void packCoalesced(Prepared& p, int worldSize);
+  void placeTensors();
+  const void* tensor(int i) const;
 
-  Collectives& lane0_;
-  Collectives* lane1_;
+  Memory& memory_;
+  Collectives& lane0_;  // host pointers: setup, the step barrier, the flight record
+  Collectives& data0_;  // lane 0 over pointers into memory_
+  Collectives* lane1_;  // null without a second lane
   const Program& program_;
-  std::vector<std::vector<uint8_t>> tensors_;
+  std::vector<std::vector<uint8_t>> tensors_;  // as filled, on the host
+  std::vector<Buffer> placed_;                 // their copies in memory_, unless that is host memory
   std::atomic<int64_t>* progress_ = nullptr;
 };
 

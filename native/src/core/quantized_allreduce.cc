@@ -1,67 +1,68 @@
 #include "core/quantized_allreduce.h"
 
-#include <algorithm>
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/quant.h"
 
 namespace spmd {
 namespace {
 
 using kernels::QuantFormat;
 
-std::vector<float> floats(bool wanted, size_t n) { return std::vector<float>(wanted ? n : 0, 0.0f); }
+// The three quantizations whose values the op checks, each with its own flag in device memory.
+enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
+constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
 
 class HierarchicalQuantized final : public EstimatingOp {
  public:
-  HierarchicalQuantized(Collectives& world, size_t n, DType dt, const QuantizedSpec& s, bool full, bool mean)
-      : rank_(world.rank()), W_(world.size()), L_(s.localSize), N_(W_ / L_), n_(n), B_(n / size_t(W_)), dt_(dt),
-        full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
+  HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, bool full, bool mean)
+      : m_(m), k_(m.kernels()), rank_(world.rank()), W_(world.size()), L_(s.localSize), N_(W_ / L_), n_(n),
+        B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
         format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
         recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
         intra_(world.split(rank_ / L_, rank_ % L_)), inter_(world.split(rank_ % L_, rank_ / L_)),
         wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
-        wideOut_(floats(full && dt != DType::F32, n)), scratch_(std::min(B_, s.groupSize)),
-        intraError_(floats(feedback_, n)), interError_(floats(feedback_, size_t(N_) * B_)),
-        gatherError_(floats(feedback_ && full, B_)),
-        send1_(size_t(W_) * recordBytes_), recv1_(send1_.size()), send2_(size_t(N_) * recordBytes_),
-        recv2_(send2_.size()), gatherSend_(gatherBytes_), gathered_(size_t(W_) * gatherBytes_),
-        sources_(size_t(std::max(L_, N_))) {}
+        wideOut_(floats(full && dt != DType::F32, n)), intraError_(errors(feedback_, n)),
+        interError_(errors(feedback_, size_t(N_) * B_)), gatherError_(errors(feedback_ && full, B_)),
+        send1_(m, size_t(W_) * recordBytes_), recv1_(m, send1_.bytes()), send2_(m, size_t(N_) * recordBytes_),
+        recv2_(m, send2_.bytes()), gatherSend_(m, gatherBytes_), gathered_(m, size_t(W_) * gatherBytes_),
+        nonFinite_(Buffer::zeros(m, kChecks * sizeof(uint32_t))) {}
 
   void run(Collectives& world, const void* in, void* out) override {
     const float* x = input(in);
+    uint8_t* send1 = send1_.as<uint8_t>();
     // 1. Block j into slot j/L of record j%L.
     for (int j = 0; j < W_; ++j) {
-      uint8_t* slot = send1_.data() + (size_t(j % L_) * size_t(N_) + size_t(j / L_)) * recordBytes_;
-      requireFinite(kernels::quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot),
-                    "input");
+      uint8_t* slot = send1 + (size_t(j % L_) * size_t(N_) + size_t(j / L_)) * recordBytes_;
+      k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
     }
-    intra_->allToAll(send1_.data(), recv1_.data(), size_t(L_), size_t(N_) * recordBytes_);
+    requireFinite(kInput);
+    intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_);
     // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
     for (int a = 0; a < N_; ++a) {
-      for (int l = 0; l < L_; ++l) sources_[size_t(l)] = recv1_.data() + (size_t(l) * size_t(N_) + size_t(a)) * recordBytes_;
-      requireFinite(kernels::dequantizeSumQuantize(format_, sources_.data(), L_, error(interError_, size_t(a) * B_), beta_,
-                                                   B_, scratch_.data(), send2_.data() + size_t(a) * recordBytes_),
-                    "node's sums");
+      const kernels::Strided copies{recv1_.as<uint8_t>() + size_t(a) * recordBytes_, size_t(N_) * recordBytes_, L_};
+      k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_), beta_, B_,
+                               send2_.as<uint8_t>() + size_t(a) * recordBytes_, flag(kNodeSums));
     }
-    inter_->allToAll(send2_.data(), recv2_.data(), size_t(N_), recordBytes_);
+    requireFinite(kNodeSums);
+    inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_);
     // 3. Every node's sum of block r.
-    for (int a = 0; a < N_; ++a) sources_[size_t(a)] = recv2_.data() + size_t(a) * recordBytes_;
-    float* block = block_.empty() ? static_cast<float*>(out) : block_.data();
-    kernels::dequantizeSum(format_, sources_.data(), N_, B_, block);
-    if (mean_) kernels::divideInPlace(DType::F32, block, B_, W_);
+    float* block = block_.get() ? block_.as<float>() : static_cast<float*>(out);
+    k_.dequantizeSum(format_, {recv2_.as<uint8_t>(), recordBytes_, N_}, B_, block);
+    if (mean_) k_.divideInPlace(DType::F32, block, B_, W_);
     if (!full_) {
-      if (block != out) kernels::fromF32(dt_, block, out, B_);
+      if (block != out) k_.fromF32(dt_, block, out, B_);
       return;
     }
     // 4. Every rank's block to every rank.
-    requireFinite(kernels::quantize(gatherFormat_, block, error(gatherError_, 0), beta_, B_, gatherSend_.data()), "reduced block");
-    world.allGather(gatherSend_.data(), gathered_.data(), gatherBytes_, Algo::Auto);
-    float* all = wideOut_.empty() ? static_cast<float*>(out) : wideOut_.data();
-    for (int j = 0; j < W_; ++j) kernels::dequantize(gatherFormat_, gathered_.data() + size_t(j) * gatherBytes_, B_, all + size_t(j) * B_);
-    if (all != out) kernels::fromF32(dt_, all, out, n_);
+    k_.quantize(gatherFormat_, block, error(gatherError_, 0), beta_, B_, gatherSend_.as<uint8_t>(), flag(kReducedBlock));
+    requireFinite(kReducedBlock);
+    world.allGather(gatherSend_.get(), gathered_.get(), gatherBytes_, Algo::Auto);
+    float* all = wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out);
+    for (int j = 0; j < W_; ++j) {
+      k_.dequantize(gatherFormat_, gathered_.as<uint8_t>() + size_t(j) * gatherBytes_, B_, all + size_t(j) * B_);
+    }
+    if (all != out) k_.fromF32(dt_, all, out, n_);
   }
 
   // Each step sends a record of N blocks to the L-1 other local ranks, one block to the N-1 other ranks of
@@ -73,33 +74,42 @@ class HierarchicalQuantized final : public EstimatingOp {
   std::vector<NamedBuffer> state() const override {
     std::vector<NamedBuffer> s;
     if (!feedback_) return s;
-    s.push_back(buffer("intra_error", intraError_));
-    s.push_back(buffer("inter_error", interError_));
-    if (full_) s.push_back(buffer("gather_error", gatherError_));
+    s.push_back(fetch("intra_error", intraError_));
+    s.push_back(fetch("inter_error", interError_));
+    if (full_) s.push_back(fetch("gather_error", gatherError_));
     return s;
   }
 
  private:
+  Buffer floats(bool wanted, size_t count) { return Buffer(m_, wanted ? count * sizeof(float) : 0); }
+  Buffer errors(bool wanted, size_t count) { return Buffer::zeros(m_, wanted ? count * sizeof(float) : 0); }
+
   const float* input(const void* in) {
-    if (wideIn_.empty()) return static_cast<const float*>(in);
-    kernels::toF32(dt_, in, wideIn_.data(), n_);
-    return wideIn_.data();
+    if (!wideIn_.get()) return static_cast<const float*>(in);
+    k_.toF32(dt_, in, wideIn_.as<float>(), n_);
+    return wideIn_.as<float>();
   }
 
-  float* error(std::vector<float>& e, size_t offset) { return feedback_ ? e.data() + offset : nullptr; }
+  float* error(const Buffer& e, size_t offset) { return feedback_ ? e.as<float>() + offset : nullptr; }
+  uint32_t* flag(Check c) { return nonFinite_.as<uint32_t>() + c; }
 
   // A NaN or infinity would be quantized to garbage and, with error feedback, stay in the errors; say so.
-  void requireFinite(bool finite, const char* what) const {
-    if (finite) return;
+  void requireFinite(Check c) {
+    uint32_t set = 0;
+    m_.download(&set, flag(c), sizeof set);
+    if (!set) return;
     throw CommError(code::kInvalid, "quantized_allreduce: rank " + std::to_string(rank_) + " has NaN or infinite values in its " +
-                                        what + " (a non-finite input, or sums that overflow float32)");
+                                        kChecked[c] + " (a non-finite input, or sums that overflow float32)");
   }
 
-  static NamedBuffer buffer(const char* name, const std::vector<float>& v) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(v.data());
-    return {name, DType::F32, std::vector<uint8_t>(bytes, bytes + v.size() * sizeof(float))};
+  NamedBuffer fetch(const char* name, const Buffer& b) const {
+    NamedBuffer out{name, DType::F32, std::vector<uint8_t>(b.bytes())};
+    m_.download(out.data.data(), b.get(), b.bytes());
+    return out;
   }
 
+  Memory& m_;
+  kernels::DeviceKernels& k_;
   const int rank_, W_, L_, N_;
   const size_t n_, B_;
   const DType dt_;
@@ -108,18 +118,17 @@ class HierarchicalQuantized final : public EstimatingOp {
   const QuantFormat format_, gatherFormat_;
   const size_t recordBytes_, gatherBytes_;  // one block quantized, for the all-to-alls and the all-gather
   std::unique_ptr<Collectives> intra_, inter_;
-  std::vector<float> wideIn_;   // the input in float32, unless it is float32
-  std::vector<float> block_;    // block r of the result, unless it goes straight to the output
-  std::vector<float> wideOut_;  // full output in float32, unless it is float32
-  std::vector<float> scratch_;
-  std::vector<float> intraError_, interError_, gatherError_;
-  std::vector<uint8_t> send1_, recv1_, send2_, recv2_, gatherSend_, gathered_;
-  std::vector<const uint8_t*> sources_;
+  Buffer wideIn_;   // the input in float32, unless it is float32
+  Buffer block_;    // block r of the result, unless it goes straight to the output
+  Buffer wideOut_;  // full output in float32, unless it is float32
+  Buffer intraError_, interError_, gatherError_;
+  Buffer send1_, recv1_, send2_, recv2_, gatherSend_, gathered_;
+  Buffer nonFinite_;  // one flag per Check
 };
 
 }  // namespace
 
-std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Collectives& world, size_t count, DType dt,
+std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives& world, size_t count, DType dt,
                                                      const QuantizedSpec& spec, bool full, bool mean) {
   const int W = world.size();
   auto invalid = [](const std::string& what) { return CommError(code::kInvalid, "quantized_allreduce: " + what); };
@@ -134,7 +143,7 @@ std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Collectives& world, size_t 
   if (count % multiple != 0) {
     throw invalid("count " + std::to_string(count) + " is not a multiple of " + std::to_string(multiple));
   }
-  return std::make_unique<HierarchicalQuantized>(world, count, dt, spec, full, mean);
+  return std::make_unique<HierarchicalQuantized>(memory, world, count, dt, spec, full, mean);
 }
 
 }  // namespace spmd

@@ -22,12 +22,13 @@
 // dtype. With error feedback, each quantization keeps what it lost and adds beta times it to what it
 // quantizes next step (LoCo's idea): "intra_error" (n values, indexed as the tensor), "inter_error" (N·B:
 // the sums this rank requantizes, by node) and "gather_error" (B, full output only), which are the op's
-// state.
+// state. Its buffers live in the lane's memory (core/memory.h) and its kernels run there.
 #pragma once
 #include <cstddef>
 #include <memory>
 
 #include "core/estimating_op.h"
+#include "core/memory.h"
 
 namespace spmd {
 
@@ -35,8 +36,8 @@ namespace spmd {
 // local index. `full`: every rank gets all n values (an allreduce), else block r (a reduce_scatter).
 // Throws CommError(kInvalid) for integer dtypes, a local size that does not divide W, or a count that is
 // not a multiple of W (of 2W when int4 codes travel, so every block is whole bytes): the planner falls back
-// to the exact collective for those counts before native code sees them.
-std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Collectives& world, size_t count, DType dt,
+// to the exact collective for those counts before native code sees them. `world` moves pointers into `memory`.
+std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives& world, size_t count, DType dt,
                                                      const QuantizedSpec& spec, bool full, bool mean);
 
 }  // namespace spmd

@@ -1,7 +1,6 @@
 #include "core/typed_ops.h"
 
 #include "core/partition.h"
-#include "kernels/cpu/convert.h"
 
 namespace spmd {
 
@@ -11,16 +10,17 @@ void TypedOps::typed(Collectives& c, const void* in, void* out, size_t inCount, 
                      Reduction r, Run run) {
   if (!isHalf(dt)) {
     run(in, out, dt);
-    if (r.mean && out) kernels::divideInPlace(dt, out, outCount, c.size());
+    if (r.mean && out) m_.kernels().divideInPlace(dt, out, outCount, c.size());
     return;
   }
+  kernels::DeviceKernels& k = m_.kernels();
   auto* wi = static_cast<float*>(wideIn_.get(inCount * sizeof(float)));
   auto* wo = static_cast<float*>(wideOut_.get(outCount * sizeof(float)));
-  kernels::widenToF32(dt, in, wi, inCount);
+  k.toF32(dt, in, wi, inCount);
   run(wi, out ? wo : nullptr, DType::F32);
   if (!out) return;
-  if (r.mean) kernels::divideInPlace(DType::F32, wo, outCount, c.size());
-  kernels::narrowFromF32(dt, wo, out, outCount);
+  if (r.mean) k.divideInPlace(DType::F32, wo, outCount, c.size());
+  k.fromF32(dt, wo, out, outCount);
 }
 
 void TypedOps::allreduce(Collectives& c, const void* in, void* out, size_t count, DType dt, Reduction r, Algo a) {

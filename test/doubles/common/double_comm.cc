@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -23,6 +26,12 @@ bool envIs(const char* name, const char* value) {
 constexpr int kLanes = 1;
 constexpr size_t kChannelBytes = 64 * 1024;
 
+std::vector<int> identity(int n) {
+  std::vector<int> v(size_t(n), 0);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
 }  // namespace
 
 std::string DoubleComm::newName() {
@@ -30,50 +39,80 @@ std::string DoubleComm::newName() {
   return "/spmd-double-" + std::to_string(getpid()) + "-" + std::to_string(rd());
 }
 
-DoubleComm::DoubleComm(shm::Segment seg, int rank)
-    : segment_(std::move(seg)),
-      transport_(segment_, rank, 0),
-      algorithms_(transport_, [this](const std::string& why) { transport_.abort(why); }) {}
+DoubleComm::DoubleComm(std::shared_ptr<Shared> shared, std::unique_ptr<GroupTransport> group, std::vector<int> rootRanks)
+    : shared_(std::move(shared)),
+      group_(std::move(group)),
+      transport_(group_ ? static_cast<Transport*>(group_.get()) : &shared_->transport),
+      rootRanks_(std::move(rootRanks)),
+      algorithms_(*transport_, [s = shared_.get()](const std::string& why) { s->transport.abort(why); }) {}
 
 std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks, int rank) {
   if (envIs("SPMD_DOUBLE_FAIL_INIT", "1") || nranks < 1 || rank < 0 || rank >= nranks) return nullptr;
   const auto giveUp = std::chrono::steady_clock::now() + 30s;
-  std::unique_ptr<DoubleComm> comm;
+  std::shared_ptr<Shared> shared;
   // The others retry until rank 0's segment exists and is laid out (it may not be yet).
-  while (!comm) {
+  while (!shared) {
     try {
-      comm = std::make_unique<DoubleComm>(rank == 0 ? shm::Segment::create(name, nranks, kLanes, kChannelBytes)
-                                                    : shm::Segment::attach(name, nranks, kLanes, kChannelBytes),
-                                          rank);
+      shared = std::make_shared<Shared>(rank == 0 ? shm::Segment::create(name, nranks, kLanes, kChannelBytes)
+                                                  : shm::Segment::attach(name, nranks, kLanes, kChannelBytes),
+                                        rank);
     } catch (const CommError&) {
       if (rank == 0 || std::chrono::steady_clock::now() >= giveUp) return nullptr;
       std::this_thread::sleep_for(5ms);
     }
   }
-  auto& attached = comm->segment_.header().attached;
+  auto& attached = shared->segment.header().attached;
   attached.fetch_add(1);
   while (int(attached.load()) < nranks) {
     if (std::chrono::steady_clock::now() >= giveUp) return nullptr;
     std::this_thread::sleep_for(1ms);
   }
-  if (rank == 0) comm->segment_.unlink();  // everyone is attached: no crash can leak the name now
+  if (rank == 0) shared->segment.unlink();  // everyone is attached: no crash can leak the name now
   const char* stall = std::getenv("SPMD_DOUBLE_STALL_RANK");
-  comm->asyncFault_ = envIs("SPMD_DOUBLE_ASYNC_ERROR", "1");
-  comm->hang_ = comm->asyncFault_ || (stall && std::atoi(stall) == rank);
-  return comm;
+  shared->asyncFault = envIs("SPMD_DOUBLE_ASYNC_ERROR", "1");
+  shared->hang = shared->asyncFault || (stall && std::atoi(stall) == rank);
+  return std::unique_ptr<DoubleComm>(new DoubleComm(std::move(shared), nullptr, identity(nranks)));
+}
+
+std::unique_ptr<DoubleComm> DoubleComm::split(int color, int key) {
+  const int W = size();
+  const int mine[2] = {color, key};
+  std::vector<int> all(2 * size_t(W));
+  // On the worker, after the ops queued before: they use the same transport.
+  std::promise<void> gathered;
+  shared_->worker.submit([&] {
+    try {
+      algorithms_.allGather(mine, all.data(), sizeof mine, Algo::Auto);
+      gathered.set_value();
+    } catch (...) {
+      gathered.set_exception(std::current_exception());
+    }
+  });
+  gathered.get_future().get();
+  if (color < 0) return nullptr;
+  std::vector<int> members;
+  for (int j = 0; j < W; ++j) {
+    if (all[2 * size_t(j)] == color) members.push_back(j);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * size_t(a) + 1] < all[2 * size_t(b) + 1]; });
+  std::vector<int> rootRanks;
+  for (int m : members) rootRanks.push_back(rootRanks_[size_t(m)]);
+  auto group = std::make_unique<GroupTransport>(shared_->transport, rootRanks);
+  return std::unique_ptr<DoubleComm>(new DoubleComm(shared_, std::move(group), std::move(rootRanks)));
 }
 
 bool DoubleComm::enqueue(void* s, std::function<void()> op) {
   auto* stream = static_cast<Stream*>(s);
-  if (aborted_ || !stream) return false;  // the doubles have no default stream
+  if (shared_->aborted || !stream) return false;  // the doubles have no default stream
   stream->pending++;
-  worker_.submit([this, stream, op = std::move(op)] {
-    while (hang_ && !aborted_) std::this_thread::sleep_for(5ms);
-    if (!aborted_) {
+  Shared* shared = shared_.get();
+  shared->worker.submit([shared, stream, op = std::move(op)] {
+    while (shared->hang && !shared->aborted) std::this_thread::sleep_for(5ms);
+    if (!shared->aborted) {
       try {
         op();
       } catch (const std::exception&) {
-        failed_ = true;
+        shared->failed = true;
       }
     }
     stream->pending--;
@@ -82,8 +121,8 @@ bool DoubleComm::enqueue(void* s, std::function<void()> op) {
 }
 
 void DoubleComm::abort() {
-  aborted_ = true;
-  transport_.abort("communicator aborted");
+  shared_->aborted = true;
+  shared_->transport.abort("communicator aborted");
 }
 
 }  // namespace spmd::doubles

@@ -1,7 +1,9 @@
 // The engine of the host-memory ABI doubles (nccl/, hccl/): a communicator over the project's shm
 // transport and shared algorithms whose ops run in order on a thread of their own, as a device stream
 // runs them beside the host, and the streams the backend polls (spmdDoubleStream*, exported by each
-// double). The vendor front ends only translate their ABI to this.
+// double). A split of it (ncclCommSplit) moves data on the same transport through a GroupTransport, and
+// queues its ops on the same thread, so the ops of a communicator and its splits run in issue order. The
+// vendor front ends only translate their ABI to this.
 //
 // Faults the tests ask for through the environment, for either double:
 //   SPMD_DOUBLE_FAIL_INIT=1     joining fails
@@ -12,9 +14,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
+#include "core/group_transport.h"
 #include "core/op_queue.h"
 #include "core/transport_collectives.h"
 
@@ -34,30 +38,46 @@ class DoubleComm {
   // rank joined, or null on failure (SPMD_DOUBLE_FAIL_INIT, a bad argument, a 30 s wait).
   static std::unique_ptr<DoubleComm> join(const std::string& name, int nranks, int rank);
 
-  DoubleComm(shm::Segment seg, int rank);
-  int rank() const { return transport_.rank(); }
-  int size() const { return transport_.size(); }
-  TransportCollectives& algorithms() { return algorithms_; }
-  Transport& transport() { return transport_; }
+  // Collective over this communicator's ranks, after the ops queued before it: the ranks passing `color`
+  // ranked by (key, rank). Null for a negative color (NCCL_SPLIT_NOCOLOR); throws CommError on failure.
+  std::unique_ptr<DoubleComm> split(int color, int key);
 
-  // Runs `op` after the ops issued before on this communicator, counting it on `stream` until it ran;
-  // false when the stream is null or the communicator was aborted. An op that throws leaves failed() set.
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  TransportCollectives& algorithms() { return algorithms_; }
+  Transport& transport() { return *transport_; }
+
+  // Runs `op` after the ops issued before on this communicator and its splits, counting it on `stream`
+  // until it ran; false when the stream is null or the communicator was aborted. An op that throws leaves
+  // failed() set.
   bool enqueue(void* stream, std::function<void()> op);
-  bool failed() const { return failed_; }
+  bool failed() const { return shared_->failed; }
   // The fault SPMD_DOUBLE_ASYNC_ERROR asks for: report an async error.
-  bool asyncFault() const { return asyncFault_; }
-  // Wakes this rank's running op, tells the other ranks, drops queued ops; then delete the communicator.
+  bool asyncFault() const { return shared_->asyncFault; }
+  // Wakes this rank's running op, tells the other ranks, drops queued ops, for this communicator and every
+  // one split from the same root; then delete the communicator.
   void abort();
 
  private:
-  shm::Segment segment_;
-  shm::ShmTransport transport_;
+  // What a root communicator and its splits share; the worker thread last, joined first.
+  struct Shared {
+    Shared(shm::Segment seg, int rank) : segment(std::move(seg)), transport(segment, rank, 0) {}
+    shm::Segment segment;
+    shm::ShmTransport transport;
+    std::atomic<bool> aborted{false};
+    std::atomic<bool> failed{false};
+    bool hang = false;
+    bool asyncFault = false;
+    OpQueue worker;
+  };
+
+  DoubleComm(std::shared_ptr<Shared> shared, std::unique_ptr<GroupTransport> group, std::vector<int> rootRanks);
+
+  std::shared_ptr<Shared> shared_;
+  std::unique_ptr<GroupTransport> group_;  // a split's view of the root's transport
+  Transport* transport_;
+  std::vector<int> rootRanks_;             // this communicator's ranks as the root's
   TransportCollectives algorithms_;
-  std::atomic<bool> aborted_{false};
-  std::atomic<bool> failed_{false};
-  bool hang_ = false;
-  bool asyncFault_ = false;
-  OpQueue worker_;  // last: joined first, while the rest is still alive
 };
 
 }  // namespace spmd::doubles

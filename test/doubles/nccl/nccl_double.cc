@@ -160,6 +160,16 @@ SPMD_DOUBLE_EXPORT ncclResult_t ncclGroupEnd() {
 }
 
 #ifndef SPMD_DOUBLE_MINIMAL
+SPMD_DOUBLE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+  try {
+    auto engine = comm->engine->split(color, key);
+    *newcomm = engine ? new ncclComm{std::move(engine)} : nullptr;
+    return ncclSuccess;
+  } catch (const std::exception&) {
+    return ncclSystemError;
+  }
+}
+
 SPMD_DOUBLE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   *asyncError = comm->engine->asyncFault() || comm->engine->failed() ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;

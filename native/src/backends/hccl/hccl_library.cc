@@ -54,6 +54,7 @@ const char* HcclLibrary::call(library::Call c) const {
     case library::Call::Broadcast: return "HcclBroadcast";
     case library::Call::Reduce: return "HcclReduce";
     case library::Call::SendRecv: return "HcclBatchSendRecv";
+    case library::Call::Split: return "HcclCreateSubCommConfig";
   }
   return "HCCL";
 }

@@ -26,6 +26,9 @@ class HcclLibrary : public library::Library {
              library::Stream s) override;
   int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, library::Handle c,
                library::Stream s) override;
+  // HCCL's sub-communicators (HcclCreateSubCommConfig) are not wired: split() is never called.
+  std::string splitMissing() const override { return "hccl: sub-communicators are not supported by this backend yet"; }
+  int split(library::Handle, int, int, library::Handle&) override { return HCCL_E_NOT_SUPPORT; }
   bool asyncError(library::Handle c, int& result) override;
   bool abort(library::Handle) override { return false; }
   void destroy(library::Handle c) override { api_.commDestroy(c); }

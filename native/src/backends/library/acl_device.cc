@@ -1,6 +1,9 @@
 // Ascend device memory through libascendcl (the ACL runtime) opened at run time, so the addon builds and
 // loads without CANN. The calls are declared here from the ACL runtime API documentation. ACL streams
-// are polled through an event recorded after each op (aclrtQueryEventStatus).
+// are polled through an event recorded after each op (aclrtQueryEventStatus). Copies use ACL's synchronous
+// calls once the stream is idle. There are no NPU kernels in this project: ops that need kernels on the
+// device (mean, float16/bfloat16 reductions, the compressed and quantized stages) are refused.
+#include <cstdint>
 #include <string>
 
 #include "backends/library/device.h"
@@ -12,7 +15,7 @@ namespace {
 
 constexpr int kAclSuccess = 0;
 constexpr int kMallocHugeFirst = 0;  // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
-constexpr int kHostToDevice = 1, kDeviceToHost = 2;
+constexpr int kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3;
 constexpr int kEventComplete = 1;  // aclrtEventRecordedStatus ACL_EVENT_RECORDED_STATUS_COMPLETE
 using Event = void*;
 
@@ -21,6 +24,7 @@ struct AclRt {
   int (*malloc)(void**, size_t, int);
   int (*free)(void*);
   int (*memcpy)(void*, size_t, const void*, size_t, int);
+  int (*memset)(void*, size_t, int32_t, size_t);
   int (*createStream)(Stream*);
   int (*destroyStream)(Stream);
   int (*createEvent)(Event*);
@@ -39,6 +43,7 @@ const AclRt& aclrt() {
     resolve(lib, "aclrtMalloc", r.malloc, true, path, what);
     resolve(lib, "aclrtFree", r.free, true, path, what);
     resolve(lib, "aclrtMemcpy", r.memcpy, true, path, what);
+    resolve(lib, "aclrtMemset", r.memset, true, path, what);
     resolve(lib, "aclrtCreateStream", r.createStream, true, path, what);
     resolve(lib, "aclrtDestroyStream", r.destroyStream, true, path, what);
     resolve(lib, "aclrtCreateEvent", r.createEvent, true, path, what);
@@ -73,11 +78,18 @@ class AclDevice : public Device {
   void free(void* p) override {
     if (p) aclrt().free(p);
   }
-  void toDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes) check(aclrt().memcpy(dst, bytes, src, bytes, kHostToDevice), "aclrtMemcpy");
+  void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, kHostToDevice); }
+  void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, kDeviceToHost); }
+  void copy(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, kDeviceToDevice); }
+  void zero(void* dst, size_t bytes) override {
+    if (!bytes) return;
+    synchronize();
+    check(aclrt().memset(dst, bytes, 0, bytes), "aclrtMemset");
   }
-  void toHost(void* dst, const void* src, size_t bytes) override {
-    if (bytes) check(aclrt().memcpy(dst, bytes, src, bytes, kDeviceToHost), "aclrtMemcpy");
+  kernels::DeviceKernels& kernels() override {
+    throw CommError(code::kUnsupported,
+                    "hccl: this build has no NPU kernels (mean, float16/bfloat16 reductions and the compressed and quantized "
+                    "stages need them on device npu)");
   }
   Stream stream() const override { return stream_; }
   void issued() override { check(aclrt().recordEvent(event_, stream_), "aclrtRecordEvent"); }
@@ -88,6 +100,12 @@ class AclDevice : public Device {
   }
 
  private:
+  void copy(void* dst, const void* src, size_t bytes, int kind) {
+    if (!bytes || dst == src) return;
+    synchronize();
+    check(aclrt().memcpy(dst, bytes, src, bytes, kind), "aclrtMemcpy");
+  }
+
   Stream stream_ = nullptr;
   Event event_ = nullptr;
 };

@@ -1,24 +1,27 @@
 // CUDA device memory through libcudart opened at run time, so the addon builds and loads without CUDA.
-// The few runtime calls it needs are declared here from the CUDA runtime API documentation.
+// The few runtime calls it needs are declared here from the CUDA runtime API documentation. Copies are
+// issued on the communicator's stream, so they keep their place among its collectives and kernels.
 #include <dlfcn.h>
 
 #include <string>
 
 #include "backends/library/device.h"
 #include "core/error.h"
+#include "backends/library/cuda_kernels.h"
 
 namespace spmd::library {
 namespace {
 
 constexpr int kCudaSuccess = 0;
 constexpr int kCudaErrorNotReady = 600;
-constexpr int kHostToDevice = 1, kDeviceToHost = 2;
+constexpr int kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3;
 
 struct CudaRt {
   int (*setDevice)(int);
   int (*malloc)(void**, size_t);
   int (*free)(void*);
-  int (*memcpy)(void*, const void*, size_t, int);
+  int (*memcpyAsync)(void*, const void*, size_t, int, Stream);
+  int (*memsetAsync)(void*, int, size_t, Stream);
   int (*streamCreate)(Stream*);
   int (*streamQuery)(Stream);
   int (*streamDestroy)(Stream);
@@ -44,7 +47,8 @@ const CudaRt& cudart() {
     r.setDevice = reinterpret_cast<int (*)(int)>(sym("cudaSetDevice"));
     r.malloc = reinterpret_cast<int (*)(void**, size_t)>(sym("cudaMalloc"));
     r.free = reinterpret_cast<int (*)(void*)>(sym("cudaFree"));
-    r.memcpy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(sym("cudaMemcpy"));
+    r.memcpyAsync = reinterpret_cast<int (*)(void*, const void*, size_t, int, Stream)>(sym("cudaMemcpyAsync"));
+    r.memsetAsync = reinterpret_cast<int (*)(void*, int, size_t, Stream)>(sym("cudaMemsetAsync"));
     r.streamCreate = reinterpret_cast<int (*)(Stream*)>(sym("cudaStreamCreate"));
     r.streamQuery = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamQuery"));
     r.streamDestroy = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamDestroy"));
@@ -66,7 +70,10 @@ class CudaDevice : public Device {
     check(cudart().setDevice(device), "cudaSetDevice");
     check(cudart().streamCreate(&stream_), "cudaStreamCreate");
   }
-  ~CudaDevice() override { cudart().streamDestroy(stream_); }
+  ~CudaDevice() override {
+    kernels_.reset();
+    cudart().streamDestroy(stream_);
+  }
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     check(cudart().malloc(&p, bytes ? bytes : 1), "cudaMalloc");
@@ -75,11 +82,22 @@ class CudaDevice : public Device {
   void free(void* p) override {
     if (p) cudart().free(p);
   }
-  void toDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes) check(cudart().memcpy(dst, src, bytes, kHostToDevice), "cudaMemcpy");
+  void upload(void* dst, const void* src, size_t bytes) override {
+    copy(dst, src, bytes, kHostToDevice);
+    synchronize();
   }
-  void toHost(void* dst, const void* src, size_t bytes) override {
-    if (bytes) check(cudart().memcpy(dst, src, bytes, kDeviceToHost), "cudaMemcpy");
+  void download(void* dst, const void* src, size_t bytes) override {
+    copy(dst, src, bytes, kDeviceToHost);
+    synchronize();
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes, kDeviceToDevice); }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes) check(cudart().memsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+  }
+  // Loaded when first needed: exact collectives of float32 sums need none.
+  kernels::DeviceKernels& kernels() override {
+    if (!kernels_) kernels_ = makeCudaKernels(*this, stream_);
+    return *kernels_;
   }
   Stream stream() const override { return stream_; }
   bool idle() override {
@@ -90,7 +108,12 @@ class CudaDevice : public Device {
   }
 
  private:
+  void copy(void* dst, const void* src, size_t bytes, int kind) {
+    if (bytes && dst != src) check(cudart().memcpyAsync(dst, src, bytes, kind, stream_), "cudaMemcpyAsync");
+  }
+
   Stream stream_ = nullptr;
+  std::unique_ptr<kernels::DeviceKernels> kernels_;
 };
 
 }  // namespace

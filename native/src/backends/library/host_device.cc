@@ -1,11 +1,13 @@
-// The test doubles' memory: host memory, and the doubles' streams, which complete their ops on a thread
-// of their own so that waiting, async errors and aborts are exercised as on a device.
+// The test doubles' memory: host memory, the CPU kernels, and the doubles' streams, which complete their
+// ops on a thread of their own so that waiting, async errors and aborts are exercised as on a device. Every
+// collective is waited for before the next call, so copies and kernels here never race the double's thread.
 #include <cstdlib>
 #include <cstring>
 
 #include "backends/library/device.h"
 #include "backends/library/dynlib.h"
 #include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace spmd::library {
 namespace {
@@ -22,8 +24,15 @@ class HostDevice : public Device {
     return p;
   }
   void free(void* p) override { std::free(p); }
-  void toDevice(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void toHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes && dst != src) std::memcpy(dst, src, bytes);
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes) std::memset(dst, 0, bytes);
+  }
+  kernels::DeviceKernels& kernels() override { return kernels::cpuKernels(); }
   Stream stream() const override { return stream_; }
   bool idle() override { return s_.query(stream_) == 0; }
 
@@ -46,15 +55,5 @@ DoubleStreams DoubleStreams::find(void* lib, const std::string& path, const char
 }
 
 std::unique_ptr<Device> makeHostDevice(const DoubleStreams& streams) { return std::make_unique<HostDevice>(streams); }
-
-void* DeviceBuffer::get(size_t bytes) {
-  if (bytes > bytes_ || !p_) {
-    d_.free(p_);
-    p_ = nullptr;
-    p_ = d_.alloc(bytes);
-    bytes_ = bytes;
-  }
-  return p_;
-}
 
 }  // namespace spmd::library

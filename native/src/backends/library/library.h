@@ -1,7 +1,7 @@
 // A vendor collective library (NCCL, HCCL) as the shared backend code sees it: each adapter turns the
 // project's types into its vendor's enums and calls, and its result codes into text. Everything that
-// does not depend on the vendor's ABI (staging through device memory, waiting with deadlines and async
-// errors, the shared algorithms over the vendor's send/recv) is written once against this.
+// does not depend on the vendor's ABI (device memory, waiting with deadlines and async errors, the shared
+// algorithms over the vendor's send/recv, sub-communicators) is written once against this.
 #pragma once
 #include <cstddef>
 #include <span>
@@ -16,7 +16,7 @@ using Handle = void*;  // the vendor's communicator
 using Stream = void*;  // the vendor's stream (cudaStream_t, aclrtStream, the double's)
 
 // The calls whose failures a message names (call() gives the vendor's name for each).
-enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv };
+enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv, Split };
 
 class Library {
  public:
@@ -36,6 +36,12 @@ class Library {
   virtual int reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Handle c, Stream s) = 0;
   // Every send and receive as one group (zero-byte entries are left out by the caller).
   virtual int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, Handle c, Stream s) = 0;
+
+  // "" where split() works, else why it cannot ("... lacks ncclCommSplit").
+  virtual std::string splitMissing() const = 0;
+  // The ranks of `c` that pass the same color as a communicator of their own, ranked by (key, rank in c):
+  // collective over c's ranks, blocking until they all called.
+  virtual int split(Handle c, int color, int key, Handle& child) = 0;
 
   // Optional in the vendor's library: false where it lacks the call.
   virtual bool asyncError(Handle c, int& result) = 0;

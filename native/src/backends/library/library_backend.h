@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/library/library_collectives.h"
+#include "backends/library/resident_collectives.h"
 #include "core/backend.h"
 
 namespace spmd::library {
@@ -25,16 +25,21 @@ class LibraryBackend : public Backend {
   void connect() override;
   Collectives& lane(int) override;
   int lanes() const override { return 1; }
+  Memory& memory() override;
+  Collectives& deviceLane() override;
 
  private:
+  void requireConnected() const;
+
   std::string name_;
   std::unique_ptr<Library> lib_;
   std::function<Joined()> join_;
   int rank_, size_;
-  // Torn down in this order: the lane's buffers, the communicator, the device (its stream).
+  // Torn down in this order: the lanes' buffers, the communicator, the device (its stream).
   std::unique_ptr<Device> device_;
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<LibraryCollectives> lane_;
+  std::unique_ptr<ResidentCollectives> resident_;
 };
 
 }  // namespace spmd::library

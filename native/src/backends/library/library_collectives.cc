@@ -1,6 +1,5 @@
 #include "backends/library/library_collectives.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,19 @@ LibraryCollectives::LibraryCollectives(Comm& comm, Device& device, int rank, int
       in_(device),
       out_(device) {}
 
+LibraryCollectives::LibraryCollectives(std::unique_ptr<Comm> comm, LibraryCollectives& lane, int rank, int size)
+    : ownedComm_(std::move(comm)),
+      lane_(&lane),
+      comm_(*ownedComm_),
+      device_(lane.device_),
+      rank_(rank),
+      size_(size),
+      lib_(comm_.lib()),
+      transport_(comm_, device_, rank, size, &lane.transport_),
+      algorithms_(transport_, [this](const std::string& why) { comm_.abort(why); }),
+      in_(device_),
+      out_(device_) {}
+
 Algo LibraryCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
     case OpKind::Compute: return Algo::Auto;
@@ -38,18 +50,18 @@ void LibraryCollectives::complete(int result, Call c, size_t bytes) {
 
 void LibraryCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t bytes = count * elementSize(dt);
-  if (!library(OpKind::AllReduce, a, bytes)) return algorithms_.allreduce(in, out, count, dt, op, a);
+  if (!onLibrary(OpKind::AllReduce, a, bytes)) return algorithms_.allreduce(in, out, count, dt, op, a);
   if (!count) return;
   void* din = in_.get(bytes);
   void* dout = out_.get(bytes);
-  device_.toDevice(din, in, bytes);
+  device_.upload(din, in, bytes);
   complete(lib_.allReduce(din, dout, count, dt, op, comm_.get(), device_.stream()), Call::AllReduce, bytes);
-  device_.toHost(out, dout, bytes);
+  device_.download(out, dout, bytes);
 }
 
 void LibraryCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t es = elementSize(dt);
-  if (!library(OpKind::ReduceScatter, a, count * es)) return algorithms_.reduceScatter(in, out, count, dt, op, a);
+  if (!onLibrary(OpKind::ReduceScatter, a, count * es)) return algorithms_.reduceScatter(in, out, count, dt, op, a);
   // The vendors' blocks are equal: the input is padded to W blocks of ceil(n/W), whose first elements are the
   // Partition's blocks, and each rank keeps its block's real length.
   const Partition part{count, size_};
@@ -57,44 +69,41 @@ void LibraryCollectives::reduceScatter(const void* in, void* out, size_t count, 
   if (!block) return;
   auto* din = static_cast<char*>(in_.get(block * size_t(size_) * es));
   void* dout = out_.get(block * es);
-  device_.toDevice(din, in, count * es);
-  if (const size_t pad = (block * size_t(size_) - count) * es) {
-    const std::vector<char> zeros(pad, 0);
-    device_.toDevice(din + count * es, zeros.data(), pad);
-  }
+  device_.upload(din, in, count * es);
+  device_.zero(din + count * es, (block * size_t(size_) - count) * es);
   complete(lib_.reduceScatter(din, dout, block, dt, op, comm_.get(), device_.stream()), Call::ReduceScatter, count * es);
-  device_.toHost(out, dout, part.count(rank_) * es);
+  device_.download(out, dout, part.count(rank_) * es);
 }
 
 void LibraryCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
   const size_t total = bytes * size_t(size_);
-  if (!library(OpKind::AllGather, a, total)) return algorithms_.allGather(in, out, bytes, a);
+  if (!onLibrary(OpKind::AllGather, a, total)) return algorithms_.allGather(in, out, bytes, a);
   if (!bytes) return;
   void* din = in_.get(bytes);
   void* dout = out_.get(total);
-  device_.toDevice(din, in, bytes);
+  device_.upload(din, in, bytes);
   complete(lib_.allGather(din, dout, bytes, comm_.get(), device_.stream()), Call::AllGather, total);
-  device_.toHost(out, dout, total);
+  device_.download(out, dout, total);
 }
 
 void LibraryCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
-  if (!library(OpKind::Broadcast, a, bytes)) return algorithms_.broadcast(data, bytes, root, a);
+  if (!onLibrary(OpKind::Broadcast, a, bytes)) return algorithms_.broadcast(data, bytes, root, a);
   if (!bytes) return;
   void* dbuf = in_.get(bytes);
-  if (rank_ == root) device_.toDevice(dbuf, data, bytes);
+  if (rank_ == root) device_.upload(dbuf, data, bytes);
   complete(lib_.broadcast(dbuf, bytes, root, comm_.get(), device_.stream()), Call::Broadcast, bytes);
-  if (rank_ != root) device_.toHost(data, dbuf, bytes);
+  if (rank_ != root) device_.download(data, dbuf, bytes);
 }
 
 void LibraryCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
   const size_t bytes = count * elementSize(dt);
-  if (!library(OpKind::Reduce, a, bytes)) return algorithms_.reduce(in, out, count, dt, op, root, a);
+  if (!onLibrary(OpKind::Reduce, a, bytes)) return algorithms_.reduce(in, out, count, dt, op, root, a);
   if (!count) return;
   void* din = in_.get(bytes);
   void* dout = out_.get(bytes);
-  device_.toDevice(din, in, bytes);
+  device_.upload(din, in, bytes);
   complete(lib_.reduce(din, dout, count, dt, op, root, comm_.get(), device_.stream()), Call::Reduce, bytes);
-  if (rank_ == root) device_.toHost(out, dout, bytes);
+  if (rank_ == root) device_.download(out, dout, bytes);
 }
 
 void LibraryCollectives::barrier() {
@@ -120,8 +129,22 @@ void LibraryCollectives::allToAll(const void* in, void* out, size_t count, size_
 
 void LibraryCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) { algorithms_.sendRecv(in, out, bytes, shift); }
 
-std::unique_ptr<Collectives> LibraryCollectives::split(int, int) {
-  throw CommError(code::kUnsupported, std::string(lib_.name()) + ": sub-communicators are not supported by this backend yet");
+std::unique_ptr<LibraryCollectives> LibraryCollectives::splitLane(int color, int key) {
+  if (const std::string missing = lib_.splitMissing(); !missing.empty()) throw CommError(code::kUnsupported, missing);
+  // Every rank's (color, key), for this rank's place in its group: the library's own ranking, (key, rank).
+  const int mine[2] = {color, key};
+  std::vector<int> all(2 * size_t(size_));
+  allGather(mine, all.data(), sizeof mine, Algo::Auto);
+  int rank = 0, size = 0;
+  for (int j = 0; j < size_; ++j) {
+    if (all[2 * size_t(j)] != color) continue;
+    const int k = all[2 * size_t(j) + 1];
+    ++size;
+    if (k < key || (k == key && j < rank_)) ++rank;
+  }
+  Handle child = nullptr;
+  comm_.check(lib_.split(comm_.get(), color, key, child), Call::Split);
+  return std::make_unique<LibraryCollectives>(std::make_unique<Comm>(lib_, child, &comm_), *this, rank, size);
 }
 
 }  // namespace spmd::library

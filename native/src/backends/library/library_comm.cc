@@ -1,32 +1,18 @@
 #include "backends/library/library_comm.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <thread>
 
+#include "backends/library/poll.h"
 #include "core/error.h"
 
 namespace spmd::library {
-namespace {
 
-// Fast completions are caught by a few yields; past them the wait sleeps, doubling up to kMaxSleep,
-// so a rank waiting for a slow peer leaves the core to others.
-constexpr int kYields = 16;
-constexpr auto kFirstSleep = std::chrono::microseconds(8);
-constexpr auto kMaxSleep = std::chrono::microseconds(1000);
-
-void pause(int idle) {
-  if (idle < kYields) {
-    sched_yield();
-    return;
-  }
-  std::this_thread::sleep_for(std::min(kFirstSleep * (1 << std::min(idle - kYields, 16)), kMaxSleep));
+Comm::Comm(Library& lib, Handle handle, Comm* parent) : lib_(lib), handle_(handle), parent_(parent) {
+  if (parent_) parent_->children_.push_back(this);
 }
 
-}  // namespace
-
 Comm::~Comm() {
+  if (parent_) std::erase(parent_->children_, this);
   // An aborted communicator was freed by the abort, or (the library cannot abort) is left to the
   // process exit: destroying it could wait forever for work that never completes.
   if (!aborted_) lib_.destroy(handle_);
@@ -60,11 +46,17 @@ void Comm::wait(Device& device, Clock::time_point deadline, const std::string& w
       abort(message);
       throw CommError(code::kTimeout, message);
     }
-    pause(idle);
+    pollPause(idle);
   }
 }
 
 void Comm::abort(const std::string& reason) {
+  if (parent_) return parent_->abort(reason);
+  abortFamily(reason);
+}
+
+void Comm::abortFamily(const std::string& reason) {
+  for (Comm* child : children_) child->abortFamily(reason);
   if (aborted_) return;
   aborted_ = true;
   const bool aborted = lib_.abort(handle_);

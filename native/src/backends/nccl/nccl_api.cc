@@ -28,6 +28,7 @@ Api open(const std::string& path) {
   want("ncclCommGetAsyncError", a.commGetAsyncError);
   want("ncclCommAbort", a.commAbort);
   want("ncclGetErrorString", a.getErrorString);
+  want("ncclCommSplit", a.commSplit);
   a.doubleStreams = library::DoubleStreams::find(lib, path, kWhat);
   return a;
 }
@@ -39,6 +40,7 @@ std::string Api::missingOptional() const {
   library::noteMissing(out, commGetAsyncError, "ncclCommGetAsyncError");
   library::noteMissing(out, commAbort, "ncclCommAbort");
   library::noteMissing(out, getErrorString, "ncclGetErrorString");
+  library::noteMissing(out, commSplit, "ncclCommSplit");
   return out;
 }
 

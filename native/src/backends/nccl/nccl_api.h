@@ -24,10 +24,11 @@ struct Api {
   ncclGroupEnd_fn groupEnd = nullptr;
   ncclCommDestroy_fn commDestroy = nullptr;
   // Optional: missing ones degrade (no async error polling; no abort, so a deadline leaves the
-  // communicator to the process exit; numeric error names).
+  // communicator to the process exit; numeric error names; no sub-communicators, NCCL before 2.18).
   ncclCommGetAsyncError_fn commGetAsyncError = nullptr;
   ncclCommAbort_fn commAbort = nullptr;
   ncclGetErrorString_fn getErrorString = nullptr;
+  ncclCommSplit_fn commSplit = nullptr;
   // The test double's host streams; none for a real NCCL.
   library::DoubleStreams doubleStreams;
 

@@ -42,6 +42,7 @@ const char* NcclLibrary::call(library::Call c) const {
     case library::Call::Broadcast: return "ncclBroadcast";
     case library::Call::Reduce: return "ncclReduce";
     case library::Call::SendRecv: return "ncclSend/ncclRecv";
+    case library::Call::Split: return "ncclCommSplit";
   }
   return "NCCL";
 }
@@ -83,6 +84,19 @@ int NcclLibrary::exchange(std::span<const SendSpec> sends, std::span<const RecvS
   // The group is closed even after a failed call, so the next group starts clean.
   const ncclResult_t end = api_.groupEnd();
   return first != ncclSuccess ? first : end;
+}
+
+std::string NcclLibrary::splitMissing() const {
+  if (api_.commSplit) return "";
+  return "nccl: sub-communicators (a quantized_allreduce's nodes) need ncclCommSplit (NCCL 2.18 or later), which " +
+         api_.path + " lacks";
+}
+
+int NcclLibrary::split(library::Handle c, int color, int key, library::Handle& child) {
+  ncclComm_t out = nullptr;
+  const ncclResult_t r = api_.commSplit(comm(c), color, key, &out, nullptr);
+  child = out;
+  return r;
 }
 
 bool NcclLibrary::asyncError(library::Handle c, int& result) {

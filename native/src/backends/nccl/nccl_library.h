@@ -24,6 +24,8 @@ class NcclLibrary : public library::Library {
              library::Stream s) override;
   int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, library::Handle c,
                library::Stream s) override;
+  std::string splitMissing() const override;
+  int split(library::Handle c, int color, int key, library::Handle& child) override;
   bool asyncError(library::Handle c, int& result) override;
   bool abort(library::Handle c) override;
   void destroy(library::Handle c) override { api_.commDestroy(static_cast<ncclComm_t>(c)); }

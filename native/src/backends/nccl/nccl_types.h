@@ -38,6 +38,9 @@ typedef struct {
 } ncclUniqueId;
 
 typedef struct ncclComm* ncclComm_t;
+// ncclConfig_t: only ever passed as NULL here (a split inherits its parent's configuration).
+typedef struct ncclConfig ncclConfig_t;
+#define SPMD_NCCL_SPLIT_NOCOLOR (-1)
 typedef struct CUstream_st* cudaStream_t;
 
 typedef ncclResult_t (*ncclGetUniqueId_fn)(ncclUniqueId* id);
@@ -61,5 +64,6 @@ typedef ncclResult_t (*ncclGroupEnd_fn)();
 typedef ncclResult_t (*ncclCommGetAsyncError_fn)(ncclComm_t comm, ncclResult_t* asyncError);
 typedef ncclResult_t (*ncclCommAbort_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
+typedef ncclResult_t (*ncclCommSplit_fn)(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 typedef const char* (*ncclGetErrorString_fn)(ncclResult_t result);
 }

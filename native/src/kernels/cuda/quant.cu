@@ -1,0 +1,161 @@
+// The quantized allreduce's kernels (kernels/device_kernels.h; the CPU's are kernels/cpu/quant.h): symmetric
+// per-group quantization to int8 or int4 with optional error feedback, and sums of dequantized sources,
+// fused with requantization. One thread block per group: a pass finds the group's absmax, a second writes
+// the codes. The arithmetic is the CPU's operation for operation (IEEE division, round half to even, no
+// fused multiply-add: the build passes -fmad=false), so codes, steps and sums are the same bits.
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace spmd::kernels::cuda {
+namespace {
+
+// Bits at and above this, in a float with the sign cleared, are infinity or NaN.
+constexpr uint32_t kNonFinite = 0x7f800000u;
+
+// Group k of a block: where it starts, its length, where its codes are.
+struct Group {
+  uint64_t at, len, codes;
+  __device__ Group(const QuantLayout& f, uint64_t k) {
+    const uint64_t groups = (f.n + f.groupSize - 1) / f.groupSize;
+    at = k * f.groupSize;
+    len = min(f.groupSize, f.n - at);
+    codes = 4 * groups + at * f.bits / 8;
+  }
+};
+
+__device__ inline uint64_t groupsOf(const QuantLayout& f) { return (f.n + f.groupSize - 1) / f.groupSize; }
+
+// Value i of a group's codes (int4: value 2k in the high nibble of byte k).
+__device__ inline int code(const uint8_t* codes, uint64_t i, uint32_t bits) {
+  if (bits == 8) return int8_t(codes[i]);
+  const auto b = int8_t(codes[i / 2]);
+  return (i & 1) ? int8_t(b << 4) >> 4 : b >> 4;
+}
+
+__device__ inline uint32_t absBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+
+// q = clamp(rhe(y / step)) as a float, as the CPU computes it: clamping first keeps a NaN at lo.
+__device__ inline float codeOf(float y, float step, float lo, float hi) {
+  float v = y / step;
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
+  return rintf(v);
+}
+
+// The group's step from the largest |value| (bits), stored before the codes; flags a non-finite group.
+__device__ inline float stepOf(uint32_t m, uint32_t bits, uint8_t* out, uint64_t k, uint32_t* nonFinite) {
+  const float s = m == 0 ? 1.0f : __uint_as_float(m) / float(1u << (bits - 1));
+  if (threadIdx.x == 0) {
+    storeUnaligned(out + 4 * k, s);
+    if (m >= kNonFinite) *nonFinite = 1;
+  }
+  return s;
+}
+
+// Writes the codes of `value(i)` (i < g.len) with step s; keep(i, y - q·s) receives what each one lost.
+template <class Value, class Keep>
+__device__ void writeCodes(const QuantLayout& f, const Group& g, float s, uint8_t* out, Value value, Keep keep) {
+  const float half = float(1u << (f.bits - 1)), lo = -half, hi = half - 1;
+  if (f.bits == 8) {
+    for (uint64_t i = threadIdx.x; i < g.len; i += blockDim.x) {
+      const float y = value(i), q = codeOf(y, s, lo, hi);
+      out[g.codes + i] = uint8_t(int8_t(int(q)));
+      keep(i, y - q * s);
+    }
+    return;
+  }
+  for (uint64_t p = threadIdx.x; p < g.len / 2; p += blockDim.x) {
+    const float y0 = value(2 * p), y1 = value(2 * p + 1);
+    const float q0 = codeOf(y0, s, lo, hi), q1 = codeOf(y1, s, lo, hi);
+    out[g.codes + p] = uint8_t((int(q0) << 4) | (int(q1) & 0x0f));
+    keep(2 * p, y0 - q0 * s);
+    keep(2 * p + 1, y1 - q1 * s);
+  }
+}
+
+__device__ void quantize(const QuantizeArgs& a) {
+  for (uint64_t k = blockIdx.x; k < groupsOf(a.f); k += gridDim.x) {
+    const Group g(a.f, k);
+    const float* x = a.x + g.at;
+    float* e = a.error ? a.error + g.at : nullptr;
+    uint32_t m = 0;
+    for (uint64_t i = threadIdx.x; i < g.len; i += blockDim.x) {
+      float y = x[i];
+      if (e) e[i] = y = x[i] + a.beta * e[i];  // error feedback: quantize x + beta·error, kept in error
+      m = max(m, absBits(y));
+    }
+    const float s = stepOf(blockMax(m), a.f.bits, a.out, k, a.nonFinite);
+    if (e) {
+      writeCodes(a.f, g, s, a.out, [&](uint64_t i) { return e[i]; }, [&](uint64_t i, float lost) { e[i] = lost; });
+    } else {
+      writeCodes(a.f, g, s, a.out, [&](uint64_t i) { return x[i]; }, [](uint64_t, float) {});
+    }
+    __syncthreads();
+  }
+}
+
+// The sources' steps for group k, in shared memory.
+__device__ float* loadSteps(const uint8_t* sources, uint64_t stride, uint32_t count, uint64_t k) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  auto* steps = reinterpret_cast<float*>(shared);
+  for (uint32_t c = threadIdx.x; c < count; c += blockDim.x) steps[c] = loadUnaligned<float>(sources + c * stride + 4 * k);
+  __syncthreads();
+  return steps;
+}
+
+// Value i of group g summed over the sources in order, rounded after each addition.
+__device__ inline float sumAt(const QuantLayout& f, const Group& g, const uint8_t* sources, uint64_t stride, uint32_t count,
+                              const float* steps, uint64_t i) {
+  float acc = 0;
+  for (uint32_t c = 0; c < count; ++c) {
+    const float v = float(code(sources + c * stride + g.codes, i, f.bits)) * steps[c];
+    acc = c == 0 ? v : acc + v;
+  }
+  return acc;
+}
+
+__device__ void dequantizeSum(const DequantizeSumArgs& a) {
+  for (uint64_t k = blockIdx.x; k < groupsOf(a.f); k += gridDim.x) {
+    const Group g(a.f, k);
+    const float* steps = loadSteps(a.sources, a.stride, a.count, k);
+    for (uint64_t i = threadIdx.x; i < g.len; i += blockDim.x) {
+      a.out[g.at + i] = sumAt(a.f, g, a.sources, a.stride, a.count, steps, i);
+    }
+    __syncthreads();
+  }
+}
+
+__device__ void dequantizeSumQuantize(const DequantizeSumQuantizeArgs& a) {
+  for (uint64_t k = blockIdx.x; k < groupsOf(a.f); k += gridDim.x) {
+    const Group g(a.f, k);
+    const float* steps = loadSteps(a.sources, a.stride, a.count, k);
+    auto sum = [&](uint64_t i) { return sumAt(a.f, g, a.sources, a.stride, a.count, steps, i); };
+    float* e = a.error ? a.error + g.at : nullptr;
+    uint32_t m = 0;
+    for (uint64_t i = threadIdx.x; i < g.len; i += blockDim.x) {
+      float y = sum(i);
+      if (e) e[i] = y = y + a.beta * e[i];
+      m = max(m, absBits(y));
+    }
+    const float s = stepOf(blockMax(m), a.f.bits, a.out, k, a.nonFinite);
+    // The sums are recomputed rather than kept: the sources of one group sit in the cache.
+    if (e) {
+      writeCodes(a.f, g, s, a.out, [&](uint64_t i) { return e[i]; }, [&](uint64_t i, float lost) { e[i] = lost; });
+    } else {
+      writeCodes(a.f, g, s, a.out, sum, [](uint64_t, float) {});
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+}  // namespace spmd::kernels::cuda
+
+using namespace spmd::kernels::cuda;
+
+extern "C" __global__ void __launch_bounds__(kBlock) spmd_quantize(QuantizeArgs a) { quantize(a); }
+extern "C" __global__ void __launch_bounds__(kBlock) spmd_dequantize_sum(DequantizeSumArgs a) { dequantizeSum(a); }
+extern "C" __global__ void __launch_bounds__(kBlock) spmd_dequantize_sum_quantize(DequantizeSumQuantizeArgs a) {
+  dequantizeSumQuantize(a);
+}
