@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The nccl backend against a real NCCL on a machine with an NVIDIA GPU and driver: builds the addon
-# (with the native C++ tests), finds libnccl.so.2 (NCCL_LIBRARY, else the NVIDIA pip wheel
-# nvidia-nccl-cu12/cu13, else the loader's path), and runs world-size-1 NCCL communicator tests
-# (test/gpu/). CUDA kernels (src/kernels/cuda) are not part of this yet: the backend stages host tensors
-# through cudaMalloc'd buffers, so only the CUDA runtime library is needed, not nvcc.
+# The nccl backend and the CUDA kernels on a machine with an NVIDIA GPU and driver. Needs nvcc (CUDA 12 or
+# 13) on the PATH or in /usr/local/cuda/bin, so that the build embeds the kernels. Builds the addon and the
+# native C++ tests, finds libnccl.so.2 (NCCL_LIBRARY, else the NVIDIA pip wheel nvidia-nccl-cu12/cu13, else
+# the loader's path), then runs:
+#  - the C++ tests: cuda_kernels_test (every CUDA kernel against the CPU's, and each one's bandwidth against
+#    a device-to-device copy at 256 MiB: at least 70% for the streaming kernels), nccl_test (world-size-1
+#    NCCL communicators, the lane over device memory, ncclCommSplit, the 1-bit and quantized allreduces on
+#    the GPU against the same ops in host memory), and the rest of the suite;
+#  - test/gpu/: one-rank jobs on device "cuda" through the real NCCL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +16,11 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   exit 2
 fi
 nvidia-smi -L
+export PATH="$PATH:/usr/local/cuda/bin"
+if ! command -v nvcc >/dev/null; then
+  echo "gpu-check: nvcc not found: the build would embed no CUDA kernels" >&2
+  exit 2
+fi
 
 if [[ -z "${NCCL_LIBRARY:-}" ]]; then
   wheel=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null || true)
@@ -27,11 +36,24 @@ fi
 echo "gpu-check: NCCL_LIBRARY=${NCCL_LIBRARY:-libnccl.so.2 (loader path)}"
 
 npm run build
-# The C++ tests, nccl_test among them (world size 1 over NCCL_LIBRARY, or libnccl.so.2 when unset).
-export NCCL_LIBRARY="${NCCL_LIBRARY:-libnccl.so.2}"
-cmake -S native/tests -B native/build/tests
-cmake --build native/build/tests -j
-ctest --test-dir native/build/tests --output-on-failure
-
 node runner info
+node -e 'const k = require("./native/build/Release/spmd_native.node").cudaKernels;
+         if (!k) { console.error("gpu-check: the addon embeds no CUDA kernels"); process.exit(1); }
+         console.log(`gpu-check: CUDA kernels for ${k.archs}, ${k.bytes} bytes`);'
+
+# The C++ tests. ctest would count a skip (77: no GPU seen, no NCCL) as a pass, which would hide what this
+# script is for: the GPU ones run on their own, and must pass.
+export NCCL_LIBRARY="${NCCL_LIBRARY:-libnccl.so.2}"
+cmake -S native/tests -B native/build/tests -DCMAKE_BUILD_TYPE=Release
+cmake --build native/build/tests -j
+ctest --test-dir native/build/tests --output-on-failure -E '^(cuda_kernels|nccl)$'
+for t in cuda_kernels_test nccl_test; do
+  status=0
+  native/build/tests/$t || status=$?
+  if [[ $status -ne 0 ]]; then
+    echo "gpu-check: $t did not pass (exit $status; 77 is a skip)" >&2
+    exit 1
+  fi
+done
+
 node --test --test-concurrency=1 test/gpu/*.test.js

@@ -247,6 +247,8 @@ interface NativeModule {
   MpiBootstrap?: new () => NativeMpiBootstrap;
   /** MPI_Get_library_version's text, when the MPI backend is built. */
   mpiLibrary?: string;
+  /** The CUDA kernels nvcc built into this addon ("sm_80 sm_90 compute_90", fatbin bytes); null without nvcc. */
+  cudaKernels: { archs: string; bytes: number } | null;
 }
 
 const addonPath = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../native/build/Release/spmd_native.node");

@@ -195,7 +195,7 @@ export const jobSchema = z.strictObject({
     error: (issue) => `expected 1 to 128 letters, digits, "_", "." or "-", got ${describeValue(issue.input)}`,
   }),
   // Where the communicator moves data: "cuda" runs it on NVIDIA GPUs (backend nccl), "npu" on Ascend NPUs
-  // (backend hccl). Tensors live in host memory either way and are staged to the device per op.
+  // (backend hccl). On those backends the tensors live in device memory for the whole run.
   device: z.enum(["cpu", "cuda", "npu"]).default("cpu"),
   iterations: z.int().min(1).default(20),
   warmup: z.int().min(0).default(5),

@@ -34,7 +34,7 @@ export const infoCommand: CommandModule<object, object> = {
       .example("$0 info", "on this machine")
       .example("mpirun -np 2 node runner info", "what each rank of an MPI launch would see"),
   handler: () => {
-    const { backends: built, mpiLibrary } = native();
+    const { backends: built, mpiLibrary, cudaKernels } = native();
     const place = discoverPlace(process.env);
     let auto: string;
     try {
@@ -49,6 +49,7 @@ export const infoCommand: CommandModule<object, object> = {
       `backends: ${ALL_BACKENDS.map((b) => `${b}=${built.includes(b) ? "built" : "not built"}`).join(" ")}`,
       ...(mpiLibrary ? [`mpi: ${mpiLibrary.split("\n")[0]!.replace(/\s+/g, " ").trim()}`] : []),
       ...(["nccl", "hccl"] as const).filter((b) => built.includes(b)).map((b) => `${b}: ${describeLibrary(b, process.env)}`),
+      `cuda kernels: ${cudaKernels ? `built for ${cudaKernels.archs} (${cudaKernels.bytes} bytes of fatbins)` : "not built (no nvcc at build time)"}`,
       `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}; node ${place.nodeRank}` +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,

@@ -1,4 +1,5 @@
-// A backend over a vendor collective library (nccl, hccl): one lane. Constructing it only loads the
+// A backend over a vendor collective library (nccl, hccl): one lane, over host pointers (lane()) and over
+// its device's memory (deviceLane(), memory()), where the job's tensors live. Constructing it only loads the
 // library; connect() (on the progress thread, which every device and vendor call stays on, since device
 // selection is per thread) picks the device and joins the other ranks, with what the vendor's root
 // made and the bootstrap carried.

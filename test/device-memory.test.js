@@ -1,0 +1,137 @@
+// Tensors in device memory on the library backends, against the host-memory ABI doubles (test/doubles),
+// whose "device" is host memory and whose kernels are the CPU's: the very code path a GPU runs, with the
+// CUDA kernels swapped for the CPU ones they match bit for bit (native/tests/cuda_kernels_test.cc holds them
+// to that on a GPU). The 1-bit and quantized allreduces (sub-communicators through ncclCommSplit), the
+// exact stages that need kernels (mean, float16/bfloat16) and the exchanges the device lane runs itself
+// give, on `device: "cuda"` over the NCCL double and on `"npu"` over the HCCL double, byte for byte the
+// dumps that shm gives: inputs, outputs, error-feedback state, and so the same rel_error.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { prepareJob } from "./helpers/matrix.js";
+import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
+
+const DOUBLES = path.join(REPO, "native/build/doubles");
+const NCCL = path.join(DOUBLES, "libspmd_nccl_double_full.so");
+const NCCL_MINIMAL = path.join(DOUBLES, "libspmd_nccl_double_minimal.so");
+const HCCL = path.join(DOUBLES, "libspmd_hccl_double.so");
+
+const W = 4;
+
+function estimatingJob({ quantized = true } = {}) {
+  const tensors = {
+    g: { dtype: "float32", count: 6000, fill: { kind: "normal", seed: 7 } },
+    h: { dtype: "bfloat16", count: 4000, fill: { kind: "normal", seed: 3, std: 2 } },
+    d: { dtype: "float64", count: 1001, fill: { kind: "normal", seed: 5 } },
+    i: { dtype: "float16", count: 1003, fill: { kind: "integers", seed: 9, low: -4, high: 4 } },
+  };
+  const stages = [
+    { id: "onebit", op: "compressed_allreduce", input: "g" },
+    { id: "onebit_bf16", op: "compressed_allreduce", input: "h", resetEvery: 2 },
+    { id: "onebit_f64", op: "compressed_allreduce", input: "d" },
+    // Exact stages whose device path needs kernels (the mean's division, float16 widened to float32) or
+    // runs its own exchanges (all_to_all, gather, scatter, send_recv, a padded reduce_scatter).
+    { id: "mean", op: "allreduce", input: "g", reduce: "mean" },
+    { id: "half", op: "allreduce", input: "i", reduce: "sum" },
+    { id: "a2a", op: "all_to_all", input: "d" },
+    { id: "gather", op: "gather", input: "i", root: 2 },
+    { id: "scatter", op: "scatter", input: "d", root: 1 },
+    { id: "shift", op: "send_recv", input: "i", shift: -1 },
+    { id: "rs", op: "reduce_scatter", input: "d", reduce: "mean" },
+    { id: "coalesced", op: "reduce_scatter", inputs: ["g", "g"], coalesced: true },
+  ];
+  if (quantized) {
+    stages.push(
+      { id: "qgz", op: "quantized_allreduce", input: "g", bits: 4, groupSize: 256, localSize: 2, errorFeedback: { beta: 1 } },
+      { id: "qgz_full", op: "quantized_allreduce", input: "h", groupSize: 100, output: "full", reduce: "mean", nodes: 2 },
+    );
+  }
+  return { name: "device-memory", iterations: 3, warmup: 1, check: true, tensors, stages };
+}
+
+/** Runs `job` on W ranks; returns the result document and every dump file's bytes by relative path. */
+async function run(job, { env = {}, backend } = {}) {
+  const launch = (world, args) => runRanks(world, args, { env });
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch, extraArgs: backend ? ["--backend", backend] : [] });
+  try {
+    const ranks = await run();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const dumps = new Map();
+    for (const stage of readdirSync(dumpDir)) {
+      for (const file of readdirSync(path.join(dumpDir, stage))) dumps.set(`${stage}/${file}`, readFileSync(path.join(dumpDir, stage, file)));
+    }
+    return { doc: JSON.parse(readFileSync(json, "utf8")), dumps };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The device run's dumps and rows against the shm run's: the same bytes, the same errors and wire bytes. */
+function assertSameAsShm(device, shm, backend) {
+  assert.equal(device.doc.backend, backend);
+  assert.deepEqual([...device.dumps.keys()].sort(), [...shm.dumps.keys()].sort(), "the same dump files");
+  for (const [file, bytes] of shm.dumps) assert.ok(bytes.equals(device.dumps.get(file)), `${file} differs from shm's`);
+  for (const row of shm.doc.results) {
+    const other = device.doc.results.find((r) => r.stage === row.stage);
+    assert.equal(other.wrong, row.wrong, `${row.stage}: #wrong`);
+    if (row.wrong !== null) assert.equal(other.wrong, 0, `${row.stage}: checked element by element`);
+    assert.equal(other.rel_error, row.rel_error, `${row.stage}: rel_error`);
+    assert.deepEqual(other.rel_error_by_step, row.rel_error_by_step, `${row.stage}: rel_error by step`);
+    assert.equal(other.wire_bytes, row.wire_bytes, `${row.stage}: wire bytes`);
+  }
+  const estimating = shm.doc.results.filter((r) => r.rel_error !== null);
+  assert.ok(estimating.length >= 3 && estimating.every((r) => r.rel_error > 0 && r.rel_error < 3), "estimates were measured");
+}
+
+test("device cuda over the NCCL double: 1-bit, quantized (ncclCommSplit) and kernel-needing exact stages match shm byte for byte", { timeout: 300_000 }, async () => {
+  const job = estimatingJob();
+  const shm = await run(job, { backend: "shm" });
+  const cuda = await run({ ...job, device: "cuda" }, { env: { NCCL_LIBRARY: NCCL } });
+  assertSameAsShm(cuda, shm, "nccl");
+  assert.equal(cuda.doc.results.find((r) => r.stage === "mean").algorithm, "nccl", "auto runs NCCL's own allreduce in device memory");
+  assert.equal(cuda.doc.results.find((r) => r.stage === "gather").algorithm, "direct", "gather is one exchange in device memory");
+});
+
+test("device npu over the HCCL double: the 1-bit allreduce and the exact stages match shm; quantized needs sub-communicators HCCL lacks here", { timeout: 300_000 }, async () => {
+  const job = estimatingJob({ quantized: false });
+  const shm = await run(job, { backend: "shm" });
+  const npu = await run({ ...job, device: "npu" }, { env: { HCCL_LIBRARY: HCCL } });
+  assertSameAsShm(npu, shm, "hccl");
+  const { run: refused } = prepareJob(2, { ...estimatingJob(), device: "npu", stages: [estimatingJob().stages.at(-1)] }, {
+    launch: (world, args) => runRanks(world, args, { env: { HCCL_LIBRARY: HCCL } }),
+  });
+  for (const p of await refused()) {
+    assert.equal(p.code, 1);
+    assert.match(p.stderr, /stage qgz_full: hccl: sub-communicators are not supported by this backend yet/);
+  }
+});
+
+test("an NCCL without ncclCommSplit: the quantized allreduce is refused naming it, the 1-bit one still runs", { timeout: 300_000 }, async () => {
+  const job = { ...estimatingJob(), device: "cuda" };
+  const { run: quantized } = prepareJob(2, { ...job, stages: [job.stages.find((s) => s.id === "qgz_full")] }, {
+    launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: NCCL_MINIMAL } }),
+  });
+  for (const p of await quantized()) {
+    assert.equal(p.code, 1);
+    assert.match(p.stderr, /stage qgz_full: nccl: sub-communicators \(a quantized_allreduce's nodes\) need ncclCommSplit \(NCCL 2\.18 or later\), which .*libspmd_nccl_double_minimal\.so lacks/);
+  }
+  const { run: onebit } = prepareJob(2, { ...job, stages: [job.stages[0]] }, {
+    launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: NCCL_MINIMAL } }),
+  });
+  for (const p of await onebit()) assert.equal(p.code, 0, p.stderr);
+});
+
+test("runner info: whether this build embeds CUDA kernels, and for which GPUs; nccl lists a missing ncclCommSplit", async () => {
+  const { native } = await import("../dist/comm/native.js");
+  const kernels = native().cudaKernels;
+  const info = await runNode([RUNNER, "info"], { NCCL_LIBRARY: NCCL_MINIMAL });
+  if (kernels) {
+    assert.match(kernels.archs, /^(sm_\d+ )*compute_\d+$/);
+    assert.ok(kernels.bytes > 1000);
+    assert.match(info.stdout, new RegExp(`cuda kernels: built for ${kernels.archs} \\(${kernels.bytes} bytes of fatbins\\)`));
+  } else {
+    assert.match(info.stdout, /cuda kernels: not built \(no nvcc at build time\)/);
+  }
+  assert.match(info.stdout, /without ncclCommGetAsyncError, ncclGetErrorString, ncclCommSplit\)/);
+});
