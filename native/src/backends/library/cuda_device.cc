@@ -3,11 +3,12 @@
 // issued on the communicator's stream, so they keep their place among its collectives and kernels.
 #include <dlfcn.h>
 
+#include <optional>
 #include <string>
 
+#include "backends/library/cuda_kernels.h"
 #include "backends/library/device.h"
 #include "core/error.h"
-#include "backends/library/cuda_kernels.h"
 
 namespace spmd::library {
 namespace {
@@ -69,6 +70,13 @@ class CudaDevice : public Device {
   explicit CudaDevice(int device) {
     check(cudart().setDevice(device), "cudaSetDevice");
     check(cudart().streamCreate(&stream_), "cudaStreamCreate");
+    // Loaded now, outside any op's time. Where they cannot be (a build without nvcc, no driver API), only
+    // the ops that need them fail, saying why.
+    try {
+      kernels_ = makeCudaKernels(*this, stream_);
+    } catch (const CommError& e) {
+      kernelsMissing_ = e;
+    }
   }
   ~CudaDevice() override {
     kernels_.reset();
@@ -94,9 +102,8 @@ class CudaDevice : public Device {
   void zero(void* dst, size_t bytes) override {
     if (bytes) check(cudart().memsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
   }
-  // Loaded when first needed: exact collectives of float32 sums need none.
   kernels::DeviceKernels& kernels() override {
-    if (!kernels_) kernels_ = makeCudaKernels(*this, stream_);
+    if (!kernels_) throw *kernelsMissing_;
     return *kernels_;
   }
   Stream stream() const override { return stream_; }
@@ -114,6 +121,7 @@ class CudaDevice : public Device {
 
   Stream stream_ = nullptr;
   std::unique_ptr<kernels::DeviceKernels> kernels_;
+  std::optional<CommError> kernelsMissing_;
 };
 
 }  // namespace
