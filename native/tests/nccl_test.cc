@@ -55,7 +55,7 @@ void deviceLane(Backend& backend, const std::vector<float>& in, bool canSplit) {
   same("device allreduce, ring on the host", [&](void* i, void* o) { d.allreduce(i, o, n, DType::F32, RedOp::Sum, Algo::Ring); });
   same("device reduce_scatter", [&](void* i, void* o) { d.reduceScatter(i, o, n, DType::F32, RedOp::Sum, Algo::Auto); });
   same("device all_gather", [&](void* i, void* o) { d.allGather(i, o, bytes, Algo::Auto); });
-  same("device all_to_all", [&](void* i, void* o) { d.allToAll(i, o, n, sizeof(float)); });
+  same("device all_to_all", [&](void* i, void* o) { d.allToAll(i, o, n, sizeof(float), Algo::Auto); });
   same("device gather", [&](void* i, void* o) { d.gather(i, o, bytes, 0, Algo::Auto); });
   same("device scatter", [&](void* i, void* o) { d.scatter(i, o, n, sizeof(float), 0, Algo::Auto); });
   same("device send_recv", [&](void* i, void* o) { d.sendRecv(i, o, bytes, 1); });

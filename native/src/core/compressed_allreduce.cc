@@ -32,7 +32,7 @@ class OneBitAllreduce final : public EstimatingOp {
     }
     ++step_;
     compressWorker(input(in));
-    c.allToAll(send_.get(), received_.get(), size_t(W_), recordBytes_);
+    c.allToAll(send_.get(), received_.get(), size_t(W_), recordBytes_, Algo::Auto);
     compressServer();
     c.allGather(mine_.get(), gathered_.get(), recordBytes_, Algo::Auto);
     decompress(out);

@@ -37,7 +37,7 @@ class HierarchicalQuantized final : public EstimatingOp {
       k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
     }
     requireFinite(kInput);
-    intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_);
+    intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
     // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
     for (int a = 0; a < N_; ++a) {
       const kernels::Strided copies{recv1_.as<uint8_t>() + size_t(a) * recordBytes_, size_t(N_) * recordBytes_, L_};
@@ -45,7 +45,7 @@ class HierarchicalQuantized final : public EstimatingOp {
                                send2_.as<uint8_t>() + size_t(a) * recordBytes_, flag(kNodeSums));
     }
     requireFinite(kNodeSums);
-    inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_);
+    inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_, Algo::Auto);
     // 3. Every node's sum of block r.
     float* block = block_.get() ? block_.as<float>() : static_cast<float*>(out);
     k_.dequantizeSum(format_, {recv2_.as<uint8_t>(), recordBytes_, N_}, B_, block);
