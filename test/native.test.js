@@ -1,5 +1,6 @@
-// The C++ tests (native/tests: algorithms over a threaded transport double, kernels) built and run by
-// ctest, so CI counts them with the rest of the suite.
+// The C++ tests (native/tests: algorithms over a threaded transport double, kernels, the nccl backend over
+// the NCCL ABI double at world size 1) built and run by ctest, so CI counts them with the rest of the suite.
+// The CUDA kernel test is built where nvcc is, and skips itself without a GPU.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import path from "node:path";
@@ -8,8 +9,12 @@ import { REPO } from "./helpers/ranks.js";
 
 const BUILD = path.join(REPO, "native/build/tests");
 
+// nccl_test runs over the library NCCL_LIBRARY names (skipping itself without one): here, the double.
+const NCCL_DOUBLE = path.join(REPO, "native/build/doubles/libspmd_nccl_double_full.so");
+
 function run(cmd, args) {
-  const p = spawnSync(cmd, args, { cwd: REPO, encoding: "utf8", timeout: 900_000 });
+  const env = { ...process.env, NCCL_LIBRARY: NCCL_DOUBLE };
+  const p = spawnSync(cmd, args, { cwd: REPO, encoding: "utf8", timeout: 900_000, env });
   assert.equal(p.status, 0, `${cmd} ${args.join(" ")} failed:\n${p.stdout}\n${p.stderr}`);
   return p.stdout;
 }
