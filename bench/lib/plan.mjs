@@ -42,8 +42,9 @@ export function planGroups(s) {
   for (const W of s.worldSizes) {
     const bands = new Map();
     const isolated = [];
+    const isolating = s.isolateWorlds === undefined || s.isolateWorlds.includes(W);
     for (const nominal of s.sizes) {
-      if (nominal >= s.isolateFrom) {
+      if (isolating && nominal >= s.isolateFrom) {
         isolated.push(nominal);
         continue;
       }

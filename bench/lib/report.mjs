@@ -156,7 +156,7 @@ export function evaluateTargets(rows, idle) {
     const describe = (r) => {
       const worst = r.ours.max_rss_kib.max * 1024;
       const shared = r.isolated ? "" : " (invocation shared with other points)";
-      return `${rowName(r)} peak ${(worst / MiB).toFixed(0)} MiB < ${(limit(r) / MiB).toFixed(0)} MiB?${shared}`;
+      return `${rowName(r)} peaks at ${(worst / MiB).toFixed(0)} MiB, limit ${(limit(r) / MiB).toFixed(0)} MiB${shared}`;
     };
     const v = verdict(checked, checked.filter((r) => !(r.ours.max_rss_kib.max * 1024 < limit(r))), describe, `no W=${t.W} ${formatSize(t.nominal)} rows in this run`);
     if (idle) v.detail += `; an idle rank (W=${idle.W}, 8 B allreduce) peaks at ${mib(idle.ours.max)} MiB ours, ${mib(idle.ompi.max)} MiB Open MPI's`;
