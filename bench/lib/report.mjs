@@ -95,17 +95,25 @@ export function summarize(groups, invocations, { cores, bw }) {
 const bwText = (memcpy) => Object.entries(memcpy.bw_agg_gbs).map(([k, v]) => `BW_agg(${k}) = ${x(v)} GB/s`).join(", ");
 
 const x = (v, d = 2) => (v === null || v === undefined ? "—" : v.toFixed(d));
+/** Three significant digits: ratios and GB/s span 1e-4 to 1e2 between 8 B and 256 MiB. */
+const g3 = (v) =>
+  v === null || v === undefined || !Number.isFinite(v) ? "—" : v >= 1000 ? v.toFixed(0) : v > 0 && v < 1e-3 ? v.toExponential(2) : v.toPrecision(3);
 const sizeText = (r) => formatSize(r.bytes);
 const rowName = (r) => `${r.op} W=${r.W} ${sizeText(r)}`;
 const mib = (kib) => (kib === null || kib === undefined ? "—" : (kib / 1024).toFixed(0));
 
+const LISTED = 6;
+
+/** PASS when every checked row holds the target; a FAIL names the worst rows (all of them are in the JSON). */
 function verdict(checked, failing, describe, none) {
-  if (!checked.length) return { verdict: "N/A", detail: none };
+  if (!checked.length) return { verdict: "N/A", detail: none, failing: [] };
+  const more = failing.length > LISTED ? `; and ${failing.length - LISTED} more` : "";
   return {
     verdict: failing.length ? "FAIL" : "PASS",
     detail: failing.length
-      ? `${failing.length} of ${checked.length} rows miss it: ${failing.map(describe).join("; ")}`
+      ? `${failing.length} of ${checked.length} rows miss it, worst first: ${failing.slice(0, LISTED).map(describe).join("; ")}${more}`
       : `all ${checked.length} rows hold it (worst: ${describe(checked[0])})`,
+    failing: failing.map(describe),
   };
 }
 
@@ -117,8 +125,8 @@ export function evaluateTargets(rows, idle) {
     const checked = measured.filter((r) => t.worlds.includes(r.W) && r.nominal >= t.from).sort((a, b) => a.ratio.median - b.ratio.median);
     out.push({
       id: `busbw-w${t.worlds.join("-")}`,
-      target: `busbw ≥ ${t.minRatio}× Open MPI's at W ∈ {${t.worlds.join(", ")}} for sizes ≥ ${formatSize(t.from)} (median of per-pair ratios)`,
-      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${x(r.ratio.median)}×`, "no such rows in this run"),
+      target: `busbw ≥ ${t.minRatio.toFixed(1)}× Open MPI's at W ∈ {${t.worlds.join(", ")}} for sizes ≥ ${formatSize(t.from)} (median of per-pair ratios)`,
+      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×`, "no such rows in this run"),
     });
   }
   {
@@ -130,7 +138,7 @@ export function evaluateTargets(rows, idle) {
       ...verdict(
         checked,
         checked.filter((r) => !(r.time_ratio.median <= t.maxRatio)),
-        (r) => `${rowName(r)} ${x(r.ours.time_us.median, 1)} vs ${x(r.ompi.time_us.median, 1)} µs = ${x(r.time_ratio.median)}×`,
+        (r) => `${rowName(r)} ${x(r.ours.time_us.median, 1)} vs ${x(r.ompi.time_us.median, 1)} µs = ${g3(r.time_ratio.median)}×`,
         "no 8-byte rows in this run",
       ),
     });
@@ -143,8 +151,10 @@ export function evaluateTargets(rows, idle) {
     const v = verdict(
       checked,
       checked.filter((r) => !(r.fraction_of_ceiling >= t.minFraction)),
-      (r) => `${rowName(r)} ${x(r.ours.busbw.median)} of ${x(r.ceiling.busbw)} GB/s = ${(100 * r.fraction_of_ceiling).toFixed(0)}%`,
-      `none of the ${large.length} rows ≥ ${formatSize(t.from)} ran an algorithm with a bound (algorithms seen: ${[...new Set(large.map((r) => r.algorithm))].join(", ") || "none"})`,
+      (r) => `${rowName(r)} ${g3(r.ours.busbw.median)} of ${g3(r.ceiling.busbw)} GB/s = ${(100 * r.fraction_of_ceiling).toFixed(0)}%`,
+      large.length
+        ? `none of the ${large.length} rows ≥ ${formatSize(t.from)} ran an algorithm with a bound (algorithms seen: ${[...new Set(large.map((r) => r.algorithm))].join(", ")})`
+        : `no rows ≥ ${formatSize(t.from)} in this run`,
     );
     if (checked.length && unbounded) v.detail += `; ${unbounded} rows ≥ ${formatSize(t.from)} ran an algorithm without a bound and are not counted`;
     out.push({ id: "ceiling", target: `large-message busbw ≥ ${100 * t.minFraction}% of the memcpy-implied ceiling (sizes ≥ ${formatSize(t.from)})`, ...v });
@@ -176,13 +186,13 @@ const COLUMNS = [
   { title: "algo", left: true, cell: (r) => r.algorithm ?? "—" },
   { title: "ours µs", cell: (r) => x(r.ours.time_us.median, 1) },
   { title: "ompi µs", cell: (r) => x(r.ompi.time_us.median, 1) },
-  { title: "ours GB/s", cell: (r) => x(r.ours.busbw.median, 3) },
-  { title: "ompi GB/s", cell: (r) => x(r.ompi.busbw.median, 3) },
+  { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
+  { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
   {
     title: "ratio (min–max)",
-    cell: (r) => (r.pairs > 1 ? `${x(r.ratio.median)} (${x(r.ratio.min)}–${x(r.ratio.max)})` : x(r.ratio.median)),
+    cell: (r) => (r.pairs > 1 ? `${g3(r.ratio.median)} (${g3(r.ratio.min)}–${g3(r.ratio.max)})` : g3(r.ratio.median)),
   },
-  { title: "ceiling GB/s", cell: (r) => (r.ceiling ? x(r.ceiling.busbw, 2) : "—") },
+  { title: "ceiling GB/s", cell: (r) => (r.ceiling ? g3(r.ceiling.busbw) : "—") },
   { title: "% ceil", cell: (r) => (r.fraction_of_ceiling === null ? "—" : `${(100 * r.fraction_of_ceiling).toFixed(0)}%`) },
   { title: "ours RSS MiB", cell: (r) => mib(r.ours.max_rss_kib.median) + (r.isolated ? "" : "*") },
   { title: "ompi RSS MiB", cell: (r) => mib(r.ompi.max_rss_kib.median) + (r.isolated ? "" : "*") },
