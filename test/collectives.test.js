@@ -1,8 +1,8 @@
-// Every stage at world sizes 1, 2, 3, 4 and 8 (8 ranks on 2 cores), counts 0, 1, 7 and 1003 in every
-// dtype and reduction, checked element by element here in JavaScript from the inputs each rank dumped,
-// and counts of 1000003 checked element by element by the runner's own check (--check); and the coalesced
-// reduce_scatter's layout (DeepSpeed's reduce_scatter_coalesced) on the lengths where it is easiest to get
-// wrong.
+// Every stage and algorithm (auto: the shm backend's shared ones) at world sizes 1, 2, 3, 4 and 8 (8 ranks
+// on 2 cores), counts 0, 1, 7 and 1003 in every dtype and reduction, checked element by element here in
+// JavaScript from the inputs each rank dumped, and counts of 1000003 (many chunks through the shared slots)
+// checked element by element by the runner's own check (--check); and the coalesced reduce_scatter's
+// layout (DeepSpeed's reduce_scatter_coalesced) on the lengths where it is easiest to get wrong.
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -14,7 +14,7 @@ const WORLDS = [1, 2, 3, 4, 8];
 
 for (const W of WORLDS) {
   test(`every stage, counts 0/1/7/1003, every dtype and reduction, W=${W}: exact element by element`, async () => {
-    const job = smallJob(W);
+    const job = smallJob(W, { auto: true });  // auto: the shm backend's shared algorithms
     const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true });
     try {
       const ranks = await run();
@@ -31,7 +31,7 @@ for (const W of WORLDS) {
   });
 
   test(`every stage at count 1000003, W=${W}: runner's element-by-element check finds 0 wrong`, async () => {
-    const job = bigJob(W);
+    const job = bigJob(W, { auto: true });
     const { dir, json, run } = prepareJob(W, job);
     try {
       const ranks = await run();

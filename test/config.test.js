@@ -126,7 +126,7 @@ const badJobs = [
   ["bad reduce op", jobText({ stages: [{ id: "a", op: "allreduce", input: "g", reduce: "avg" }] }), undefined,
     'job.json: stages[0].reduce: expected one of "sum", "mean", "max", "min", got "avg"'],
   ["algorithm not available for the op", jobText({ stages: [{ id: "a", op: "gather", input: "g", algorithm: "ring" }] }), undefined,
-    'job.json: stages[0].algorithm: expected one of "auto", "direct", "tree", got "ring"'],
+    'job.json: stages[0].algorithm: expected one of "auto", "direct", "tree", "shared", got "ring"'],
   ["empty stages", jobText({ stages: [] }), undefined, "job.json: stages: expected at least 1 item, got 0"],
   ["stages not a list", jobText({ stages: {} }), undefined, "job.json: stages: expected an array, got an object"],
   ["unknown device", jobText({ device: "gpu" }), undefined, 'job.json: device: expected one of "cpu", "cuda", "npu", got "gpu"'],

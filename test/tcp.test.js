@@ -74,3 +74,21 @@ test("topology: ranks grouped by host identity, names made unique, links counted
   assert.deepEqual(linkCounts(t, true), { shm: 1, tcp: 5 });
   assert.deepEqual(linkCounts(t, false), { shm: 0, tcp: 6 });
 });
+
+test('tcp backend refuses algorithm "shared" (the shm backend\'s own): a one-line error naming the stage, every rank exits 2', async () => {
+  const job = {
+    name: "shared-on-tcp", iterations: 1, warmup: 0, check: true,
+    tensors: { t: { dtype: "float32", count: 64 } },
+    stages: [{ id: "ar", op: "allreduce", input: "t", algorithm: "shared" }],
+  };
+  const { dir, run } = prepareJob(2, job, { extraArgs: ["--backend", "tcp"] });
+  try {
+    const ranks = await run();
+    ranks.forEach((p, r) => {
+      assert.equal(p.code, 2, `rank ${r} exited ${p.code}: ${p.stderr}`);
+      assert.match(p.stderr, /^runner \(rank \d\): \S+\.json: stages\[0\]\.algorithm: "shared" needs the shm backend \(every rank on one host\), not tcp\n$/, `rank ${r}: ${p.stderr}`);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

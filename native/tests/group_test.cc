@@ -52,7 +52,7 @@ void testNodes(int W, int L, size_t count) {
     world.allreduce(in.data(), worldSum.data(), count, DType::I64, RedOp::Sum, Algo::Auto);
     std::vector<int64_t> blocks(size_t(N) * count), mixed(size_t(N) * count);
     for (size_t k = 0; k < blocks.size(); ++k) blocks[k] = value(r, k);
-    inter->allToAll(blocks.data(), mixed.data(), size_t(N) * count, sizeof(int64_t));
+    inter->allToAll(blocks.data(), mixed.data(), size_t(N) * count, sizeof(int64_t), Algo::Auto);
     for (size_t i = 0; i < count; ++i) {
       int64_t ofNode = 0, all = 0;
       for (int l = 0; l < L; ++l) ofNode += value(node * L + l, i);

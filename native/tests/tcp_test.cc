@@ -269,7 +269,7 @@ Hybrid hybridRanks() {
   std::vector<Links> links = mesh(4, 1);
   for (int host = 0; host < 2; ++host) {
     std::string name = "/spmd-tcp-test-" + std::to_string(getpid()) + "-" + std::to_string(host);
-    h.segments.push_back(std::make_unique<shm::Segment>(shm::Segment::create(name, 2, 1, 4096)));
+    h.segments.push_back(std::make_unique<shm::Segment>(shm::Segment::create(name, shm::Layout{2, 1, 4096, 0, 0})));
     h.segments.back()->unlink();
   }
   for (int r = 0; r < 4; ++r) {

@@ -8,7 +8,7 @@ import { loadJob, loadRunConfig } from "../config/load.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { execute } from "../graph/execute.js";
-import { validateGraph } from "../graph/validate.js";
+import { validateAlgorithms, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
@@ -79,6 +79,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
   const place = discoverPlace(process.env);
   validateGraph(job, args.job, place.size, place.localSize);
+  validateAlgorithms(job, args.job, cfg.backend);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
@@ -94,6 +95,12 @@ export async function runRank(args: RunArgs): Promise<number> {
     iface: cfg.tcp.iface,
   });
   log.debug(opened.summary);
+  try {
+    validateAlgorithms(job, args.job, opened.comm.backend);
+  } catch (err) {
+    await opened.close(true);
+    throw err;
+  }
   const release = () => opened.comm.release();
   // A signal (the launcher forwarding Ctrl-C, or SIGTERM after another rank failed) must not leak the
   // segment even in the short window before every rank has attached and rank 0 unlinked it.

@@ -8,7 +8,7 @@ export type NativeOpKind =
   | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
   | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
 /** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "mpi" | "nccl" | "hccl";
+export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "shared" | "mpi" | "nccl" | "hccl";
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";

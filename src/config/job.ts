@@ -79,14 +79,16 @@ function stage<const Op extends string, Shape extends z.core.$ZodLooseShape>(op:
   return z.strictObject({ ...common, op: z.literal(op), ...shape });
 }
 
-const rootedOp = <const Op extends string>(op: Op) => stage(op, { input, root, algorithm: algorithm("direct", "tree") });
+// "shared": the shm backend's algorithms, which reduce and copy straight out of the shared segment.
+const rootedOp = <const Op extends string, const A extends readonly string[]>(op: Op, ...extra: A) =>
+  stage(op, { input, root, algorithm: algorithm("direct", "tree", ...extra) });
 
 const reduceScatter = stage("reduce_scatter", {
   input: input.optional(),
   inputs: z.array(input).min(1).optional(),
   coalesced: z.boolean().default(false),
   reduce,
-  algorithm: algorithm("ring", "direct"),
+  algorithm: algorithm("ring", "direct", "shared"),
 }).superRefine((s, ctx) => {
   if (s.input !== undefined && s.inputs !== undefined) {
     ctx.addIssue({ code: "custom", path: ["inputs"], message: 'give either "input" or "inputs", not both' });
@@ -122,15 +124,15 @@ const quantizedAllreduce = stage("quantized_allreduce", {
 });
 
 export const stageSchema = z.discriminatedUnion("op", [
-  stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct") }),
+  stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct", "shared") }),
   reduceScatter,
-  stage("all_gather", { input, algorithm: algorithm("ring", "direct") }),
-  rootedOp("gather"),
-  rootedOp("igather"),
-  rootedOp("broadcast"),
+  stage("all_gather", { input, algorithm: algorithm("ring", "direct", "shared") }),
+  rootedOp("gather", "shared"),
+  rootedOp("igather", "shared"),
+  rootedOp("broadcast", "shared"),
   stage("reduce", { input, root, reduce, algorithm: algorithm("tree", "direct") }),
   rootedOp("scatter"),
-  stage("all_to_all", { input, algorithm: algorithm("direct") }),
+  stage("all_to_all", { input, algorithm: algorithm("direct", "shared") }),
   stage("send_recv", { input, shift: z.int().default(1), algorithm: algorithm("direct") }),
   stage("barrier", { algorithm: algorithm("dissemination") }),
   stage("compute", { us: z.number().min(0), algorithm: algorithm() }),

@@ -122,3 +122,17 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
     if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, failAt(i)));
   }
 }
+
+/**
+ * Algorithms a backend lacks: "shared" reduces and copies out of the shm backend's segment, so any other
+ * backend refuses it. Checked with the configured backend before the ranks meet and again with the one
+ * "auto" chose, so that every rank stops at the same point with the same message.
+ */
+export function validateAlgorithms(job: Job, file: string, backend: string): void {
+  if (backend === "shm" || backend === "auto") return;
+  job.stages.forEach((stage, i) => {
+    if ("algorithm" in stage && stage.algorithm === "shared") {
+      throw new ConfigError(file, formatJsonPath(["stages", i, "algorithm"]), `"shared" needs the shm backend (every rank on one host), not ${backend}`);
+    }
+  });
+}

@@ -15,7 +15,8 @@ class FlightRecorder;
 
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
 // Mpi / Nccl / Hccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Mpi, Nccl, Hccl };
+// Shared: the shm backend's own algorithms, which reduce and copy straight out of the shared segment.
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Shared, Mpi, Nccl, Hccl };
 
 std::string_view algoName(Algo a);
 std::string_view opKindName(OpKind k);
@@ -53,7 +54,7 @@ class Collectives {
   virtual void broadcast(void* data, size_t bytes, int root, Algo a) = 0;
   virtual void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) = 0;
   virtual void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) = 0;
-  virtual void allToAll(const void* in, void* out, size_t count, size_t esize) = 0;
+  virtual void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) = 0;
   virtual void sendRecv(const void* in, void* out, size_t bytes, int shift) = 0;
   virtual void barrier() = 0;
 

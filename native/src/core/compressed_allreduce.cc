@@ -41,7 +41,7 @@ class OneBitAllreduce final : public EstimatingOp {
     }
     ++step_;
     compressWorker(input(in));
-    c.allToAll(send_.data(), received_.data(), size_t(W_), recordBytes_);
+    c.allToAll(send_.data(), received_.data(), size_t(W_), recordBytes_, Algo::Auto);
     compressServer();
     c.allGather(mine_.data(), gathered_.data(), recordBytes_, Algo::Auto);
     decompress(out);

@@ -159,7 +159,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::Broadcast: return c.broadcast(out, bytes, s.root, s.algo);
     case OpKind::Reduce: return typed.reduce(c, p.in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
-    case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es);
+    case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es, p.spec.algo);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
@@ -182,9 +182,13 @@ std::vector<OpResult> Executor::run() {
     ops.push_back(prepare(s));
     Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : lane0_;
     // An estimating op has one algorithm of its own, not one of the backend's.
-    results[i].algorithm = s.compression != Compression::None
-                               ? Algo::Auto
-                               : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+    try {
+      results[i].algorithm = s.compression != Compression::None
+                                 ? Algo::Auto
+                                 : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+    } catch (const CommError& e) {  // an algorithm this backend lacks
+      throw CommError(e.code(), "stage " + s.stage + ": " + e.what());
+    }
     results[i].outType = ops.back().dt;
     anyNonblocking |= s.nonblocking;
   }

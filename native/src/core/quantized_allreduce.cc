@@ -38,7 +38,7 @@ class HierarchicalQuantized final : public EstimatingOp {
       requireFinite(kernels::quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot),
                     "input");
     }
-    intra_->allToAll(send1_.data(), recv1_.data(), size_t(L_), size_t(N_) * recordBytes_);
+    intra_->allToAll(send1_.data(), recv1_.data(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
     // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
     for (int a = 0; a < N_; ++a) {
       for (int l = 0; l < L_; ++l) sources_[size_t(l)] = recv1_.data() + (size_t(l) * size_t(N_) + size_t(a)) * recordBytes_;
@@ -46,7 +46,7 @@ class HierarchicalQuantized final : public EstimatingOp {
                                                    B_, scratch_.data(), send2_.data() + size_t(a) * recordBytes_),
                     "node's sums");
     }
-    inter_->allToAll(send2_.data(), recv2_.data(), size_t(N_), recordBytes_);
+    inter_->allToAll(send2_.data(), recv2_.data(), size_t(N_), recordBytes_, Algo::Auto);
     // 3. Every node's sum of block r.
     for (int a = 0; a < N_; ++a) sources_[size_t(a)] = recv2_.data() + size_t(a) * recordBytes_;
     float* block = block_.empty() ? static_cast<float*>(out) : block_.data();

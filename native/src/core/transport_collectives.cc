@@ -15,6 +15,9 @@ constexpr size_t kTreeBelowBytes = 32 * 1024;
 }  // namespace
 
 Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
+  if (requested == Algo::Shared) {
+    throw CommError(code::kUnsupported, std::string("algorithm \"shared\" needs the shm backend (every rank on one host)"));
+  }
   if (requested != Algo::Auto) return requested;
   bool small = bytes < kTreeBelowBytes;
   switch (kind) {
@@ -70,7 +73,7 @@ void TransportCollectives::scatter(const void* in, void* out, size_t count, size
   algo::scatterDirect(t_, in, out, count, esize, root);
 }
 
-void TransportCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) {
+void TransportCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
   algo::allToAllDirect(t_, in, out, count, esize);
 }
 

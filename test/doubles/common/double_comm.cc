@@ -42,8 +42,8 @@ std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks
   // The others retry until rank 0's segment exists and is laid out (it may not be yet).
   while (!comm) {
     try {
-      comm = std::make_unique<DoubleComm>(rank == 0 ? shm::Segment::create(name, nranks, kLanes, kChannelBytes)
-                                                    : shm::Segment::attach(name, nranks, kLanes, kChannelBytes),
+      const shm::Layout layout{nranks, kLanes, kChannelBytes, 0, 0};  // the double moves data on channels only
+      comm = std::make_unique<DoubleComm>(rank == 0 ? shm::Segment::create(name, layout) : shm::Segment::attach(name, layout),
                                           rank);
     } catch (const CommError&) {
       if (rank == 0 || std::chrono::steady_clock::now() >= giveUp) return nullptr;

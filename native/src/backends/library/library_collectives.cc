@@ -116,7 +116,7 @@ void LibraryCollectives::scatter(const void* in, void* out, size_t count, size_t
   algorithms_.scatter(in, out, count, esize, root, a);
 }
 
-void LibraryCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) { algorithms_.allToAll(in, out, count, esize); }
+void LibraryCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) { algorithms_.allToAll(in, out, count, esize, a); }
 
 void LibraryCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) { algorithms_.sendRecv(in, out, bytes, shift); }
 

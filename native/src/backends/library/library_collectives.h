@@ -24,7 +24,7 @@ class LibraryCollectives : public Collectives {
   void broadcast(void* data, size_t bytes, int root, Algo a) override;
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
-  void allToAll(const void* in, void* out, size_t count, size_t esize) override;
+  void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
   void barrier() override;
   // Vendor splits (ncclCommSplit) are not wired yet: stages that need a sub-communicator fail with

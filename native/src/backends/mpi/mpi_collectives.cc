@@ -174,7 +174,7 @@ void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esi
   complete(req, "MPI_Iscatterv", count * esize);
 }
 
-void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize) {
+void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
   // Block j of the input goes to rank j; every rank sends this rank its block r, so each arrives with
   // this rank's block length, rank-major. Elements travel as the units units() picks for one element, so
   // elements of any size work (the estimating ops exchange records of hundreds of bytes).

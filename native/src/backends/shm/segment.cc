@@ -13,14 +13,9 @@ namespace spmd::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x73706d642d73686dull;  // "spmd-shm"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 size_t roundUp(size_t v) { return (v + kCacheLine - 1) & ~(kCacheLine - 1); }
-
-size_t doorbellsOffset() { return roundUp(sizeof(SegmentHeader)); }
-size_t presenceOffset(int w, int lanes) { return doorbellsOffset() + roundUp(sizeof(Doorbell) * size_t(w) * lanes); }
-size_t headsOffset(int w, int lanes) { return presenceOffset(w, lanes) + roundUp(sizeof(Presence) * size_t(w) * lanes); }
-size_t dataOffset(int w, int lanes) { return headsOffset(w, lanes) + roundUp(sizeof(ChannelHead) * size_t(w) * w * lanes); }
 
 void* mapFd(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -31,17 +26,26 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
 
 }  // namespace
 
-size_t Segment::layoutBytes(int w, int lanes, size_t channelBytes) {
-  return dataOffset(w, lanes) + channelBytes * size_t(w) * w * lanes;
+Segment::Regions Segment::regions(const Layout& l) {
+  const size_t w = size_t(l.worldSize), lanes = size_t(l.lanes);
+  Regions r{};
+  r.doorbells = roundUp(sizeof(SegmentHeader));
+  r.presence = r.doorbells + roundUp(sizeof(Doorbell) * w * lanes);
+  r.phases = r.presence + roundUp(sizeof(Presence) * w * lanes);
+  r.heads = r.phases + roundUp(sizeof(PhaseFlag) * w * lanes);
+  r.data = r.heads + roundUp(sizeof(ChannelHead) * w * w * lanes);
+  r.slots = r.data + roundUp(l.channelBytes * w * w * lanes);
+  r.end = r.slots + roundUp(l.slotBytes) * size_t(l.slots) * w * lanes;
+  return r;
 }
 
-Segment::Segment(std::string name, void* base, size_t bytes, int w, int lanes, size_t channelBytes, bool owner)
-    : name_(std::move(name)), base_(base), bytes_(bytes), worldSize_(w), lanes_(lanes),
-      channelBytes_(channelBytes), owner_(owner) {}
+Segment::Segment(std::string name, void* base, size_t bytes, const Layout& layout, bool owner)
+    : name_(std::move(name)), base_(base), bytes_(bytes), layout_(layout), at_(regions(layout)), owner_(owner) {
+  layout_.slotBytes = roundUp(layout_.slotBytes);
+}
 
 Segment::Segment(Segment&& o) noexcept
-    : name_(std::move(o.name_)), base_(o.base_), bytes_(o.bytes_), worldSize_(o.worldSize_), lanes_(o.lanes_),
-      channelBytes_(o.channelBytes_), owner_(o.owner_) {
+    : name_(std::move(o.name_)), base_(o.base_), bytes_(o.bytes_), layout_(o.layout_), at_(o.at_), owner_(o.owner_) {
   o.base_ = nullptr;
   o.owner_ = false;
 }
@@ -51,8 +55,8 @@ Segment::~Segment() {
   if (base_) munmap(base_, bytes_);
 }
 
-Segment Segment::create(const std::string& name, int w, int lanes, size_t channelBytes) {
-  size_t bytes = layoutBytes(w, lanes, channelBytes);
+Segment Segment::create(const std::string& name, const Layout& layout) {
+  size_t bytes = regions(layout).end;
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throwSystemError("shm: create " + name);
   if (ftruncate(fd, off_t(bytes)) != 0) {
@@ -67,19 +71,21 @@ Segment Segment::create(const std::string& name, int w, int lanes, size_t channe
     shm_unlink(name.c_str());
     throw;
   }
-  Segment seg(name, base, bytes, w, lanes, channelBytes, true);
+  Segment seg(name, base, bytes, layout, true);
   // ftruncate zero-fills, which is a valid initial state for every atomic; only the header needs values.
   auto* h = new (base) SegmentHeader{};
   h->version = kVersion;
-  h->worldSize = uint32_t(w);
-  h->lanes = uint32_t(lanes);
-  h->channelBytes = channelBytes;
+  h->worldSize = uint32_t(layout.worldSize);
+  h->lanes = uint32_t(layout.lanes);
+  h->channelBytes = layout.channelBytes;
+  h->slotBytes = seg.slotBytes();
+  h->slots = uint32_t(layout.slots);
   h->totalBytes = bytes;
   std::atomic_ref<uint64_t>(h->magic).store(kMagic, std::memory_order_release);
   return seg;
 }
 
-Segment Segment::attach(const std::string& name, int w, int lanes, size_t channelBytes) {
+Segment Segment::attach(const std::string& name, const Layout& layout) {
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) throwSystemError("shm: attach " + name);
   struct stat st {};
@@ -87,16 +93,18 @@ Segment Segment::attach(const std::string& name, int w, int lanes, size_t channe
     close(fd);
     throwSystemError("shm: stat " + name);
   }
-  size_t bytes = layoutBytes(w, lanes, channelBytes);
+  size_t bytes = regions(layout).end;
   if (size_t(st.st_size) != bytes) {
     close(fd);
     throw CommError(code::kInvalid, "shm: segment " + name + " has " + std::to_string(st.st_size) +
                                         " bytes, expected " + std::to_string(bytes) + " (ranks disagree on world size?)");
   }
-  Segment seg(name, mapFd(fd, bytes, name), bytes, w, lanes, channelBytes, false);
+  Segment seg(name, mapFd(fd, bytes, name), bytes, layout, false);
   const SegmentHeader& h = seg.header();
   uint64_t magic = std::atomic_ref<const uint64_t>(h.magic).load(std::memory_order_acquire);
-  if (magic != kMagic || h.version != kVersion || h.worldSize != uint32_t(w) || h.lanes != uint32_t(lanes)) {
+  if (magic != kMagic || h.version != kVersion || h.worldSize != uint32_t(layout.worldSize) ||
+      h.lanes != uint32_t(layout.lanes) || h.channelBytes != layout.channelBytes || h.slotBytes != seg.slotBytes() ||
+      h.slots != uint32_t(layout.slots)) {
     throw CommError(code::kInvalid, "shm: segment " + name + " does not match this job's layout");
   }
   return seg;
@@ -110,23 +118,33 @@ void Segment::unlink() {
 }
 
 Doorbell& Segment::doorbell(int lane, int rank) const {
-  auto* p = static_cast<uint8_t*>(base_) + doorbellsOffset();
-  return reinterpret_cast<Doorbell*>(p)[size_t(lane) * worldSize_ + rank];
+  auto* p = at(at_.doorbells);
+  return reinterpret_cast<Doorbell*>(p)[size_t(lane) * worldSize() + rank];
 }
 
 Presence& Segment::presence(int lane, int rank) const {
-  auto* p = static_cast<uint8_t*>(base_) + presenceOffset(worldSize_, lanes_);
-  return reinterpret_cast<Presence*>(p)[size_t(lane) * worldSize_ + rank];
+  auto* p = at(at_.presence);
+  return reinterpret_cast<Presence*>(p)[size_t(lane) * worldSize() + rank];
+}
+
+PhaseFlag& Segment::phase(int lane, int rank) const {
+  auto* p = at(at_.phases);
+  return reinterpret_cast<PhaseFlag*>(p)[size_t(lane) * worldSize() + rank];
 }
 
 ChannelHead& Segment::channel(int lane, int from, int to) const {
-  auto* p = static_cast<uint8_t*>(base_) + headsOffset(worldSize_, lanes_);
-  return reinterpret_cast<ChannelHead*>(p)[(size_t(lane) * worldSize_ + from) * worldSize_ + to];
+  auto* p = at(at_.heads);
+  return reinterpret_cast<ChannelHead*>(p)[(size_t(lane) * worldSize() + from) * worldSize() + to];
 }
 
 uint8_t* Segment::channelData(int lane, int from, int to) const {
-  auto* p = static_cast<uint8_t*>(base_) + dataOffset(worldSize_, lanes_);
-  return p + ((size_t(lane) * worldSize_ + from) * worldSize_ + to) * channelBytes_;
+  auto* p = at(at_.data);
+  return p + ((size_t(lane) * worldSize() + from) * worldSize() + to) * channelBytes();
+}
+
+uint8_t* Segment::slot(int lane, int rank, int i) const {
+  auto* p = at(at_.slots);
+  return p + ((size_t(lane) * worldSize() + rank) * size_t(slots()) + size_t(i)) * slotBytes();
 }
 
 }  // namespace spmd::shm

@@ -2,9 +2,11 @@
 // attach by name, and rank 0 unlinks the name as soon as everyone is attached, so a crash afterwards
 // cannot leak it.
 //
-// Layout: header | doorbells[lanes][W] | presence[lanes][W] | channel heads[lanes][W][W] |
-//         channel data[lanes][W][W]
-// Channel (lane, from, to) is a single-producer single-consumer byte ring written by `from`.
+// Layout: header | doorbells[lanes][W] | presence[lanes][W] | phase flags[lanes][W] |
+//         channel heads[lanes][W][W] | channel data[lanes][W][W] | slots[lanes][W][slots]
+// Channel (lane, from, to) is a single-producer single-consumer byte ring written by `from`: the
+// point-to-point path the ring/tree/direct algorithms take. Slots are each rank's staging area for the
+// "shared" algorithms, which read peers' data where it lies instead of copying it through a channel.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -23,6 +25,11 @@ struct alignas(kCacheLine) Doorbell {
   std::atomic<int32_t> pid;        // lets peers tell a dead rank from a slow one
 };
 
+// How many steps of the shared algorithms a rank has finished on a lane; peers wait for it to reach a value.
+struct alignas(kCacheLine) PhaseFlag {
+  std::atomic<uint64_t> phase;
+};
+
 struct ChannelHead {
   alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written, owned by the sender
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes read, owned by the receiver
@@ -34,17 +41,29 @@ struct alignas(kCacheLine) SegmentHeader {
   uint32_t worldSize;
   uint32_t lanes;
   uint64_t channelBytes;
+  uint64_t slotBytes;
+  uint32_t slots;
   uint64_t totalBytes;
   std::atomic<uint32_t> attached;
   std::atomic<uint32_t> aborted;  // 0, or 1 + the rank that aborted: the others stop waiting
   char abortReason[256];          // written by the aborting rank before it sets `aborted`
 };
 
+// Sized by chunks, not by messages: a message of any size passes through the same slots, so the segment
+// (and what each rank maps of its peers) stays W * (W * channelBytes + slots * slotBytes) per lane.
+struct Layout {
+  int worldSize = 1;
+  int lanes = 1;
+  size_t channelBytes = 256 * 1024;
+  size_t slotBytes = 256 * 1024;
+  int slots = 4;
+};
+
 class Segment {
  public:
   // create: rank 0, fails if the name exists. attach: the others, checks the layout matches.
-  static Segment create(const std::string& name, int worldSize, int lanes, size_t channelBytes);
-  static Segment attach(const std::string& name, int worldSize, int lanes, size_t channelBytes);
+  static Segment create(const std::string& name, const Layout& layout);
+  static Segment attach(const std::string& name, const Layout& layout);
   Segment(Segment&& o) noexcept;
   Segment& operator=(Segment&&) = delete;
   Segment(const Segment&) = delete;
@@ -57,23 +76,31 @@ class Segment {
   Doorbell& doorbell(int lane, int rank) const;
   // Where rank `rank` is in lane `lane`'s op sequence, for peers whose deadline passes.
   Presence& presence(int lane, int rank) const;
+  PhaseFlag& phase(int lane, int rank) const;
   ChannelHead& channel(int lane, int from, int to) const;
   uint8_t* channelData(int lane, int from, int to) const;
-  size_t channelBytes() const { return channelBytes_; }
-  int worldSize() const { return worldSize_; }
-  int lanes() const { return lanes_; }
+  uint8_t* slot(int lane, int rank, int i) const;
+  size_t channelBytes() const { return layout_.channelBytes; }
+  size_t slotBytes() const { return layout_.slotBytes; }
+  int slots() const { return layout_.slots; }
+  int worldSize() const { return layout_.worldSize; }
+  int lanes() const { return layout_.lanes; }
   const std::string& name() const { return name_; }
 
  private:
-  Segment(std::string name, void* base, size_t bytes, int worldSize, int lanes, size_t channelBytes, bool owner);
-  static size_t layoutBytes(int worldSize, int lanes, size_t channelBytes);
+  // Byte offsets of each region in layout order, computed once: the accessors sit on the hot path.
+  struct Regions {
+    size_t doorbells, presence, phases, heads, data, slots, end;
+  };
+  static Regions regions(const Layout& layout);
+  Segment(std::string name, void* base, size_t bytes, const Layout& layout, bool owner);
+  uint8_t* at(size_t offset) const { return static_cast<uint8_t*>(base_) + offset; }
 
   std::string name_;
   void* base_;
   size_t bytes_;
-  int worldSize_;
-  int lanes_;
-  size_t channelBytes_;
+  Layout layout_;
+  Regions at_;
   bool owner_;  // the creator still holds the name
 };
 

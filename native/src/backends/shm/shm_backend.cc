@@ -3,12 +3,12 @@
 namespace spmd::shm {
 
 ShmBackend::ShmBackend(const ShmOptions& o)
-    : segment_(o.create ? Segment::create(o.name, o.size, kLanes, o.channelBytes)
-                        : Segment::attach(o.name, o.size, kLanes, o.channelBytes)) {
+    : segment_(o.create ? Segment::create(o.name, Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots})
+                        : Segment::attach(o.name, Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots})) {
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
-    collectives_[i] = std::make_unique<TransportCollectives>(*t, [t](const std::string& why) { t->abort(why); });
+    collectives_[i] = std::make_unique<SharedCollectives>(segment_, *t, i, [t](const std::string& why) { t->abort(why); });
     collectives_[i]->flight().mirrorTo(&segment_.presence(i, o.rank));
   }
   segment_.header().attached.fetch_add(1);

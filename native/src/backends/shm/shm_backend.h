@@ -1,13 +1,13 @@
 // The shm backend: one segment, two lanes (ordered ops, nonblocking ops), each a ShmTransport under the
-// shared algorithms.
+// shm's own shared algorithms and the transport algorithms.
 #pragma once
 #include <memory>
 #include <string>
 
 #include "backends/shm/segment.h"
+#include "backends/shm/shared_collectives.h"
 #include "backends/shm/shm_transport.h"
 #include "core/backend.h"
-#include "core/transport_collectives.h"
 
 namespace spmd::shm {
 
@@ -17,6 +17,8 @@ struct ShmOptions {
   int size = 1;
   bool create = false;  // rank 0 creates, the others attach
   size_t channelBytes = 256 * 1024;
+  size_t slotBytes = 256 * 1024;
+  int slots = 4;
 };
 
 class ShmBackend : public Backend {
@@ -31,7 +33,7 @@ class ShmBackend : public Backend {
   static constexpr int kLanes = 2;
   Segment segment_;
   std::unique_ptr<ShmTransport> transports_[kLanes];
-  std::unique_ptr<TransportCollectives> collectives_[kLanes];
+  std::unique_ptr<SharedCollectives> collectives_[kLanes];
 };
 
 }  // namespace spmd::shm

@@ -103,39 +103,91 @@ void ShmTransport::interrupt() {
   futexWakeAll(&bell_.seq);
 }
 
-void ShmTransport::checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
+void ShmTransport::checkHealth(const std::function<std::string(int)>& blockedOn, int culprit) {
   const SegmentHeader& h = seg_.header();
   if (uint32_t who = h.aborted.load(std::memory_order_acquire)) {
     throw CommError(code::kAborted, "rank " + std::to_string(who - 1) + " aborted the job: " + h.abortReason);
   }
   if (interrupted_.load(std::memory_order_acquire)) throw Interrupted();
-  auto describe = [&](int peer) {
-    for (size_t i = 0; i < sends.size(); ++i) {
-      if (sends[i].peer == peer && sent_[i] < sends[i].bytes)
-        return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(jobRank(peer)) + " (" +
-               std::to_string(sent_[i]) + " done)";
-    }
-    for (size_t i = 0; i < recvs.size(); ++i) {
-      if (recvs[i].peer == peer && received_[i] < recvs[i].bytes)
-        return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(jobRank(peer)) + " (" +
-               std::to_string(received_[i]) + " done)";
-    }
-    return std::string();
-  };
-  auto checkPeer = [&](int peer) {
+  for (int peer = 0; peer < seg_.worldSize(); ++peer) {
+    if (peer == rank_) continue;
     int32_t pid = seg_.doorbell(0, peer).pid.load(std::memory_order_acquire);
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-      throw CommError(code::kPeerGone, "rank " + std::to_string(jobRank(peer)) + " (pid " + std::to_string(pid) +
-                                           ") died while this rank was " + describe(peer));
-    }
-  };
-  for (size_t i = 0; i < sends.size(); ++i) if (sent_[i] < sends[i].bytes) checkPeer(sends[i].peer);
-  for (size_t i = 0; i < recvs.size(); ++i) if (received_[i] < recvs[i].bytes) checkPeer(recvs[i].peer);
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::string doing = blockedOn(peer);
+    if (doing.empty()) continue;
+    throw CommError(code::kPeerGone, "rank " + std::to_string(jobRank(peer)) + " (pid " + std::to_string(pid) +
+                                         ") died while this rank was " + doing);
+  }
   if (Clock::now() >= deadline_) {
-    int peer = -1;
-    for (size_t i = 0; i < recvs.size() && peer < 0; ++i) if (received_[i] < recvs[i].bytes) peer = recvs[i].peer;
-    for (size_t i = 0; i < sends.size() && peer < 0; ++i) if (sent_[i] < sends[i].bytes) peer = sends[i].peer;
-    throw CommError(code::kTimeout, "deadline passed while " + describe(peer) + stragglers());
+    throw CommError(code::kTimeout, "deadline passed while " + (culprit >= 0 ? blockedOn(culprit) : std::string("waiting")) + stragglers());
+  }
+}
+
+std::string ShmTransport::describePending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, int peer) const {
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i].peer == peer && sent_[i] < sends[i].bytes)
+      return "sending " + std::to_string(sends[i].bytes) + " bytes to rank " + std::to_string(jobRank(peer)) + " (" +
+             std::to_string(sent_[i]) + " done)";
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    if (recvs[i].peer == peer && received_[i] < recvs[i].bytes)
+      return "receiving " + std::to_string(recvs[i].bytes) + " bytes from rank " + std::to_string(jobRank(peer)) + " (" +
+             std::to_string(received_[i]) + " done)";
+  }
+  return "";
+}
+
+int ShmTransport::firstPending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) const {
+  // A receive names the peer this rank waits on; a send only one that is slow to drain.
+  for (size_t i = 0; i < recvs.size(); ++i) if (received_[i] < recvs[i].bytes) return recvs[i].peer;
+  for (size_t i = 0; i < sends.size(); ++i) if (sent_[i] < sends[i].bytes) return sends[i].peer;
+  return -1;
+}
+
+void ShmTransport::publishPhase(uint64_t phase) {
+  seg_.phase(lane_, rank_).phase.store(phase, std::memory_order_seq_cst);
+  // Only sleepers need a wake: a waiter counts itself a sleeper before its last look at the flags, so
+  // either it sees this store or this load sees it (both seq_cst), and no wake is lost.
+  for (int peer = 0; peer < seg_.worldSize(); ++peer) {
+    if (peer == rank_) continue;
+    Doorbell& b = seg_.doorbell(lane_, peer);
+    if (b.sleepers.load(std::memory_order_seq_cst) != 0) {
+      b.seq.fetch_add(1, std::memory_order_seq_cst);
+      futexWakeAll(&b.seq);
+    }
+  }
+}
+
+void ShmTransport::awaitPhase(uint64_t phase, int peer, const char* what) {
+  auto behind = [&](int j) { return j != rank_ && seg_.phase(lane_, j).phase.load(std::memory_order_seq_cst) < phase; };
+  auto firstBehind = [&] {
+    if (peer >= 0) return behind(peer) ? peer : -1;
+    for (int j = 0; j < seg_.worldSize(); ++j) if (behind(j)) return j;
+    return -1;
+  };
+  int waitingOn = firstBehind();
+  if (waitingOn < 0) return;
+  if (flight_) flight_->noteAllPeers();
+  for (int i = 0; i < spinLimit_; ++i) {
+    if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+    if ((waitingOn = firstBehind()) < 0) return;
+  }
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (flight_) flight_->alive(nanos(now));
+    bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = bell_.seq.load(std::memory_order_seq_cst);
+    if ((waitingOn = firstBehind()) >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - now).count();
+      futexWait(&bell_.seq, seen, std::clamp<int64_t>(left, 0, kSleepSliceNs));
+    }
+    bell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if ((waitingOn = firstBehind()) < 0) return;
+    checkHealth([&](int j) {
+      return behind(j) && (peer < 0 || j == peer)
+                 ? std::string("waiting for rank ") + std::to_string(jobRank(j)) + " in " + what
+                 : std::string();
+    }, waitingOn);
   }
 }
 
@@ -189,7 +241,7 @@ void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
       continue;
     }
     sleep(seq);
-    checkHealth(sends, recvs);
+    checkHealth([&](int peer) { return describePending(sends, recvs, peer); }, firstPending(sends, recvs));
   }
 }
 

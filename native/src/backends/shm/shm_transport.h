@@ -2,6 +2,7 @@
 // once, futex sleep when nothing moves. Detects dead peers (pid gone) and ranks that aborted.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,12 +25,22 @@ class ShmTransport : public InterruptibleTransport {
   // Marks the whole segment aborted (first caller wins) and wakes every waiter on every lane.
   void abort(const std::string& reason);
 
+  // The shared algorithms' synchronisation (backends/shm/arena.h): ranks publish how many steps they took
+  // on this lane and wait for peers to reach a step, with the same spin, sleep and health checks as
+  // exchange(). `peer` -1 waits for every rank; `what` names the wait in a deadline's message.
+  void publishPhase(uint64_t phase);
+  void awaitPhase(uint64_t phase, int peer, const char* what);
+
  private:
   size_t push(int to, const uint8_t* src, size_t bytes);
   size_t pull(int from, uint8_t* dst, size_t bytes);
   void ring(int peer);
   void sleep(uint32_t seenSeq);
-  void checkHealth(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs);
+  // Throws if the job aborted, a peer this rank waits for died, or the deadline passed. `blockedOn(peer)`
+  // says what this rank waits for from `peer` ("" if nothing); `culprit` is the peer a deadline names.
+  void checkHealth(const std::function<std::string(int)>& blockedOn, int culprit);
+  std::string describePending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, int peer) const;
+  int firstPending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) const;
   // After a deadline: the peers that never reached this rank's op or went silent in it ("" if none).
   std::string stragglers() const;
   int jobRank(int member) const { return jobRanks_.empty() ? member : jobRanks_[size_t(member)]; }

@@ -18,8 +18,9 @@ TcpBackend::TcpBackend(TcpOptions o)
   const int me = localIndex_[size_t(rank_)];
   if (me < 0) throw CommError(code::kInvalid, "tcp: the local group does not contain this rank");
   const int members = int(ranks.size());
-  segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, members, kLanes, o.local->channelBytes)
-                           : shm::Segment::attach(o.local->name, members, kLanes, o.local->channelBytes));
+  // No slots: across hosts the shared algorithms do not apply, only the channels carry local messages.
+  const shm::Layout layout{members, kLanes, o.local->channelBytes, 0, 0};
+  segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, layout) : shm::Segment::attach(o.local->name, layout));
 }
 
 void TcpBackend::expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline) {

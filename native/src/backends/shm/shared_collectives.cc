@@ -1,0 +1,225 @@
+#include "backends/shm/shared_collectives.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/buffers.h"
+#include "core/partition.h"
+#include "kernels/cpu/reduce.h"
+
+namespace spmd::shm {
+namespace {
+
+using algo::detail::bytes;
+using algo::detail::copyBytes;
+
+// Up to this size every rank reduces the whole message itself: one step instead of three, and the
+// latency of small allreduces is one round of flags.
+constexpr size_t kReduceEverywhereBytes = 8 * 1024;
+
+// x_0 op x_1 op ... op x_{W-1}, always left to right, so the bits do not depend on which rank computes
+// them. dst may alias x_0 or x_1 only.
+void foldRanks(DType dt, RedOp op, void* dst, const std::vector<const void*>& xs, size_t count) {
+  if (count == 0) return;
+  if (xs.size() == 1) return copyBytes(dst, xs[0], count * elementSize(dt));
+  kernels::reduce3(dt, op, dst, xs[0], xs[1], count);
+  for (size_t j = 2; j < xs.size(); ++j) kernels::reduceInto(dt, op, dst, xs[j], count);
+}
+
+bool overlaps(const void* a, const void* b, size_t n) {
+  return n != 0 && bytes(a) < bytes(b) + n && bytes(b) < bytes(a) + n;
+}
+
+// The slot split into one piece per rank, each a whole number of elements on its own cache lines.
+size_t pieceElements(size_t slotBytes, int W, size_t esize) {
+  const size_t n = (slotBytes / size_t(W)) / 64 * 64 / esize;
+  if (n == 0) throw CommError(code::kInvalid, "shm: slots of " + std::to_string(slotBytes) + " bytes are too small for " + std::to_string(W) + " ranks");
+  return n;
+}
+
+size_t piece(size_t total, size_t step, size_t per) { return total > step * per ? std::min(per, total - step * per) : 0; }
+
+}  // namespace
+
+SharedCollectives::SharedCollectives(const Segment& seg, ShmTransport& t, int lane,
+                                     std::function<void(const std::string&)> onAbort)
+    : TransportCollectives(t, std::move(onAbort)), arena_(seg, t, lane), xs_(size_t(seg.worldSize())) {}
+
+Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
+  switch (kind) {
+    case OpKind::AllReduce: case OpKind::ReduceScatter: case OpKind::AllGather: case OpKind::Gather:
+    case OpKind::Broadcast: case OpKind::AllToAll:
+      if (requested == Algo::Auto || requested == Algo::Shared) return Algo::Shared;
+      break;
+    default:
+      if (requested == Algo::Shared) {
+        throw CommError(code::kUnsupported, "the shm backend has no shared " + std::string(opKindName(kind)));
+      }
+      break;
+  }
+  return TransportCollectives::resolve(kind, requested, bytes);
+}
+
+void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
+  if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
+  const int W = size(), me = rank();
+  const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
+  const bool everywhere = count * es <= kReduceEverywhereBytes;
+  for (size_t at = 0; at < count; at += chunk) {
+    const size_t m = std::min(chunk, count - at);
+    const char* src = bytes(in) + at * es;
+    char* dst = bytes(out) + at * es;
+    arena_.begin(true, "a shared allreduce (writing its slot)");
+    if (everywhere) {
+      copyBytes(arena_.mine(), src, m * es);
+      arena_.step();
+      arena_.awaitAll("a shared allreduce (the inputs)");
+      for (int j = 0; j < W; ++j) xs_[size_t(j)] = arena_.of(j);
+      foldRanks(dt, op, dst, xs_, m);
+      arena_.step();
+      arena_.end();
+      continue;
+    }
+    // Rank j reduces piece j of the chunk out of every slot, then everyone copies the reduced pieces out.
+    // Its own piece comes from its input, unless the output overwrites that input as it is folded.
+    const Partition p{m, W};
+    const bool inPlace = overlaps(src, dst, m * es);
+    char* slot = arena_.mine();
+    copyBytes(slot, src, (inPlace ? p.offset(me + 1) : p.offset(me)) * es);
+    copyBytes(slot + p.offset(me + 1) * es, src + p.offset(me + 1) * es, (m - p.offset(me + 1)) * es);
+    arena_.step();
+    arena_.awaitAll("a shared allreduce (the inputs)");
+    const size_t mine = p.offset(me) * es;
+    for (int j = 0; j < W; ++j) xs_[size_t(j)] = j == me && !inPlace ? src + mine : arena_.of(j) + mine;
+    foldRanks(dt, op, dst + mine, xs_, p.count(me));
+    copyBytes(slot + mine, dst + mine, p.count(me) * es);
+    arena_.step();
+    arena_.awaitAll("a shared allreduce (the reduced pieces)");
+    for (int k = 1; k < W; ++k) {
+      const int j = (me + k) % W;  // ranks start on different peers so no slot is everyone's first read
+      copyBytes(dst + p.offset(j) * es, arena_.of(j) + p.offset(j) * es, p.count(j) * es);
+    }
+    arena_.step();
+    arena_.end();
+  }
+}
+
+void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
+  if (resolve(OpKind::ReduceScatter, a, 0) != Algo::Shared) return TransportCollectives::reduceScatter(in, out, count, dt, op, a);
+  const int W = size(), me = rank();
+  const size_t es = elementSize(dt);
+  const Partition p{count, W};
+  const size_t per = pieceElements(arena_.slotBytes(), W, es);
+  const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
+  // Step s moves the s-th piece of every rank's block: each rank writes the pieces the others reduce and
+  // folds its own block's piece out of every slot.
+  for (size_t s = 0; s * per < p.block(); ++s) {
+    arena_.begin(true, "a shared reduce_scatter (writing its slot)");
+    char* slot = arena_.mine();
+    for (int j = 0; j < W; ++j) {
+      if (j != me || inPlace) copyBytes(slot + size_t(j) * per * es, bytes(in) + (p.offset(j) + s * per) * es, piece(p.count(j), s, per) * es);
+    }
+    arena_.step();
+    arena_.awaitAll("a shared reduce_scatter (the inputs)");
+    const size_t from = size_t(me) * per * es;
+    for (int j = 0; j < W; ++j) {
+      xs_[size_t(j)] = j == me && !inPlace ? bytes(in) + (p.offset(me) + s * per) * es : arena_.of(j) + from;
+    }
+    foldRanks(dt, op, bytes(out) + s * per * es, xs_, piece(p.count(me), s, per));
+    arena_.step();
+    arena_.end();
+  }
+}
+
+void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
+  if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
+  const int W = size(), me = rank();
+  const size_t chunk = arena_.slotBytes();
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t m = std::min(chunk, n - at);
+    arena_.begin(true, "a shared all_gather (writing its slot)");
+    copyBytes(arena_.mine(), bytes(in) + at, m);
+    arena_.step();
+    copyBytes(bytes(out) + size_t(me) * n + at, bytes(in) + at, m);  // while the others write theirs
+    arena_.awaitAll("a shared all_gather (the inputs)");
+    for (int k = 1; k < W; ++k) {
+      const int j = (me + k) % W;
+      copyBytes(bytes(out) + size_t(j) * n + at, arena_.of(j), m);
+    }
+    arena_.step();
+    arena_.end();
+  }
+}
+
+void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Algo a) {
+  if (resolve(OpKind::Gather, a, 0) != Algo::Shared) return TransportCollectives::gather(in, out, n, root, a);
+  const int W = size(), me = rank();
+  const size_t chunk = arena_.slotBytes();
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t m = std::min(chunk, n - at);
+    arena_.begin(me != root, "a shared gather (writing its slot)");
+    if (me != root) {
+      copyBytes(arena_.mine(), bytes(in) + at, m);
+      arena_.step();
+      arena_.step();  // nothing to read: the root frees the slot when it has read it
+      arena_.end();
+      continue;
+    }
+    arena_.step();
+    copyBytes(bytes(out) + size_t(me) * n + at, bytes(in) + at, m);
+    arena_.awaitAll("a shared gather (the inputs)");
+    for (int j = 0; j < W; ++j) {
+      if (j != me) copyBytes(bytes(out) + size_t(j) * n + at, arena_.of(j), m);
+    }
+    arena_.step();
+    arena_.end();
+  }
+}
+
+void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
+  if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
+  const int me = rank();
+  const size_t chunk = arena_.slotBytes();
+  for (size_t at = 0; at < n; at += chunk) {
+    const size_t m = std::min(chunk, n - at);
+    arena_.begin(me == root, "a shared broadcast (writing its slot)");
+    if (me == root) {
+      copyBytes(arena_.mine(), bytes(data) + at, m);
+      arena_.step();
+      arena_.step();  // the root reads nothing; the readers free the slot as they finish
+      arena_.end();
+      continue;
+    }
+    arena_.step();
+    arena_.awaitRank(root, "a shared broadcast (the root's data)");
+    copyBytes(bytes(data) + at, arena_.of(root), m);
+    arena_.step();
+    arena_.end();
+  }
+}
+
+void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) {
+  if (resolve(OpKind::AllToAll, a, 0) != Algo::Shared) return TransportCollectives::allToAll(in, out, count, esize, a);
+  const int W = size(), me = rank();
+  const Partition p{count, W};
+  const size_t per = pieceElements(arena_.slotBytes(), W, esize), mine = p.count(me);
+  for (size_t s = 0; s * per < p.block(); ++s) {
+    arena_.begin(true, "a shared all_to_all (writing its slot)");
+    char* slot = arena_.mine();
+    for (int j = 0; j < W; ++j) {
+      const char* src = bytes(in) + (p.offset(j) + s * per) * esize;
+      char* to = j == me ? bytes(out) + (size_t(me) * mine + s * per) * esize : slot + size_t(j) * per * esize;
+      copyBytes(to, src, piece(p.count(j), s, per) * esize);
+    }
+    arena_.step();
+    arena_.awaitAll("a shared all_to_all (the inputs)");
+    for (int k = 1; k < W; ++k) {
+      const int j = (me + k) % W;
+      copyBytes(bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize, piece(mine, s, per) * esize);
+    }
+    arena_.step();
+    arena_.end();
+  }
+}
+
+}  // namespace spmd::shm

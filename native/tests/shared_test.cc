@@ -1,0 +1,194 @@
+// The shm backend's shared algorithms on a real segment, ranks as threads: every element of every op at
+// world sizes 1, 2, 3 and 5, at lengths of 0, 1, not divisible by W, and spanning many chunks (slots of 4
+// KiB and 2 of them, so chunks rotate through reused slots within and across ops), in place and not. Then
+// the failures: a rank that never arrives ends the others' waits at the deadline, naming it; and asking for
+// "shared" where no segment exists is refused.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/shm/segment.h"
+#include "backends/shm/shared_collectives.h"
+#include "backends/shm/shm_transport.h"
+#include "core/error.h"
+#include "core/partition.h"
+
+namespace {
+
+using namespace spmd;
+using Clock = std::chrono::steady_clock;
+
+int passed = 0, failed = 0;
+
+void check(bool ok, const std::string& what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    if (failed <= 30) std::printf("FAIL %s\n", what.c_str());
+  }
+}
+
+// Small integers: sums of a few ranks are exact in every type, so any fold order gives the same bits.
+template <typename T>
+T value(int rank, size_t i) { return T(int((size_t(rank) * 131 + i * 7) % 19) - 9); }
+
+// Runs body(rank, collectives) on W threads over one fresh segment; returns each rank's error ("" if none).
+std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec,
+                                   const std::function<void(int, Collectives&)>& body) {
+  layout.worldSize = W;
+  const std::string name = "/spmd-shared-test-" + std::to_string(getpid());
+  shm::Segment seg = shm::Segment::create(name, layout);
+  seg.unlink();
+  std::vector<std::string> errors(static_cast<size_t>(W));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < W; ++r) {
+    threads.emplace_back([&, r] {
+      shm::ShmTransport t(seg, r, 0);
+      shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
+      c.setDeadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadlineSec)));
+      try {
+        body(r, c);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+template <typename T>
+std::vector<T> inputOf(int rank, size_t n) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = value<T>(rank, i);
+  return v;
+}
+
+template <typename T>
+T reduced(RedOp op, int W, size_t i) {
+  T acc = value<T>(0, i);
+  for (int r = 1; r < W; ++r) {
+    T x = value<T>(r, i);
+    acc = op == RedOp::Sum ? T(acc + x) : op == RedOp::Max ? std::max(acc, x) : std::min(acc, x);
+  }
+  return acc;
+}
+
+template <typename T>
+void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, const std::string& tag) {
+  const Partition p{n, W};
+  std::vector<std::vector<std::string>> wrong(static_cast<size_t>(W));
+  auto note = [&](int r, const std::string& what) { wrong[size_t(r)].push_back(what); };
+  auto errors = onSegment(W, layout, 20, [&](int r, Collectives& c) {
+    const std::vector<T> in = inputOf<T>(r, n);
+    // allreduce, out of place and in place
+    std::vector<T> out(n, T(-77));
+    c.allreduce(in.data(), out.data(), n, dt, op, Algo::Shared);
+    for (size_t i = 0; i < n; ++i) if (out[i] != reduced<T>(op, W, i)) { note(r, "allreduce[" + std::to_string(i) + "]"); break; }
+    std::vector<T> io = in;
+    c.allreduce(io.data(), io.data(), n, dt, op, Algo::Auto);
+    for (size_t i = 0; i < n; ++i) if (io[i] != reduced<T>(op, W, i)) { note(r, "allreduce in place[" + std::to_string(i) + "]"); break; }
+    // reduce_scatter, out of place and into its own block of the input
+    std::vector<T> block(p.count(r) + 1, T(-77));
+    c.reduceScatter(in.data(), block.data(), n, dt, op, Algo::Shared);
+    for (size_t i = 0; i < p.count(r); ++i) if (block[i] != reduced<T>(op, W, p.offset(r) + i)) { note(r, "reduce_scatter[" + std::to_string(i) + "]"); break; }
+    if (block[p.count(r)] != T(-77)) note(r, "reduce_scatter wrote past its block");
+    io = in;
+    c.reduceScatter(io.data(), io.data() + p.offset(r), n, dt, op, Algo::Shared);
+    for (size_t i = 0; i < p.count(r); ++i) if (io[p.offset(r) + i] != reduced<T>(op, W, p.offset(r) + i)) { note(r, "reduce_scatter in place[" + std::to_string(i) + "]"); break; }
+    // all_gather, gather to every root, broadcast from every root
+    std::vector<T> all(size_t(W) * n, T(-77));
+    c.allGather(in.data(), all.data(), n * sizeof(T), Algo::Shared);
+    for (int j = 0; j < W; ++j) for (size_t i = 0; i < n; ++i) if (all[size_t(j) * n + i] != value<T>(j, i)) { note(r, "all_gather from " + std::to_string(j)); j = W; break; }
+    for (int root = 0; root < W; ++root) {
+      std::vector<T> g(r == root ? size_t(W) * n : 0, T(-77));
+      c.gather(in.data(), r == root ? g.data() : nullptr, n * sizeof(T), root, Algo::Shared);
+      if (r == root) for (int j = 0; j < W; ++j) for (size_t i = 0; i < n; ++i) if (g[size_t(j) * n + i] != value<T>(j, i)) { note(r, "gather to " + std::to_string(root)); j = W; break; }
+      std::vector<T> b = in;
+      c.broadcast(b.data(), n * sizeof(T), root, Algo::Shared);
+      for (size_t i = 0; i < n; ++i) if (b[i] != value<T>(root, i)) { note(r, "broadcast from " + std::to_string(root)); break; }
+    }
+    // all_to_all: block r of every rank's input, rank-major
+    std::vector<T> a2a(size_t(W) * p.count(r) + 1, T(-77));
+    c.allToAll(in.data(), a2a.data(), n, sizeof(T), Algo::Shared);
+    for (int j = 0; j < W; ++j) for (size_t i = 0; i < p.count(r); ++i) if (a2a[size_t(j) * p.count(r) + i] != value<T>(j, p.offset(r) + i)) { note(r, "all_to_all from " + std::to_string(j)); j = W; break; }
+    if (a2a.back() != T(-77)) note(r, "all_to_all wrote past its output");
+  });
+  for (int r = 0; r < W; ++r) {
+    const std::string where = tag + " W=" + std::to_string(W) + " n=" + std::to_string(n) + " rank " + std::to_string(r);
+    check(errors[size_t(r)].empty(), where + ": " + errors[size_t(r)]);
+    for (const std::string& w : wrong[size_t(r)]) check(false, where + ": " + w);
+    if (errors[size_t(r)].empty() && wrong[size_t(r)].empty()) check(true, where);
+  }
+}
+
+void testEveryOpExact() {
+  const shm::Layout tiny{0, 1, 4096, 4096, 2};
+  const shm::Layout standard{0, 1, 4096, 256 * 1024, 4};
+  for (int W : {1, 2, 3, 5}) {
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(5003)}) {
+      exactOps<float>(W, tiny, DType::F32, RedOp::Sum, n, "tiny f32 sum");
+      exactOps<int64_t>(W, tiny, DType::I64, RedOp::Max, n, "tiny i64 max");
+    }
+    exactOps<double>(W, tiny, DType::F64, RedOp::Min, 3001, "tiny f64 min");
+    exactOps<int32_t>(W, standard, DType::I32, RedOp::Sum, 200003, "standard i32 sum");
+  }
+}
+
+void testAbsentRankTimesOut() {
+  const auto start = Clock::now();
+  auto errors = onSegment(3, shm::Layout{0, 1, 4096, 4096, 2}, 0.5, [](int r, Collectives& c) {
+    if (r == 2) return;  // never joins the allreduce
+    std::vector<float> v(100, 1.0f);
+    c.allreduce(v.data(), v.data(), v.size(), DType::F32, RedOp::Sum, Algo::Shared);
+  });
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int r : {0, 1}) {
+    check(errors[size_t(r)].find("deadline passed while waiting for rank 2 in a shared allreduce") != std::string::npos,
+          "absent rank: rank " + std::to_string(r) + " names rank 2: " + errors[size_t(r)]);
+  }
+  check(secs < 5, "absent rank: the waits end near the deadline (" + std::to_string(secs) + " s)");
+}
+
+void testSharedNeedsSegment() {
+  struct NoTransport : Transport {
+    int rank() const override { return 0; }
+    int size() const override { return 2; }
+    void exchange(std::span<const SendSpec>, std::span<const RecvSpec>) override {}
+  } t;
+  TransportCollectives c(t, [](const std::string&) {});
+  try {
+    c.resolve(OpKind::AllReduce, Algo::Shared, 8);
+    check(false, "shared without a segment is refused");
+  } catch (const CommError& e) {
+    check(std::string(e.code()) == code::kUnsupported && std::string(e.what()).find("shm backend") != std::string::npos,
+          std::string("shared without a segment: ") + e.what());
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const auto start = Clock::now();
+  const std::pair<const char*, void (*)()> tests[] = {
+      {"every op exact", testEveryOpExact}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}};
+  for (const auto& [name, fn] : tests) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      check(false, std::string(name) + ": " + e.what());
+    }
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("%d passed, %d failed (%.1f s)\n", passed, failed, secs);
+  return failed == 0 ? 0 : 1;
+}
