@@ -51,7 +51,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     const csv = readFileSync(path.join(out, runs[0], "results.csv"), "utf8").trimEnd().split("\n");
     assert.equal(csv[0], "stage,op,size,count,type,redop,root,algorithm,avg_us,p50_us,p95_us,min_us,max_us,algbw,busbw,wrong,wire_bytes,rel_error");
     assert.equal(csv.length, doc.results.length + 1);
-    assert.match(csv[1], /^allreduce,allreduce,4194304,1048576,float32,sum,,ring,[\d.]+,/);
+    assert.match(csv[1], /^allreduce,allreduce,4194304,1048576,float32,sum,,shared,[\d.]+,/);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }

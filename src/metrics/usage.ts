@@ -9,6 +9,12 @@ export interface RankUsage {
   cpu_user_s: number;
   cpu_system_s: number;
   wall_s: number;
+  /**
+   * The process's peak resident memory in KiB (getrusage's ru_maxrss) when the results were gathered, so
+   * after every sweep point: the job's tensors and buffers at its largest point plus the Node runtime
+   * (about 100 MiB for an idle rank on Linux x86-64, Node 20).
+   */
+  max_rss_kib: number;
 }
 
 type Usage = Omit<RankUsage, "rank">;
@@ -19,22 +25,28 @@ export function startUsage(): () => Usage {
   const t0 = performance.now();
   return () => {
     const spent = process.cpuUsage(cpu);
-    return { cpu_user_s: spent.user / 1e6, cpu_system_s: spent.system / 1e6, wall_s: (performance.now() - t0) / 1e3 };
+    return {
+      cpu_user_s: spent.user / 1e6,
+      cpu_system_s: spent.system / 1e6,
+      wall_s: (performance.now() - t0) / 1e3,
+      max_rss_kib: process.resourceUsage().maxRSS,
+    };
   };
 }
 
-const FIELDS = 3;
+const FIELDS = 4;
 
 /** Every rank's usage, in rank order, on every rank. Collective. */
 export async function gatherUsage(comm: NativeCommunicator, mine: Usage, timeoutSec: number): Promise<RankUsage[]> {
   // A sum in which each rank fills only its own slots is a gather.
   const slots = new Float64Array(comm.size * FIELDS);
-  slots.set([mine.cpu_user_s, mine.cpu_system_s, mine.wall_s], comm.rank * FIELDS);
+  slots.set([mine.cpu_user_s, mine.cpu_system_s, mine.wall_s, mine.max_rss_kib], comm.rank * FIELDS);
   const all = await comm.allreduceF64(slots, "sum", timeoutSec, "(report: usage)");
   return Array.from({ length: comm.size }, (_, rank) => ({
     rank,
     cpu_user_s: all[rank * FIELDS]!,
     cpu_system_s: all[rank * FIELDS + 1]!,
     wall_s: all[rank * FIELDS + 2]!,
+    max_rss_kib: all[rank * FIELDS + 3]!,
   }));
 }

@@ -1,10 +1,11 @@
-import { renderCharts } from "./charts.js";
 import type { ResultDocument } from "./result.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 /** A self-contained report.html: charts inlined as SVG, the table, the comms summary; no network. */
 export async function formatHtml(doc: ResultDocument, table: string, summary: string): Promise<string> {
+  // Loaded here, not at start-up: vega costs every rank some 150 ms of CPU and only rank 0 draws charts.
+  const { renderCharts } = await import("./charts.js");
   const charts = await renderCharts(doc.results);
   return `<!doctype html>
 <html lang="en">

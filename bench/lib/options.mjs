@@ -1,0 +1,181 @@
+// `npm run bench` flags (yargs) and the settings they resolve to (zod): a mode's presets, then each flag
+// given on top. Bad input is one line on stderr and exit code 2.
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import yargs from "yargs";
+import { z } from "zod";
+import { parseSize } from "../../dist/config/size.js";
+import { OPS } from "../bounds.mjs";
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** 8 B (the latency point), then ×4 from 16 B to 256 MiB: 1 MiB, 16 MiB and 64 MiB land on the grid. */
+const FULL_SIZES = [8, ...Array.from({ length: 13 }, (_, i) => 16 * 4 ** i)];
+
+/**
+ * What each mode runs. Sizes below `isolateFrom` share one invocation per world size and band (every op
+ * and size of the band as stages of one job, a barrier between them); from `isolateFrom` up each (op, size)
+ * runs alone, so its peak RSS is its own (only at the world sizes in `isolateWorlds`, where it is given).
+ * A band's iteration count comes from its largest size: clamp(budget / size, minIters, maxIters), and at
+ * least 3 from 128 MiB up.
+ */
+const MODES = {
+  full: {
+    worldSizes: [2, 4, 8],
+    ops: OPS,
+    sizes: FULL_SIZES,
+    repeats: 3,
+    budget: 256 * MiB,
+    minIters: 5,
+    maxIters: 1000,
+    bandEdges: [4 * KiB, 256 * KiB],
+    isolateFrom: 4 * MiB,
+    memcpyBytes: 256 * MiB,
+    memcpyRepeats: 5,
+    writeDocs: true,
+  },
+  quick: {
+    worldSizes: [2, 4, 8],
+    ops: OPS,
+    sizes: [8, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB],
+    repeats: 1,
+    budget: 64 * MiB,
+    minIters: 5,
+    maxIters: 100,
+    bandEdges: [4 * MiB],
+    isolateFrom: 64 * MiB,
+    // Only where the memory target is checked: a launch at W = 8 costs some 2.5 s on 2 cores.
+    isolateWorlds: [8],
+    memcpyBytes: 256 * MiB,
+    memcpyRepeats: 3,
+    writeDocs: false,
+  },
+  // For the test: seconds, not minutes; the numbers mean nothing.
+  smoke: {
+    worldSizes: [2],
+    ops: ["allreduce", "all_gather"],
+    sizes: [8, 64 * KiB],
+    repeats: 1,
+    budget: 4 * MiB,
+    minIters: 5,
+    maxIters: 20,
+    bandEdges: [],
+    isolateFrom: 64 * KiB,
+    memcpyBytes: 64 * MiB,
+    memcpyRepeats: 3,
+    writeDocs: false,
+  },
+};
+
+const size = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  try {
+    return parseSize(typeof v === "number" ? v : v.trim());
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: e.message });
+    return z.NEVER;
+  }
+});
+
+const settingsSchema = z.strictObject({
+  mode: z.enum(["full", "quick", "smoke"]),
+  worldSizes: z.array(z.int().min(2).max(64)).min(1),
+  ops: z.array(z.enum(OPS)).min(1),
+  sizes: z.array(size.pipe(z.int().min(1).max(2 ** 31))).min(1),
+  repeats: z.int().min(1).max(100),
+  budget: size.pipe(z.int().min(1)),
+  minIters: z.int().min(1),
+  maxIters: z.int().min(1),
+  bandEdges: z.array(z.int().min(1)),
+  isolateFrom: size.pipe(z.int().min(1)),
+  isolateWorlds: z.array(z.int()).optional(),
+  memcpyBytes: size.pipe(z.int().min(4096)),
+  memcpyRepeats: z.int().min(1).max(99),
+  writeDocs: z.boolean(),
+  out: z.string().min(1).optional(),
+  docs: z.string().min(1).optional(),
+  keepRuns: z.boolean(),
+  timeoutSec: z.number().positive(),
+}).superRefine((s, ctx) => {
+  if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
+});
+
+/** One line naming the flag: `--sizes: expected a size like 4096, "4Ki" ...`. */
+function describeIssue(issue) {
+  const flag = { worldSizes: "world-sizes", minIters: "min-iters", maxIters: "max-iters", isolateFrom: "isolate-from", memcpyBytes: "memcpy-bytes", memcpyRepeats: "memcpy-repeats", timeoutSec: "timeout" }[issue.path[0]] ?? issue.path[0];
+  const at = issue.path.length > 1 ? ` (value ${issue.path[1] + 1})` : "";
+  return `--${flag}${at}: ${issue.message}`;
+}
+
+export class UsageError extends Error {}
+
+/** Parses argv into the run's settings; throws UsageError with a one-line message on bad input. */
+export async function parseOptions(argv) {
+  const a = await yargs(argv)
+    .scriptName("npm run bench --")
+    .usage("$0 [options]\n\nThe shm backend against Open MPI: busbw, latency, memcpy-implied ceilings and peak RSS.")
+    .option("quick", { type: "boolean", describe: "A short run (W 2, 4, 8; 8 B to 64 MiB; one pair), under 2 minutes" })
+    .option("smoke", { type: "boolean", describe: "A few seconds: W 2, allreduce and all_gather at 8 B and 64 KiB (for tests)" })
+    .option("world-sizes", { type: "array", describe: "World sizes (default 2 4 8)" })
+    .option("ops", { type: "array", describe: `Collectives (default all: ${OPS.join(" ")})` })
+    .option("sizes", { type: "array", describe: "Message sizes in bytes, e.g. 8 64Ki 1Mi (default 8 B and ×4 from 16 B to 256 MiB)" })
+    .option("repeats", { type: "number", describe: "Pairs of runs (ours, Open MPI) per point; ratios are their medians" })
+    .option("budget", { type: "string", describe: "Bytes moved per measured point: iterations = budget / size, clamped" })
+    .option("min-iters", { type: "number", describe: "Fewest timed iterations of a point" })
+    .option("max-iters", { type: "number", describe: "Most timed iterations of a point" })
+    .option("isolate-from", { type: "string", describe: "From this size up, every (op, size) runs in its own invocation" })
+    .option("memcpy-bytes", { type: "string", describe: "Buffer size of the memcpy bandwidth probe (default 256Mi)" })
+    .option("memcpy-repeats", { type: "number", describe: "Repeats of the memcpy probe (median)" })
+    .option("out", { type: "string", describe: "Directory for <UTC time>.json (default bench/results; --quick/--smoke: a temporary directory)" })
+    .option("docs", { type: "string", describe: "Markdown file whose bench section to regenerate (default docs/PERFORMANCE.md; --quick/--smoke: none)" })
+    .option("no-docs", { type: "boolean", describe: "Do not touch any Markdown file" })
+    .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
+    .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
+    .conflicts("quick", "smoke")
+    .conflicts("docs", "no-docs")
+    .parserConfiguration({ "boolean-negation": false })
+    .strict()
+    .help()
+    .version(false)
+    .wrap(Math.min(120, process.stdout.columns ?? 100))
+    .fail((msg, err) => {
+      throw new UsageError(`${err?.message ?? msg} (see --help)`);
+    })
+    .parseAsync();
+  if (a._.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(String(a._[0]))} (see --help)`);
+  const mode = a.smoke ? "smoke" : a.quick ? "quick" : "full";
+  const preset = MODES[mode];
+  const given = (v, fallback) => (v === undefined ? fallback : v);
+  const raw = {
+    ...preset,
+    mode,
+    worldSizes: given(a["world-sizes"], preset.worldSizes),
+    ops: given(a.ops, preset.ops),
+    sizes: given(a.sizes, preset.sizes),
+    repeats: given(a.repeats, preset.repeats),
+    budget: given(a.budget, preset.budget),
+    minIters: given(a["min-iters"], preset.minIters),
+    maxIters: given(a["max-iters"], preset.maxIters),
+    isolateFrom: given(a["isolate-from"], preset.isolateFrom),
+    memcpyBytes: given(a["memcpy-bytes"], preset.memcpyBytes),
+    memcpyRepeats: given(a["memcpy-repeats"], preset.memcpyRepeats),
+    writeDocs: preset.writeDocs,
+    out: a.out,
+    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
+    keepRuns: a["keep-runs"],
+    timeoutSec: a.timeout,
+  };
+  const parsed = settingsSchema.safeParse(raw);
+  if (!parsed.success) throw new UsageError(describeIssue(parsed.error.issues[0]));
+  const s = parsed.data;
+  s.worldSizes = [...new Set(s.worldSizes)].sort((x, y) => x - y);
+  s.ops = OPS.filter((op) => s.ops.includes(op));
+  s.sizes = [...new Set(s.sizes)].sort((x, y) => x - y);
+  // Results go to bench/results only on a full run or when asked (docs likewise, resolved above).
+  s.out = path.resolve(s.out ?? (mode === "full" ? path.join(REPO, "bench/results") : path.join(os.tmpdir(), "spmd-bench")));
+  if (s.docs !== undefined) s.docs = path.resolve(s.docs);
+  return s;
+}

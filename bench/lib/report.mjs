@@ -1,0 +1,293 @@
+// From raw invocations to rows (medians over the repeated pairs), target verdicts, the stdout table and
+// docs/PERFORMANCE.md's generated section.
+import { readFileSync } from "node:fs";
+import { formatSize } from "../../dist/config/size.js";
+import { writeFileAtomic } from "../../dist/report/write-atomic.js";
+import { busBandwidth, ceiling, formulaMarkdown } from "../bounds.mjs";
+
+export const BEGIN = "<!-- bench:shm-vs-ompi:begin -->";
+export const END = "<!-- bench:shm-vs-ompi:end -->";
+
+const MiB = 1024 * 1024;
+
+/** The targets of issue #3, as data: the verdicts and the Markdown say what they check from these. */
+export const TARGETS = {
+  busbw: [
+    { worlds: [2, 4], minRatio: 1.5, from: 1 * MiB },
+    { worlds: [8], minRatio: 1.0, from: 1 * MiB },
+  ],
+  latency: { nominal: 8, maxRatio: 1.5 },
+  ceiling: { from: 16 * MiB, minFraction: 0.7 },
+  memory: { W: 8, nominal: 64 * MiB, tensors: 3, slackMiB: 100 },
+};
+
+export function median(values) {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+const minOf = (v) => (v.length ? Math.min(...v) : null);
+const maxOf = (v) => (v.length ? Math.max(...v) : null);
+const spread = (v) => ({ median: median(v), min: minOf(v), max: maxOf(v), by_repeat: v });
+
+/** One side's numbers for a point over the repeats. */
+function side(op, W, bytes, samples) {
+  const busbw = samples.map((s) => busBandwidth(op, W, bytes, s.point.time.avg_us));
+  return {
+    time_us: spread(samples.map((s) => s.point.time.avg_us)),
+    // The slowest rank's own mean (max over ranks of the per-rank average), for comparison with avg_us.
+    max_rank_mean_us: median(samples.map((s) => Math.max(...s.point.per_rank_avg_us))),
+    busbw: spread(busbw),
+    max_rss_kib: spread(samples.map((s) => Math.max(...s.max_rss_kib))),
+    algorithms: [...new Set(samples.map((s) => s.point.algorithm))],
+  };
+}
+
+/**
+ * Rows, one per (W, op, size), from every invocation: ratios are taken per pair (the same repeat of the
+ * same group) and summarised by their median.
+ */
+export function summarize(groups, invocations, { cores, bw }) {
+  const rows = [];
+  for (const g of groups) {
+    g.points.forEach((pt, i) => {
+      const pairs = [];
+      const reps = new Set(invocations.filter((v) => v.group === g.id).map((v) => v.repeat));
+      for (const rep of reps) {
+        const get = (peer) => invocations.find((v) => v.group === g.id && v.repeat === rep && v.peer === peer);
+        const ours = get("ours"), ompi = get("ompi");
+        if (!ours?.points || !ompi?.points) continue;
+        pairs.push({ ours: { point: ours.points[i], max_rss_kib: ours.max_rss_kib }, ompi: { point: ompi.points[i], max_rss_kib: ompi.max_rss_kib } });
+      }
+      const ours = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.ours));
+      const ompi = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.ompi));
+      const ratios = pairs.map((_, k) => ours.busbw.by_repeat[k] / ompi.busbw.by_repeat[k]);
+      const timeRatios = pairs.map((_, k) => ours.time_us.by_repeat[k] / ompi.time_us.by_repeat[k]);
+      const algorithm = ours.algorithms.join("/") || null;
+      const ceil = pairs.length ? ceiling({ op: pt.op, W: g.W, bytes: pt.bytes, algorithm, cores, bw }) : null;
+      rows.push({
+        W: g.W,
+        op: pt.op,
+        nominal: pt.nominal,
+        bytes: pt.bytes,
+        count: pt.count,
+        group: g.id,
+        isolated: g.isolated,
+        warmup: g.warmup,
+        iterations: g.iterations,
+        pairs: pairs.length,
+        algorithm,
+        ours,
+        ompi,
+        ratio: spread(ratios),
+        time_ratio: spread(timeRatios),
+        ceiling: ceil,
+        fraction_of_ceiling: ceil && ours.busbw.median !== null ? ours.busbw.median / ceil.busbw : null,
+      });
+    });
+  }
+  return rows.sort((a, b) => a.W - b.W || a.nominal - b.nominal || 0);
+}
+
+/** "BW_agg(1) = 19.3 GB/s, BW_agg(2) = 19.4 GB/s" */
+const bwText = (memcpy) => Object.entries(memcpy.bw_agg_gbs).map(([k, v]) => `BW_agg(${k}) = ${x(v)} GB/s`).join(", ");
+
+const x = (v, d = 2) => (v === null || v === undefined ? "—" : v.toFixed(d));
+/** Three significant digits: ratios and GB/s span 1e-4 to 1e2 between 8 B and 256 MiB. */
+const g3 = (v) =>
+  v === null || v === undefined || !Number.isFinite(v) ? "—" : v >= 1000 ? v.toFixed(0) : v > 0 && v < 1e-3 ? v.toExponential(2) : v.toPrecision(3);
+const sizeText = (r) => formatSize(r.bytes);
+const rowName = (r) => `${r.op} W=${r.W} ${sizeText(r)}`;
+const mib = (kib) => (kib === null || kib === undefined ? "—" : (kib / 1024).toFixed(0));
+
+const LISTED = 6;
+
+/** PASS when every checked row holds the target; a FAIL names the worst rows (all of them are in the JSON). */
+function verdict(checked, failing, describe, none) {
+  if (!checked.length) return { verdict: "N/A", detail: none, failing: [] };
+  const more = failing.length > LISTED ? `; and ${failing.length - LISTED} more` : "";
+  return {
+    verdict: failing.length ? "FAIL" : "PASS",
+    detail: failing.length
+      ? `${failing.length} of ${checked.length} rows miss it, worst first: ${failing.slice(0, LISTED).map(describe).join("; ")}${more}`
+      : `all ${checked.length} rows hold it (worst: ${describe(checked[0])})`,
+    failing: failing.map(describe),
+  };
+}
+
+/** Each target's verdict with its numbers. A missed target is reported, never an error. */
+export function evaluateTargets(rows, idle) {
+  const out = [];
+  const measured = rows.filter((r) => r.pairs > 0);
+  for (const t of TARGETS.busbw) {
+    const checked = measured.filter((r) => t.worlds.includes(r.W) && r.nominal >= t.from).sort((a, b) => a.ratio.median - b.ratio.median);
+    out.push({
+      id: `busbw-w${t.worlds.join("-")}`,
+      target: `busbw ≥ ${t.minRatio.toFixed(1)}× Open MPI's at W ∈ {${t.worlds.join(", ")}} for sizes ≥ ${formatSize(t.from)} (median of per-pair ratios)`,
+      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×`, "no such rows in this run"),
+    });
+  }
+  {
+    const t = TARGETS.latency;
+    const checked = measured.filter((r) => r.nominal === t.nominal).sort((a, b) => b.time_ratio.median - a.time_ratio.median);
+    out.push({
+      id: "latency",
+      target: `${t.nominal}-byte latency ≤ ${t.maxRatio}× Open MPI's (our time / theirs, median of per-pair ratios)`,
+      ...verdict(
+        checked,
+        checked.filter((r) => !(r.time_ratio.median <= t.maxRatio)),
+        (r) => `${rowName(r)} ${x(r.ours.time_us.median, 1)} vs ${x(r.ompi.time_us.median, 1)} µs = ${g3(r.time_ratio.median)}×`,
+        "no 8-byte rows in this run",
+      ),
+    });
+  }
+  {
+    const t = TARGETS.ceiling;
+    const large = measured.filter((r) => r.nominal >= t.from);
+    const checked = large.filter((r) => r.ceiling).sort((a, b) => a.fraction_of_ceiling - b.fraction_of_ceiling);
+    const unbounded = large.length - checked.length;
+    const v = verdict(
+      checked,
+      checked.filter((r) => !(r.fraction_of_ceiling >= t.minFraction)),
+      (r) => `${rowName(r)} ${g3(r.ours.busbw.median)} of ${g3(r.ceiling.busbw)} GB/s = ${(100 * r.fraction_of_ceiling).toFixed(0)}%`,
+      large.length
+        ? `none of the ${large.length} rows ≥ ${formatSize(t.from)} ran an algorithm with a bound (algorithms seen: ${[...new Set(large.map((r) => r.algorithm))].join(", ")})`
+        : `no rows ≥ ${formatSize(t.from)} in this run`,
+    );
+    if (checked.length && unbounded) v.detail += `; ${unbounded} rows ≥ ${formatSize(t.from)} ran an algorithm without a bound and are not counted`;
+    // A bound that rows beat is not a ceiling for them (data staged through cache-sized slots never pays
+    // DRAM bandwidth for every copy the formula counts): say so rather than let the PASS read as tight.
+    const above = checked.filter((r) => r.fraction_of_ceiling > 1);
+    if (above.length) {
+      const top = above[above.length - 1];
+      v.detail += `; ${above.length} of them run above their ceiling (up to ${(100 * top.fraction_of_ceiling).toFixed(0)}%: ${rowName(top)}), so for those the bound is not a ceiling`;
+    }
+    out.push({ id: "ceiling", target: `large-message busbw ≥ ${100 * t.minFraction}% of the memcpy-implied ceiling (sizes ≥ ${formatSize(t.from)})`, ...v });
+  }
+  {
+    const t = TARGETS.memory;
+    const limit = (r) => t.tensors * r.bytes + t.slackMiB * MiB;
+    const checked = measured.filter((r) => r.W === t.W && r.nominal === t.nominal).sort((a, b) => b.ours.max_rss_kib.max * 1024 / limit(b) - a.ours.max_rss_kib.max * 1024 / limit(a));
+    const describe = (r) => {
+      const worst = r.ours.max_rss_kib.max * 1024;
+      const shared = r.isolated ? "" : " (invocation shared with other points)";
+      return `${rowName(r)} peaks at ${(worst / MiB).toFixed(0)} MiB, limit ${(limit(r) / MiB).toFixed(0)} MiB${shared}`;
+    };
+    const v = verdict(checked, checked.filter((r) => !(r.ours.max_rss_kib.max * 1024 < limit(r))), describe, `no W=${t.W} ${formatSize(t.nominal)} rows in this run`);
+    if (idle) v.detail += `; an idle rank (W=${idle.W}, 8 B allreduce) peaks at ${mib(idle.ours.max)} MiB ours, ${mib(idle.ompi.max)} MiB Open MPI's`;
+    out.push({
+      id: "memory",
+      target: `at ${formatSize(t.nominal)} and W = ${t.W} each rank of ours peaks under ${t.tensors} × S + ${t.slackMiB} MiB (max over ranks and repeats of the whole process's RSS)`,
+      ...v,
+    });
+  }
+  return out;
+}
+
+const COLUMNS = [
+  { title: "W", cell: (r) => String(r.W) },
+  { title: "op", left: true, cell: (r) => r.op },
+  { title: "size", cell: sizeText },
+  { title: "algo", left: true, cell: (r) => r.algorithm ?? "—" },
+  { title: "ours µs", cell: (r) => x(r.ours.time_us.median, 1) },
+  { title: "ompi µs", cell: (r) => x(r.ompi.time_us.median, 1) },
+  { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
+  { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
+  {
+    title: "ratio (min–max)",
+    cell: (r) => (r.pairs > 1 ? `${g3(r.ratio.median)} (${g3(r.ratio.min)}–${g3(r.ratio.max)})` : g3(r.ratio.median)),
+  },
+  { title: "ceiling GB/s", cell: (r) => (r.ceiling ? g3(r.ceiling.busbw) : "—") },
+  { title: "% ceil", cell: (r) => (r.fraction_of_ceiling === null ? "—" : `${(100 * r.fraction_of_ceiling).toFixed(0)}%`) },
+  { title: "ours RSS MiB", cell: (r) => mib(r.ours.max_rss_kib.median) + (r.isolated ? "" : "*") },
+  { title: "ompi RSS MiB", cell: (r) => mib(r.ompi.max_rss_kib.median) + (r.isolated ? "" : "*") },
+];
+
+export const tableNotes = (doc) => [
+  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; ratio = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
+  `ceiling: the memcpy-implied busbw for algorithm "shared" (${bwText(doc.memcpy)}); — where the row ran another algorithm.`,
+  "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
+];
+
+/** The stdout table, aligned like the runner's own (src/report/table.ts). */
+export function formatTable(rows) {
+  const cells = [COLUMNS.map((c) => c.title), ...rows.map((r) => COLUMNS.map((c) => c.cell(r)))];
+  const widths = COLUMNS.map((_, i) => Math.max(...cells.map((row) => row[i].length)));
+  const line = (row) => row.map((c, i) => (COLUMNS[i].left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  const out = [];
+  cells.forEach((row, k) => {
+    // A blank line between world sizes keeps the table readable.
+    if (k > 1 && rows[k - 1].W !== rows[k - 2].W) out.push("");
+    out.push(line(row).trimEnd());
+  });
+  return out.join("\n") + "\n";
+}
+
+export const formatVerdicts = (targets) => targets.map((t) => `${t.verdict.padEnd(4)} ${t.target}: ${t.detail}`).join("\n") + "\n";
+
+function markdownTable(rows) {
+  const head = `| ${COLUMNS.map((c) => c.title).join(" | ")} |`;
+  const rule = `|${COLUMNS.map((c) => (c.left ? "---" : "---:")).join("|")}|`;
+  return [head, rule, ...rows.map((r) => `| ${COLUMNS.map((c) => c.cell(r).replace(/\*$/, "\\*")).join(" | ")} |`)].join("\n");
+}
+
+/** docs/PERFORMANCE.md's generated section, markers included. */
+export function markdownSection(doc) {
+  const m = doc.machine;
+  const s = doc.settings;
+  return [
+    BEGIN,
+    "## shm backend against Open MPI",
+    "",
+    `Generated by the command below on ${doc.finished.slice(0, 10)} (runner ${doc.runner_version}, commit ${doc.commit ?? "unknown"});`,
+    "everything between the `bench:shm-vs-ompi` markers is rewritten by the next full run, the rest of this",
+    `file is left alone. Raw numbers: \`${doc.results_file}\`.`,
+    "",
+    "```sh",
+    doc.command,
+    "```",
+    "",
+    `Machine: ${m.cpu_model}, ${m.cores} cores${m.threads_per_core ? ` (${m.threads_per_core} thread${m.threads_per_core > 1 ? "s" : ""} per core)` : ""}, ${m.memory_gib} GiB, ${m.os ?? "?"}, ${m.kernel}, Node ${m.node}, ${m.open_mpi}; load average ${m.load_average_at_start.join(" / ")} at the start. The run took ${(doc.wall_s / 60).toFixed(1)} minutes.`,
+    "",
+    "What ran: our runner with `--backend shm` (`node runner launch -n W --backend shm JOB.json --iterations N --warmup M`),",
+    "and Open MPI's MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather / MPI_Gather / MPI_Alltoall /",
+    `MPI_Bcast through \`bench/ompi_coll.c\` under \`mpirun --oversubscribe -np W\`, float32, sum, root 0, for W ∈ {${s.worldSizes.join(", ")}}`,
+    `(${m.cores} cores: W above that is oversubscribed). Both peers run the same points in the same invocations with the`,
+    "same warmup and iteration counts (about the same bytes per point, at least 5 iterations, 3 from 128 MiB),",
+    `alternating which goes first, ${s.repeats} pair${s.repeats > 1 ? "s" : ""} per point. Per iteration every rank runs a barrier, then times the`,
+    "op alone (t0, op, t1); an iteration's time is the slowest rank's and a point's time the mean over its",
+    "timed iterations (src/metrics/aggregate.ts; the baseline computes the same). Sizes are results.json's:",
+    "all_gather and gather count the whole output, reduce_scatter and all_to_all one rank's input; at 8 B those",
+    "that need one element per rank (or W) move W × 4 bytes instead.",
+    "",
+    "### Targets",
+    "",
+    ...doc.targets.map((t) => `- **${t.verdict}** ${t.target}: ${t.detail}`),
+    "",
+    "### Results",
+    "",
+    markdownTable(doc.rows),
+    "",
+    ...tableNotes(doc).map((n) => `- ${n}`),
+    "",
+    "### The ceiling",
+    "",
+    formulaMarkdown(formatSize(doc.memcpy.bytes)),
+    "",
+    `Measured in this run: ${bwText(doc.memcpy)} (${formatSize(doc.memcpy.bytes)} buffers, median of ${doc.memcpy.repeats}).`,
+    END,
+  ].join("\n");
+}
+
+/** Replaces the generated section of a Markdown file (or appends it), leaving every other line alone. */
+export function updateDocs(file, section) {
+  const text = readFileSync(file, "utf8");
+  const begin = text.indexOf(BEGIN), end = text.indexOf(END);
+  let next;
+  if (begin >= 0 && end > begin) next = text.slice(0, begin) + section + text.slice(end + END.length);
+  else if (begin >= 0 || end >= 0) throw new Error(`${file}: only one of the markers ${BEGIN} and ${END} is there; fix it by hand`);
+  else next = text.replace(/\n*$/, "\n\n") + section + "\n";
+  writeFileAtomic(file, next);
+}

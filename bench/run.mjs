@@ -1,0 +1,166 @@
+#!/usr/bin/env node
+// `npm run bench`: the shm backend against Open MPI on this machine (issue #3).
+//
+// For every world size, collective and message size it runs our runner (`runner launch --backend shm`)
+// and Open MPI's own collective (bench/ompi_coll.c under mpirun) on the same points, alternating which
+// goes first, in repeated pairs; prints per row both busbw, the median ratio, the memcpy-implied ceiling
+// (bench/bounds.mjs, from a memcpy bandwidth measured in the same run) and both peak RSS; says per target
+// whether it holds; writes <out>/<UTC time>.json with every raw number and, on a full run, regenerates the
+// bench section of docs/PERFORMANCE.md. Missed targets are reported, not an error: the exit code is 0
+// unless an invocation failed (1) or the flags were bad (2).
+//
+//   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 pairs; bench/results + docs
+//   npm run bench -- --quick          # under 2 minutes; results to a temporary directory, no docs
+//   node bench/run.mjs --help         # every option
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { copiers } from "./bounds.mjs";
+import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
+import { buildTools, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs } from "./lib/peers.mjs";
+import { planGroups } from "./lib/plan.mjs";
+import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs } from "./lib/report.mjs";
+
+const log = (line) => process.stderr.write(`bench: ${line}\n`);
+
+/** The command as the user typed it: `npm run bench -- --quick` or `node bench/run.mjs --quick`. */
+function commandLine(argv) {
+  const quoted = argv.map((a) => (/^[\w./=:+-]+$/.test(a) ? a : JSON.stringify(a))).join(" ");
+  const npmScript = process.env.npm_lifecycle_event;
+  if (npmScript && /bench\/run\.mjs/.test(process.env.npm_lifecycle_script ?? "")) return `npm run ${npmScript}${quoted ? ` -- ${quoted}` : ""}`;
+  return `node ${path.relative(process.cwd(), process.argv[1]) || "bench/run.mjs"}${quoted ? ` ${quoted}` : ""}`;
+}
+
+function gitCommit() {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: REPO, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return null;
+  }
+}
+
+async function runVersion() {
+  const { VERSION } = await import("../dist/version.js");
+  return VERSION;
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  const s = await parseOptions(argv);
+  const missing = mpiMissing();
+  if (missing) throw Object.assign(new Error(`the Open MPI baseline cannot run: ${missing}`), { exitCode: 1 });
+  buildTools();
+
+  const startedAt = new Date();
+  const t0 = performance.now();
+  const machine = machineInfo();
+  const cores = machine.cores;
+  const groups = planGroups(s);
+  log(`${s.mode} run: W ${s.worldSizes.join(", ")}; ${s.ops.length} ops; ${s.sizes.length} sizes; ${s.repeats} pair(s); ${groups.length} invocations per peer per pair`);
+
+  // memcpy bandwidth for every number of concurrent copiers the rows need (1 for gather, min(W, cores)).
+  const ks = [...new Set([1, ...s.worldSizes.map((W) => copiers(W, cores))])].sort((a, b) => a - b);
+  const memcpyRuns = {};
+  for (const k of ks) memcpyRuns[k] = await memcpyBandwidth(s.memcpyBytes, k, s.memcpyRepeats);
+  const bwAgg = Object.fromEntries(ks.map((k) => [k, memcpyRuns[k].median_bytes_per_s]));
+  log(`memcpy ${ks.map((k) => `BW_agg(${k}) = ${(bwAgg[k] / 1e9).toFixed(2)} GB/s`).join(", ")}`);
+
+  const tmp = mkdtempSync(path.join(os.tmpdir(), "spmd-bench-"));
+  const invocations = [];
+  let failures = 0;
+  let n = 0;
+  const total = groups.length * s.repeats * 2;
+  try {
+    for (let rep = 0; rep < s.repeats; rep++) {
+      for (const [gi, g] of groups.entries()) {
+        // Alternate who goes first, across groups and across repeats, so drift does not favour one peer.
+        const order = (rep + gi) % 2 === 0 ? ["ours", "ompi"] : ["ompi", "ours"];
+        for (const peer of order) {
+          const r = peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec) : await runOmpi(g, s.timeoutSec);
+          n++;
+          const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
+          log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
+          if (r.error) failures++;
+          invocations.push({ group: g.id, repeat: rep, peer, ...r });
+        }
+      }
+    }
+
+    // What an idle rank costs: the W = max rank count with an 8-byte allreduce.
+    const Wmax = Math.max(...s.worldSizes);
+    const idleGroup = { id: `idle-w${Wmax}`, W: Wmax, isolated: true, warmup: 2, iterations: 5, points: [{ op: "allreduce", W: Wmax, nominal: 8, count: 2, bytes: 8 }] };
+    const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec);
+    const idleOmpi = await runOmpi(idleGroup, s.timeoutSec);
+    if (idleOurs.error || idleOmpi.error) failures++;
+    const idle = {
+      W: Wmax,
+      command: { ours: oursCommand(idleGroup, "JOB.json", "DIR").slice(1).join(" "), ompi: ompiCommand(idleGroup).join(" ") },
+      ours: { max: idleOurs.max_rss_kib ? Math.max(...idleOurs.max_rss_kib) : null, median: idleOurs.max_rss_kib ? median(idleOurs.max_rss_kib) : null, per_rank_kib: idleOurs.max_rss_kib ?? null },
+      ompi: { max: idleOmpi.max_rss_kib ? Math.max(...idleOmpi.max_rss_kib) : null, median: idleOmpi.max_rss_kib ? median(idleOmpi.max_rss_kib) : null, per_rank_kib: idleOmpi.max_rss_kib ?? null },
+    };
+
+    const rows = summarize(groups, invocations, { cores, bw: (k) => bwAgg[k] });
+    const targets = evaluateTargets(rows, idle);
+    const finishedAt = new Date();
+    const stamp = finishedAt.toISOString().replace(/[:.]/g, "-");
+    const resultsFile = path.join(s.out, `${stamp}.json`);
+    const doc = {
+      kind: "spmd-runner bench: shm vs Open MPI",
+      runner_version: await runVersion(),
+      commit: gitCommit(),
+      command: commandLine(argv),
+      argv,
+      started: startedAt.toISOString(),
+      finished: finishedAt.toISOString(),
+      wall_s: (performance.now() - t0) / 1000,
+      settings: { ...s, docs: s.docs ? path.relative(REPO, s.docs) : null, out: s.out },
+      machine: { ...machine, load_average_at_end: os.loadavg().map((v) => Number(v.toFixed(2))) },
+      memcpy: {
+        bytes: s.memcpyBytes,
+        repeats: s.memcpyRepeats,
+        bw_agg_gbs: Object.fromEntries(ks.map((k) => [k, bwAgg[k] / 1e9])),
+        runs: memcpyRuns,
+      },
+      idle_rss: idle,
+      targets,
+      rows,
+      groups: groups.map((g) => ({ ...g, ompi_command: ompiCommand(g).join(" ") })),
+      invocations: invocations.map(({ run_dir, ...v }) => (s.keepRuns ? { ...v, run_dir } : v)),
+      results_file: path.relative(REPO, resultsFile).startsWith("..") ? resultsFile : path.relative(REPO, resultsFile),
+    };
+    const { writeFileAtomic } = await import("../dist/report/write-atomic.js");
+    writeFileAtomic(resultsFile, JSON.stringify(doc, null, 2) + "\n");
+
+    process.stdout.write(formatTable(rows));
+    process.stdout.write(tableNotes(doc).map((l) => `# ${l}\n`).join(""));
+    process.stdout.write(`# idle rank at W=${idle.W}: ours ${fmtMiB(idle.ours.max)} MiB, Open MPI ${fmtMiB(idle.ompi.max)} MiB (peak RSS, max over ranks)\n`);
+    process.stdout.write("\n" + formatVerdicts(targets));
+    process.stdout.write(`\nresults: ${resultsFile}\n`);
+    if (s.docs) {
+      updateDocs(s.docs, markdownSection(doc));
+      process.stdout.write(`docs: ${s.docs} (section ${"bench:shm-vs-ompi"})\n`);
+    }
+    process.stdout.write(`wall time: ${doc.wall_s.toFixed(1)} s\n`);
+    if (s.keepRuns) process.stdout.write(`run directories kept under ${tmp}\n`);
+    return failures ? 1 : 0;
+  } finally {
+    if (!s.keepRuns) rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+const fmtMiB = (kib) => (kib === null ? "—" : (kib / 1024).toFixed(0));
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`bench: ${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`bench: ${err.exitCode ? err.message : err.stack ?? err}\n`);
+    process.exit(err.exitCode ?? 1);
+  },
+);
