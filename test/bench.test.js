@@ -75,10 +75,12 @@ test("sizes follow results.json; both peers get the same counts; the ceiling fol
   assert.equal(job.check, false);
 
   const bw = (k) => (k === 1 ? 10e9 : 16e9);
-  // allreduce W=2: copies = 1 + 1/2 + 1/2 = 2, so t_min = 2 * 2 * S / BW(2) and busbw = 1 * S / t_min = BW / 4.
-  assert.ok(Math.abs(ceiling({ op: "allreduce", W: 2, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 4) < 1e-9);
-  // gather: the root alone, t_min = S / BW(1); busbw = (W-1)/W * BW(1).
-  assert.ok(Math.abs(ceiling({ op: "gather", W: 4, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 7.5) < 1e-9);
+  // allreduce W=2: copies = 1 (read S, write S), so t_min = 2 * 1 * S / BW(2) and busbw = 1 * S / t_min = BW / 2.
+  assert.ok(Math.abs(ceiling({ op: "allreduce", W: 2, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 8) < 1e-9);
+  // gather W=4: the root alone, t_min = (1 + 1/4)/2 * S / BW(1); busbw = 3/4 * BW(1) / 0.625 = 12 GB/s.
+  assert.ok(Math.abs(ceiling({ op: "gather", W: 4, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 12) < 1e-9);
+  // broadcast W=8: copies 1/2, t_min = 8 * S / 2 / BW(2); busbw = S / t_min = BW(2) / 4.
+  assert.ok(Math.abs(ceiling({ op: "broadcast", W: 8, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 4) < 1e-9);
   assert.equal(ceiling({ op: "allreduce", W: 2, bytes: 1 << 26, algorithm: "ring", cores: 2, bw }), null);
   for (const op of Object.keys(COPIES)) assert.ok(formulaMarkdown().includes(`| ${op} |`), op);
 });
