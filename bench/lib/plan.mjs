@@ -28,11 +28,15 @@ export function pointFor(op, W, nominal) {
   return { op, W, nominal, count, bytes };
 }
 
-/** Timed iterations for a point of `bytes`, so every point costs about the same; warmup a tenth (2 to 10). */
+/**
+ * Timed iterations for a point of `bytes`, so every point costs about the same. Warmup as OSU's
+ * micro-benchmarks skip: 200 iterations up to 64 KiB, where the first ones (processes still settling,
+ * idle cores waking) would otherwise decide the average; a tenth (2 to 10) above.
+ */
 export function iterationsFor(bytes, s) {
   const floor = bytes >= 128 * 1024 * 1024 ? Math.min(3, s.minIters) : s.minIters;
   const iterations = Math.max(floor, Math.min(s.maxIters, Math.round(s.budget / bytes)));
-  const warmup = Math.max(2, Math.min(10, Math.round(iterations / 10)));
+  const warmup = bytes <= 64 * 1024 ? 200 : Math.max(2, Math.min(10, Math.round(iterations / 10)));
   return { iterations, warmup };
 }
 

@@ -117,6 +117,16 @@ function verdict(checked, failing, describe, none) {
   };
 }
 
+/**
+ * Where a ratio target asks for more than the memory allows: the target busbw (ratio × Open MPI's) above
+ * the row's memcpy-implied ceiling cannot be reached on this machine by any algorithm that reads each
+ * rank's input and writes its output once.
+ */
+function beyondCeiling(r, ratio) {
+  const need = ratio * r.ompi.busbw.median;
+  return r.ceiling && need > r.ceiling.busbw ? ` (needs ${g3(need)} GB/s, above the ${g3(r.ceiling.busbw)} GB/s ceiling)` : "";
+}
+
 /** Each target's verdict with its numbers. A missed target is reported, never an error. */
 export function evaluateTargets(rows, idle) {
   const out = [];
@@ -126,7 +136,7 @@ export function evaluateTargets(rows, idle) {
     out.push({
       id: `busbw-w${t.worlds.join("-")}`,
       target: `busbw ≥ ${t.minRatio.toFixed(1)}× Open MPI's at W ∈ {${t.worlds.join(", ")}} for sizes ≥ ${formatSize(t.from)} (median of per-pair ratios)`,
-      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×`, "no such rows in this run"),
+      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×${beyondCeiling(r, t.minRatio)}`, "no such rows in this run"),
     });
   }
   {

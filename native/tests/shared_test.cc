@@ -1,6 +1,7 @@
 // The shm backend's shared algorithms on a real segment, ranks as threads: every element of every op at
 // world sizes 1, 2, 3 and 5, at lengths of 0, 1, not divisible by W, and spanning many chunks (slots of 4
-// KiB and 2 of them, so chunks rotate through reused slots within and across ops), in place and not. Then
+// KiB and 2 of them, so chunks rotate through reused slots within and across ops), in place and not, and
+// outputs large enough to be streamed past the cache. Then
 // the failures: a rank that never arrives ends the others' waits at the deadline, naming it; and asking for
 // "shared" where no segment exists is refused.
 #include <unistd.h>
@@ -141,6 +142,9 @@ void testEveryOpExact() {
     exactOps<double>(W, tiny, DType::F64, RedOp::Min, 3001, "tiny f64 min");
     exactOps<int32_t>(W, standard, DType::I32, RedOp::Sum, 200003, "standard i32 sum");
   }
+  // Outputs of 4 MiB and more are written with streaming stores (every op; reduce_scatter's block too).
+  exactOps<int32_t>(2, standard, DType::I32, RedOp::Sum, 2400001, "streamed i32 sum");
+  exactOps<float>(3, standard, DType::F32, RedOp::Max, 1200007, "streamed f32 max");
 }
 
 void testAbsentRankTimesOut() {

@@ -6,6 +6,7 @@
 #include "algorithms/buffers.h"
 #include "core/partition.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/stream_copy.h"
 
 namespace spmd::shm {
 namespace {
@@ -24,6 +25,15 @@ void foldRanks(DType dt, RedOp op, void* dst, const std::vector<const void*>& xs
   if (xs.size() == 1) return copyBytes(dst, xs[0], count * elementSize(dt));
   kernels::reduce3(dt, op, dst, xs[0], xs[1], count);
   for (size_t j = 2; j < xs.size(); ++j) kernels::reduceInto(dt, op, dst, xs[j], count);
+}
+
+// From this output size on, an op's output will not stay cached until it is read again, so copies into it
+// stream past the cache (kernels/cpu/stream_copy.h) instead of reading each line before writing it.
+constexpr size_t kStreamFromBytes = 4 * 1024 * 1024;
+
+void copyOut(bool stream, void* dst, const void* src, size_t n) {
+  if (stream && n != 0) return kernels::streamCopy(dst, src, n);
+  copyBytes(dst, src, n);
 }
 
 bool overlaps(const void* a, const void* b, size_t n) {
@@ -64,7 +74,7 @@ void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType
   if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
   const int W = size(), me = rank();
   const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
-  const bool everywhere = count * es <= kReduceEverywhereBytes;
+  const bool everywhere = count * es <= kReduceEverywhereBytes, stream = count * es >= kStreamFromBytes;
   for (size_t at = 0; at < count; at += chunk) {
     const size_t m = std::min(chunk, count - at);
     const char* src = bytes(in) + at * es;
@@ -91,13 +101,18 @@ void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType
     arena_.awaitAll("a shared allreduce (the inputs)");
     const size_t mine = p.offset(me) * es;
     for (int j = 0; j < W; ++j) xs_[size_t(j)] = j == me && !inPlace ? src + mine : arena_.of(j) + mine;
-    foldRanks(dt, op, dst + mine, xs_, p.count(me));
-    copyBytes(slot + mine, dst + mine, p.count(me) * es);
+    if (inPlace) {  // the own piece's input sits in the slot, so the fold goes to the output first
+      foldRanks(dt, op, dst + mine, xs_, p.count(me));
+      copyBytes(slot + mine, dst + mine, p.count(me) * es);
+    } else {
+      foldRanks(dt, op, slot + mine, xs_, p.count(me));
+      copyOut(stream, dst + mine, slot + mine, p.count(me) * es);
+    }
     arena_.step();
     arena_.awaitAll("a shared allreduce (the reduced pieces)");
     for (int k = 1; k < W; ++k) {
       const int j = (me + k) % W;  // ranks start on different peers so no slot is everyone's first read
-      copyBytes(dst + p.offset(j) * es, arena_.of(j) + p.offset(j) * es, p.count(j) * es);
+      copyOut(stream, dst + p.offset(j) * es, arena_.of(j) + p.offset(j) * es, p.count(j) * es);
     }
     arena_.step();
     arena_.end();
@@ -111,6 +126,7 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const Partition p{count, W};
   const size_t per = pieceElements(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
+  const bool stream = !inPlace && p.count(me) * es >= kStreamFromBytes;
   // Step s moves the s-th piece of every rank's block: each rank writes the pieces the others reduce and
   // folds its own block's piece out of every slot.
   for (size_t s = 0; s * per < p.block(); ++s) {
@@ -125,7 +141,13 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
     for (int j = 0; j < W; ++j) {
       xs_[size_t(j)] = j == me && !inPlace ? bytes(in) + (p.offset(me) + s * per) * es : arena_.of(j) + from;
     }
-    foldRanks(dt, op, bytes(out) + s * per * es, xs_, piece(p.count(me), s, per));
+    const size_t n = piece(p.count(me), s, per);
+    if (stream) {  // the own piece's part of the slot is free: fold there, stream the result out
+      foldRanks(dt, op, slot + from, xs_, n);
+      copyOut(true, bytes(out) + s * per * es, slot + from, n * es);
+    } else {
+      foldRanks(dt, op, bytes(out) + s * per * es, xs_, n);
+    }
     arena_.step();
     arena_.end();
   }
@@ -135,16 +157,17 @@ void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
   if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
   const int W = size(), me = rank();
   const size_t chunk = arena_.slotBytes();
+  const bool stream = size_t(W) * n >= kStreamFromBytes;
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(true, "a shared all_gather (writing its slot)");
     copyBytes(arena_.mine(), bytes(in) + at, m);
     arena_.step();
-    copyBytes(bytes(out) + size_t(me) * n + at, bytes(in) + at, m);  // while the others write theirs
+    copyOut(stream, bytes(out) + size_t(me) * n + at, bytes(in) + at, m);  // while the others write theirs
     arena_.awaitAll("a shared all_gather (the inputs)");
     for (int k = 1; k < W; ++k) {
       const int j = (me + k) % W;
-      copyBytes(bytes(out) + size_t(j) * n + at, arena_.of(j), m);
+      copyOut(stream, bytes(out) + size_t(j) * n + at, arena_.of(j), m);
     }
     arena_.step();
     arena_.end();
@@ -155,6 +178,7 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
   if (resolve(OpKind::Gather, a, 0) != Algo::Shared) return TransportCollectives::gather(in, out, n, root, a);
   const int W = size(), me = rank();
   const size_t chunk = arena_.slotBytes();
+  const bool stream = size_t(W) * n >= kStreamFromBytes;
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(me != root, "a shared gather (writing its slot)");
@@ -166,10 +190,10 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
       continue;
     }
     arena_.step();
-    copyBytes(bytes(out) + size_t(me) * n + at, bytes(in) + at, m);
+    copyOut(stream, bytes(out) + size_t(me) * n + at, bytes(in) + at, m);
     arena_.awaitAll("a shared gather (the inputs)");
     for (int j = 0; j < W; ++j) {
-      if (j != me) copyBytes(bytes(out) + size_t(j) * n + at, arena_.of(j), m);
+      if (j != me) copyOut(stream, bytes(out) + size_t(j) * n + at, arena_.of(j), m);
     }
     arena_.step();
     arena_.end();
@@ -180,6 +204,7 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
   const size_t chunk = arena_.slotBytes();
+  const bool stream = n >= kStreamFromBytes;
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(me == root, "a shared broadcast (writing its slot)");
@@ -192,7 +217,7 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
     }
     arena_.step();
     arena_.awaitRank(root, "a shared broadcast (the root's data)");
-    copyBytes(bytes(data) + at, arena_.of(root), m);
+    copyOut(stream, bytes(data) + at, arena_.of(root), m);
     arena_.step();
     arena_.end();
   }
@@ -203,19 +228,20 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
   const int W = size(), me = rank();
   const Partition p{count, W};
   const size_t per = pieceElements(arena_.slotBytes(), W, esize), mine = p.count(me);
+  const bool stream = size_t(W) * mine * esize >= kStreamFromBytes;
   for (size_t s = 0; s * per < p.block(); ++s) {
     arena_.begin(true, "a shared all_to_all (writing its slot)");
     char* slot = arena_.mine();
     for (int j = 0; j < W; ++j) {
       const char* src = bytes(in) + (p.offset(j) + s * per) * esize;
       char* to = j == me ? bytes(out) + (size_t(me) * mine + s * per) * esize : slot + size_t(j) * per * esize;
-      copyBytes(to, src, piece(p.count(j), s, per) * esize);
+      copyOut(stream && j == me, to, src, piece(p.count(j), s, per) * esize);
     }
     arena_.step();
     arena_.awaitAll("a shared all_to_all (the inputs)");
     for (int k = 1; k < W; ++k) {
       const int j = (me + k) % W;
-      copyBytes(bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize, piece(mine, s, per) * esize);
+      copyOut(stream, bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize, piece(mine, s, per) * esize);
     }
     arena_.step();
     arena_.end();

@@ -79,6 +79,16 @@ void dispatch(DType dt, RedOp op, F&& f) {
 
 }  // namespace
 
+// An AVX2 clone where the CPU has it, picked at load time (GCC's target_clones): the loops then move 32
+// bytes per instruction instead of the x86-64 baseline's 16, which the shm backend's reductions out of
+// cache-resident slots notice. flatten inlines the loops, so the clone holds their AVX2 code.
+#if defined(__x86_64__)
+#define SPMD_REDUCE_KERNEL [[gnu::target_clones("avx2", "default"), gnu::flatten]]
+#else
+#define SPMD_REDUCE_KERNEL
+#endif
+
+SPMD_REDUCE_KERNEL
 void reduceInto(DType dt, RedOp op, void* dst, const void* src, size_t count) {
   dispatch(dt, op, [&](auto type, auto o) {
     using T = typename decltype(type)::type;
@@ -86,6 +96,7 @@ void reduceInto(DType dt, RedOp op, void* dst, const void* src, size_t count) {
   });
 }
 
+SPMD_REDUCE_KERNEL
 void reduce3(DType dt, RedOp op, void* dst, const void* a, const void* b, size_t count) {
   dispatch(dt, op, [&](auto type, auto o) {
     using T = typename decltype(type)::type;
