@@ -29,14 +29,14 @@ export function pointFor(op, W, nominal) {
 }
 
 /**
- * Timed iterations for a point of `bytes`, so every point costs about the same. Warmup as OSU's
- * micro-benchmarks skip: 200 iterations up to 64 KiB, where the first ones (processes still settling,
- * idle cores waking) would otherwise decide the average; a tenth (2 to 10) above.
+ * Timed iterations for a point of `bytes`, so every point costs about the same. Warmup moves about 64 MiB
+ * (2 to 200 iterations; OSU's micro-benchmarks skip 200 small-message iterations too): the first
+ * iterations, while processes settle and idle cores wake, would otherwise decide a small point's average.
  */
 export function iterationsFor(bytes, s) {
   const floor = bytes >= 128 * 1024 * 1024 ? Math.min(3, s.minIters) : s.minIters;
   const iterations = Math.max(floor, Math.min(s.maxIters, Math.round(s.budget / bytes)));
-  const warmup = bytes <= 64 * 1024 ? 200 : Math.max(2, Math.min(10, Math.round(iterations / 10)));
+  const warmup = Math.max(2, Math.min(200, Math.round((64 * 1024 * 1024) / bytes)));
   return { iterations, warmup };
 }
 
