@@ -43,7 +43,7 @@ T value(int rank, size_t i) { return T(int((size_t(rank) * 131 + i * 7) % 19) - 
 
 // Runs body(rank, collectives) on W threads over one fresh segment; returns each rank's error ("" if none).
 std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec,
-                                   const std::function<void(int, Collectives&)>& body) {
+                                   const std::function<void(int, Collectives&)>& body, size_t streamAbove = 0) {
   layout.worldSize = W;
   const std::string name = "/spmd-shared-test-" + std::to_string(getpid());
   shm::Segment seg = shm::Segment::create(name, layout);
@@ -53,7 +53,7 @@ std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       shm::ShmTransport t(seg, r, 0);
-      shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
+      shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); }, streamAbove);
       c.setDeadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadlineSec)));
       try {
         body(r, c);
@@ -84,7 +84,7 @@ T reduced(RedOp op, int W, size_t i) {
 }
 
 template <typename T>
-void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, const std::string& tag) {
+void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, const std::string& tag, size_t streamAbove = 0) {
   const Partition p{n, W};
   std::vector<std::vector<std::string>> wrong(static_cast<size_t>(W));
   auto note = [&](int r, const std::string& what) { wrong[size_t(r)].push_back(what); };
@@ -122,7 +122,7 @@ void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, co
     c.allToAll(in.data(), a2a.data(), n, sizeof(T), Algo::Shared);
     for (int j = 0; j < W; ++j) for (size_t i = 0; i < p.count(r); ++i) if (a2a[size_t(j) * p.count(r) + i] != value<T>(j, p.offset(r) + i)) { note(r, "all_to_all from " + std::to_string(j)); j = W; break; }
     if (a2a.back() != T(-77)) note(r, "all_to_all wrote past its output");
-  });
+  }, streamAbove);
   for (int r = 0; r < W; ++r) {
     const std::string where = tag + " W=" + std::to_string(W) + " n=" + std::to_string(n) + " rank " + std::to_string(r);
     check(errors[size_t(r)].empty(), where + ": " + errors[size_t(r)]);
@@ -142,9 +142,10 @@ void testEveryOpExact() {
     exactOps<double>(W, tiny, DType::F64, RedOp::Min, 3001, "tiny f64 min");
     exactOps<int32_t>(W, standard, DType::I32, RedOp::Sum, 200003, "standard i32 sum");
   }
-  // Outputs of 4 MiB and more are written with streaming stores (every op; reduce_scatter's block too).
-  exactOps<int32_t>(2, standard, DType::I32, RedOp::Sum, 2400001, "streamed i32 sum");
-  exactOps<float>(3, standard, DType::F32, RedOp::Max, 1200007, "streamed f32 max");
+  // Ops whose data outgrow the cache write their outputs with streaming stores (every op; here from 64 KiB).
+  exactOps<int32_t>(2, standard, DType::I32, RedOp::Sum, 240001, "streamed i32 sum", 64 * 1024);
+  exactOps<float>(3, standard, DType::F32, RedOp::Max, 120007, "streamed f32 max", 64 * 1024);
+  exactOps<float>(5, tiny, DType::F32, RedOp::Sum, 5003, "streamed tiny f32 sum", 1);
 }
 
 void testAbsentRankTimesOut() {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "algorithms/buffers.h"
+#include "core/cache.h"
 #include "core/partition.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/stream_copy.h"
@@ -27,10 +28,6 @@ void foldRanks(DType dt, RedOp op, void* dst, const std::vector<const void*>& xs
   for (size_t j = 2; j < xs.size(); ++j) kernels::reduceInto(dt, op, dst, xs[j], count);
 }
 
-// From this output size on, an op's output will not stay cached until it is read again, so copies into it
-// stream past the cache (kernels/cpu/stream_copy.h) instead of reading each line before writing it.
-constexpr size_t kStreamFromBytes = 4 * 1024 * 1024;
-
 void copyOut(bool stream, void* dst, const void* src, size_t n) {
   if (stream && n != 0) return kernels::streamCopy(dst, src, n);
   copyBytes(dst, src, n);
@@ -52,8 +49,13 @@ size_t piece(size_t total, size_t step, size_t per) { return total > step * per 
 }  // namespace
 
 SharedCollectives::SharedCollectives(const Segment& seg, ShmTransport& t, int lane,
-                                     std::function<void(const std::string&)> onAbort)
-    : TransportCollectives(t, std::move(onAbort)), arena_(seg, t, lane), xs_(size_t(seg.worldSize())) {}
+                                     std::function<void(const std::string&)> onAbort, size_t streamAbove)
+    : TransportCollectives(t, std::move(onAbort)), arena_(seg, t, lane), xs_(size_t(seg.worldSize())),
+      streamAbove_(streamAbove ? streamAbove : lastLevelCacheBytes()) {}
+
+bool SharedCollectives::streams(size_t inBytes, size_t outBytes) const {
+  return size_t(size()) * (inBytes + outBytes) > streamAbove_;
+}
 
 Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
@@ -74,7 +76,7 @@ void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType
   if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
   const int W = size(), me = rank();
   const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
-  const bool everywhere = count * es <= kReduceEverywhereBytes, stream = count * es >= kStreamFromBytes;
+  const bool everywhere = count * es <= kReduceEverywhereBytes, stream = streams(count * es, count * es);
   for (size_t at = 0; at < count; at += chunk) {
     const size_t m = std::min(chunk, count - at);
     const char* src = bytes(in) + at * es;
@@ -126,7 +128,7 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const Partition p{count, W};
   const size_t per = pieceElements(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
-  const bool stream = !inPlace && p.count(me) * es >= kStreamFromBytes;
+  const bool stream = !inPlace && streams(count * es, p.block() * es);
   // Step s moves the s-th piece of every rank's block: each rank writes the pieces the others reduce and
   // folds its own block's piece out of every slot.
   for (size_t s = 0; s * per < p.block(); ++s) {
@@ -157,7 +159,7 @@ void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
   if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
   const int W = size(), me = rank();
   const size_t chunk = arena_.slotBytes();
-  const bool stream = size_t(W) * n >= kStreamFromBytes;
+  const bool stream = streams(n, size_t(W) * n);
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(true, "a shared all_gather (writing its slot)");
@@ -178,7 +180,7 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
   if (resolve(OpKind::Gather, a, 0) != Algo::Shared) return TransportCollectives::gather(in, out, n, root, a);
   const int W = size(), me = rank();
   const size_t chunk = arena_.slotBytes();
-  const bool stream = size_t(W) * n >= kStreamFromBytes;
+  const bool stream = streams(n, n);  // the root's W * n output, the others' n inputs
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(me != root, "a shared gather (writing its slot)");
@@ -204,7 +206,7 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
   const size_t chunk = arena_.slotBytes();
-  const bool stream = n >= kStreamFromBytes;
+  const bool stream = streams(0, n);
   for (size_t at = 0; at < n; at += chunk) {
     const size_t m = std::min(chunk, n - at);
     arena_.begin(me == root, "a shared broadcast (writing its slot)");
@@ -228,7 +230,7 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
   const int W = size(), me = rank();
   const Partition p{count, W};
   const size_t per = pieceElements(arena_.slotBytes(), W, esize), mine = p.count(me);
-  const bool stream = size_t(W) * mine * esize >= kStreamFromBytes;
+  const bool stream = streams(count * esize, size_t(W) * mine * esize);
   for (size_t s = 0; s * per < p.block(); ++s) {
     arena_.begin(true, "a shared all_to_all (writing its slot)");
     char* slot = arena_.mine();

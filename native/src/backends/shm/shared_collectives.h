@@ -13,7 +13,11 @@ namespace spmd::shm {
 
 class SharedCollectives : public TransportCollectives {
  public:
-  SharedCollectives(const Segment& seg, ShmTransport& t, int lane, std::function<void(const std::string&)> onAbort);
+  // `streamAbove`: the bytes of an op's inputs and outputs over all ranks beyond which its output will not
+  // stay cached until read again, so copies into it stream past the cache (kernels/cpu/stream_copy.h);
+  // 0: the last-level cache's size.
+  SharedCollectives(const Segment& seg, ShmTransport& t, int lane, std::function<void(const std::string&)> onAbort,
+                    size_t streamAbove = 0);
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
 
   void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
@@ -24,8 +28,11 @@ class SharedCollectives : public TransportCollectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
 
  private:
+  bool streams(size_t inBytes, size_t outBytes) const;
+
   Arena arena_;
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
+  size_t streamAbove_;
 };
 
 }  // namespace spmd::shm
