@@ -4,7 +4,7 @@
 // the bench, never asserted here. Needs mpicc and mpirun; skipped with the reason without them, except in
 // CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -12,7 +12,7 @@ import { test } from "node:test";
 import { ceiling, COPIES, formulaMarkdown } from "../bench/bounds.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
 import { BEGIN, END, updateDocs } from "../bench/lib/report.mjs";
-import { REPO } from "./helpers/ranks.js";
+import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
 const DOCS = path.join(REPO, "docs/PERFORMANCE.md");
@@ -27,19 +27,7 @@ function unavailable() {
 const missing = unavailable();
 if (missing && !process.env.CI) console.log(`# bench.test.js skipped: ${missing}`);
 
-function bench(args, timeoutMs = 240_000) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BENCH, ...args], { cwd: REPO });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const bench = (args, timeoutMs = 240_000) => runNode([BENCH, ...args], {}, timeoutMs);
 
 const listing = (dir) => (existsSync(dir) ? readdirSync(dir).sort() : []);
 

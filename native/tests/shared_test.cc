@@ -20,22 +20,13 @@
 #include "backends/shm/shm_transport.h"
 #include "core/error.h"
 #include "core/partition.h"
+#include "harness.h"
 
 namespace {
 
 using namespace spmd;
+using spmd::testing::check;
 using Clock = std::chrono::steady_clock;
-
-int passed = 0, failed = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    if (failed <= 30) std::printf("FAIL %s\n", what.c_str());
-  }
-}
 
 // Small integers: sums of a few ranks are exact in every type, so any fold order gives the same bits.
 template <typename T>
@@ -182,18 +173,6 @@ void testSharedNeedsSegment() {
 }  // namespace
 
 int main() {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const auto start = Clock::now();
-  const std::pair<const char*, void (*)()> tests[] = {
-      {"every op exact", testEveryOpExact}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}};
-  for (const auto& [name, fn] : tests) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      check(false, std::string(name) + ": " + e.what());
-    }
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("%d passed, %d failed (%.1f s)\n", passed, failed, secs);
-  return failed == 0 ? 0 : 1;
+  return spmd::testing::runTests({
+      {"every op exact", testEveryOpExact}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
 }

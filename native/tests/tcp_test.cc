@@ -23,24 +23,15 @@
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_transport.h"
 #include "core/error.h"
+#include "harness.h"
 
 namespace {
 
 using namespace spmd;
+using spmd::testing::check;
 using namespace spmd::tcp;
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<unsigned char>;
-
-int passed = 0, failed = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAIL %s\n", what.c_str());
-  }
-}
 
 Key testKey(uint8_t seed) {
   Key k{};
@@ -321,21 +312,8 @@ void testHybridTcpFailureEndsShmWait() {
 }  // namespace
 
 int main() {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const auto start = Clock::now();
-  const std::pair<const char*, void (*)()> tests[] = {
+  return spmd::testing::runTests({
       {"strangers", testStrangersGetNothing}, {"intact", testMessagesArriveIntact}, {"out of step", testOutOfStep},
       {"peer gone", testPeerGone},            {"deadline", testDeadline},           {"abort", testAbortNotice},
-      {"interrupt", testInterrupt},           {"hybrid ring", testHybridRing},      {"hybrid failure", testHybridTcpFailureEndsShmWait},
-  };
-  for (const auto& [name, fn] : tests) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      check(false, std::string(name) + ": " + e.what());
-    }
-  }
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("%d passed, %d failed (%.1f s)\n", passed, failed, secs);
-  return failed == 0 ? 0 : 1;
+      {"interrupt", testInterrupt},           {"hybrid ring", testHybridRing},      {"hybrid failure", testHybridTcpFailureEndsShmWait}});
 }

@@ -2,12 +2,11 @@
 // ops on a thread of their own so that waiting, async errors and aborts are exercised as on a device. Every
 // collective is waited for before the next call, so copies and kernels here never race the double's thread.
 #include <cstdlib>
-#include <cstring>
 
 #include "backends/library/device.h"
 #include "backends/library/dynlib.h"
 #include "core/error.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "core/memory.h"
 
 namespace spmd::library {
 namespace {
@@ -24,15 +23,12 @@ class HostDevice : public Device {
     return p;
   }
   void free(void* p) override { std::free(p); }
-  void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
-  void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes && dst != src) std::memcpy(dst, src, bytes);
-  }
-  void zero(void* dst, size_t bytes) override {
-    if (bytes) std::memset(dst, 0, bytes);
-  }
-  kernels::DeviceKernels& kernels() override { return kernels::cpuKernels(); }
+  // The double's device memory is host memory: moving and clearing it is the host's.
+  void upload(void* dst, const void* src, size_t bytes) override { hostMemory().upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { hostMemory().download(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { hostMemory().copy(dst, src, bytes); }
+  void zero(void* dst, size_t bytes) override { hostMemory().zero(dst, bytes); }
+  kernels::DeviceKernels& kernels() override { return hostMemory().kernels(); }
   Stream stream() const override { return stream_; }
   bool idle() override { return s_.query(stream_) == 0; }
 
