@@ -33,6 +33,13 @@ void copyOut(bool stream, void* dst, const void* src, size_t n) {
   copyBytes(dst, src, n);
 }
 
+// f(j) for every peer j, starting after `me`: the ranks start on different peers, so no slot is every
+// rank's first read.
+template <class F>
+void forEachPeer(int me, int W, F f) {
+  for (int k = 1; k < W; ++k) f((me + k) % W);
+}
+
 bool overlaps(const void* a, const void* b, size_t n) {
   return n != 0 && bytes(a) < bytes(b) + n && bytes(b) < bytes(a) + n;
 }
@@ -112,10 +119,7 @@ void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType
     }
     arena_.step();
     arena_.awaitAll("a shared allreduce (the reduced pieces)");
-    for (int k = 1; k < W; ++k) {
-      const int j = (me + k) % W;  // ranks start on different peers so no slot is everyone's first read
-      copyOut(stream, dst + p.offset(j) * es, arena_.of(j) + p.offset(j) * es, p.count(j) * es);
-    }
+    forEachPeer(me, W, [&](int j) { copyOut(stream, dst + p.offset(j) * es, arena_.of(j) + p.offset(j) * es, p.count(j) * es); });
     arena_.step();
     arena_.end();
   }
@@ -167,10 +171,7 @@ void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
     arena_.step();
     copyOut(stream, bytes(out) + size_t(me) * n + at, bytes(in) + at, m);  // while the others write theirs
     arena_.awaitAll("a shared all_gather (the inputs)");
-    for (int k = 1; k < W; ++k) {
-      const int j = (me + k) % W;
-      copyOut(stream, bytes(out) + size_t(j) * n + at, arena_.of(j), m);
-    }
+    forEachPeer(me, W, [&](int j) { copyOut(stream, bytes(out) + size_t(j) * n + at, arena_.of(j), m); });
     arena_.step();
     arena_.end();
   }
@@ -241,10 +242,10 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
     }
     arena_.step();
     arena_.awaitAll("a shared all_to_all (the inputs)");
-    for (int k = 1; k < W; ++k) {
-      const int j = (me + k) % W;
-      copyOut(stream, bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize, piece(mine, s, per) * esize);
-    }
+    forEachPeer(me, W, [&](int j) {
+      copyOut(stream, bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize,
+              piece(mine, s, per) * esize);
+    });
     arena_.step();
     arena_.end();
   }

@@ -2,9 +2,10 @@
 
 namespace spmd::shm {
 
+Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
+
 ShmBackend::ShmBackend(const ShmOptions& o)
-    : segment_(o.create ? Segment::create(o.name, Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots})
-                        : Segment::attach(o.name, Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots})) {
+    : segment_(o.create ? Segment::create(o.name, layoutOf(o)) : Segment::attach(o.name, layoutOf(o))) {
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();

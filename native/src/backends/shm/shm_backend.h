@@ -31,6 +31,7 @@ class ShmBackend : public Backend {
 
  private:
   static constexpr int kLanes = 2;
+  static Layout layoutOf(const ShmOptions& o);
   Segment segment_;
   std::unique_ptr<ShmTransport> transports_[kLanes];
   std::unique_ptr<SharedCollectives> collectives_[kLanes];

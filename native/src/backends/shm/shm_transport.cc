@@ -69,12 +69,18 @@ void ShmTransport::ring(int peer) {
   if (b.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&b.seq);
 }
 
-void ShmTransport::sleep(uint32_t seenSeq) {
+void ShmTransport::relax() const {
+  if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+}
+
+template <class Blocked>
+void ShmTransport::sleep(uint32_t seenSeq, Blocked blocked) {
   const Clock::time_point now = Clock::now();
   // Waiting is a sign of life: a peer whose deadline passes tells this rank from a stopped one by it.
   if (flight_) flight_->alive(nanos(now));
+  // Counted as a sleeper before the last look: a peer that publishes after it rings, one before it is seen.
   bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq) {
+  if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq && blocked()) {
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - now).count();
     futexWait(&bell_.seq, seenSeq, std::clamp<int64_t>(left, 0, kSleepSliceNs));
   }
@@ -169,19 +175,11 @@ void ShmTransport::awaitPhase(uint64_t phase, int peer, const char* what) {
   if (waitingOn < 0) return;
   if (flight_) flight_->noteAllPeers();
   for (int i = 0; i < spinLimit_; ++i) {
-    if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+    relax();
     if ((waitingOn = firstBehind()) < 0) return;
   }
   for (;;) {
-    const Clock::time_point now = Clock::now();
-    if (flight_) flight_->alive(nanos(now));
-    bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = bell_.seq.load(std::memory_order_seq_cst);
-    if ((waitingOn = firstBehind()) >= 0) {
-      auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_ - now).count();
-      futexWait(&bell_.seq, seen, std::clamp<int64_t>(left, 0, kSleepSliceNs));
-    }
-    bell_.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    sleep(bell_.seq.load(std::memory_order_seq_cst), [&] { return firstBehind() >= 0; });
     if ((waitingOn = firstBehind()) < 0) return;
     checkHealth([&](int j) {
       return behind(j) && (peer < 0 || j == peer)
@@ -237,10 +235,10 @@ void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
     }
     if (idle < spinLimit_) {
       ++idle;
-      if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+      relax();
       continue;
     }
-    sleep(seq);
+    sleep(seq, [] { return true; });
     checkHealth([&](int peer) { return describePending(sends, recvs, peer); }, firstPending(sends, recvs));
   }
 }

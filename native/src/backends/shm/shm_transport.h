@@ -35,7 +35,12 @@ class ShmTransport : public InterruptibleTransport {
   size_t push(int to, const uint8_t* src, size_t bytes);
   size_t pull(int from, uint8_t* dst, size_t bytes);
   void ring(int peer);
-  void sleep(uint32_t seenSeq);
+  // One step of a spinning wait: a pause, or a yield where ranks outnumber cores.
+  void relax() const;
+  // Sleeps on this rank's doorbell for at most a slice, unless it rang since `seenSeq` was read or
+  // `blocked()` no longer holds.
+  template <class Blocked>
+  void sleep(uint32_t seenSeq, Blocked blocked);
   // Throws if the job aborted, a peer this rank waits for died, or the deadline passed. `blockedOn(peer)`
   // says what this rank waits for from `peer` ("" if nothing); `culprit` is the peer a deadline names.
   void checkHealth(const std::function<std::string(int)>& blockedOn, int culprit);
