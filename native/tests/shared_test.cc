@@ -139,6 +139,37 @@ void testEveryOpExact() {
   exactOps<float>(5, tiny, DType::F32, RedOp::Sum, 5003, "streamed tiny f32 sum", 1);
 }
 
+// all_to_all of records larger than a rank's share of a slot, and than a whole slot (the 1-bit allreduce's
+// packed chunks are such records): pieces cut through records, and every byte arrives where it belongs.
+void testAllToAllLargeRecords() {
+  const shm::Layout tiny{0, 1, 4096, 4096, 2};
+  auto byte = [](int rank, size_t i) { return uint8_t((size_t(rank) * 131 + i * 7) % 251); };
+  for (int W : {1, 2, 3, 5}) {
+    for (size_t esize : {size_t(1000), size_t(3001), size_t(10007)}) {
+      for (size_t count : {size_t(0), size_t(1), size_t(W), size_t(2 * W + 1)}) {
+        const Partition p{count, W};
+        std::vector<std::string> wrong(size_t(W), "");
+        auto errors = onSegment(W, tiny, 20, [&](int r, Collectives& c) {
+          std::vector<uint8_t> in(count * esize), out(size_t(W) * p.count(r) * esize + 1, 0xEE);
+          for (size_t i = 0; i < in.size(); ++i) in[i] = byte(r, i);
+          c.allToAll(in.data(), out.data(), count, esize, Algo::Shared);
+          const size_t mine = p.count(r) * esize;
+          for (int j = 0; j < W; ++j) {
+            for (size_t i = 0; i < mine; ++i) {
+              if (out[size_t(j) * mine + i] != byte(j, p.offset(r) * esize + i)) { wrong[size_t(r)] = "byte " + std::to_string(i) + " from rank " + std::to_string(j); j = W; break; }
+            }
+          }
+          if (out.back() != 0xEE) wrong[size_t(r)] = "wrote past its output";
+        });
+        for (int r = 0; r < W; ++r) {
+          const std::string where = "all_to_all records of " + std::to_string(esize) + " B W=" + std::to_string(W) + " count=" + std::to_string(count) + " rank " + std::to_string(r);
+          check(errors[size_t(r)].empty() && wrong[size_t(r)].empty(), where + ": " + errors[size_t(r)] + wrong[size_t(r)]);
+        }
+      }
+    }
+  }
+}
+
 void testAbsentRankTimesOut() {
   const auto start = Clock::now();
   auto errors = onSegment(3, shm::Layout{0, 1, 4096, 4096, 2}, 0.5, [](int r, Collectives& c) {
@@ -174,5 +205,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
 }

@@ -44,10 +44,11 @@ bool overlaps(const void* a, const void* b, size_t n) {
   return n != 0 && bytes(a) < bytes(b) + n && bytes(b) < bytes(a) + n;
 }
 
-// The slot split into one piece per rank, each a whole number of elements on its own cache lines.
-size_t pieceElements(size_t slotBytes, int W, size_t esize) {
-  const size_t n = (slotBytes / size_t(W)) / 64 * 64 / esize;
-  if (n == 0) throw CommError(code::kInvalid, "shm: slots of " + std::to_string(slotBytes) + " bytes are too small for " + std::to_string(W) + " ranks");
+// The slot split into one piece per rank, each on its own cache lines where the slot allows it, and a whole
+// number of `unit`s (an element; 1 where the op moves bytes). A message of any size moves piece by piece.
+size_t pieceSize(size_t slotBytes, int W, size_t unit) {
+  const size_t share = slotBytes / size_t(W), n = share >= 64 ? share / 64 * 64 / unit : share / unit;
+  if (n == 0) throw CommError(code::kInvalid, "shm: slots of " + std::to_string(slotBytes) + " bytes cannot hold a " + std::to_string(unit) + "-byte element for each of " + std::to_string(W) + " ranks");
   return n;
 }
 
@@ -130,7 +131,7 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const int W = size(), me = rank();
   const size_t es = elementSize(dt);
   const Partition p{count, W};
-  const size_t per = pieceElements(arena_.slotBytes(), W, es);
+  const size_t per = pieceSize(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
   const bool stream = !inPlace && streams(count * es, p.block() * es);
   // Step s moves the s-th piece of every rank's block: each rank writes the pieces the others reduce and
@@ -229,22 +230,24 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
 void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) {
   if (resolve(OpKind::AllToAll, a, 0) != Algo::Shared) return TransportCollectives::allToAll(in, out, count, esize, a);
   const int W = size(), me = rank();
+  // In bytes: a record (esize) may be larger than a rank's share of a slot (the 1-bit allreduce's packed
+  // chunks are), so pieces cut through records.
   const Partition p{count, W};
-  const size_t per = pieceElements(arena_.slotBytes(), W, esize), mine = p.count(me);
-  const bool stream = streams(count * esize, size_t(W) * mine * esize);
-  for (size_t s = 0; s * per < p.block(); ++s) {
+  const auto at = [&](int j) { return p.offset(j) * esize; };
+  const auto len = [&](int j) { return p.count(j) * esize; };
+  const size_t per = pieceSize(arena_.slotBytes(), W, 1), mine = len(me);
+  const bool stream = streams(count * esize, size_t(W) * mine);
+  for (size_t s = 0; s * per < p.block() * esize; ++s) {
     arena_.begin(true, "a shared all_to_all (writing its slot)");
     char* slot = arena_.mine();
     for (int j = 0; j < W; ++j) {
-      const char* src = bytes(in) + (p.offset(j) + s * per) * esize;
-      char* to = j == me ? bytes(out) + (size_t(me) * mine + s * per) * esize : slot + size_t(j) * per * esize;
-      copyOut(stream && j == me, to, src, piece(p.count(j), s, per) * esize);
+      char* to = j == me ? bytes(out) + size_t(me) * mine + s * per : slot + size_t(j) * per;
+      copyOut(stream && j == me, to, bytes(in) + at(j) + s * per, piece(len(j), s, per));
     }
     arena_.step();
     arena_.awaitAll("a shared all_to_all (the inputs)");
     forEachPeer(me, W, [&](int j) {
-      copyOut(stream, bytes(out) + (size_t(j) * mine + s * per) * esize, arena_.of(j) + size_t(me) * per * esize,
-              piece(mine, s, per) * esize);
+      copyOut(stream, bytes(out) + size_t(j) * mine + s * per, arena_.of(j) + size_t(me) * per, piece(mine, s, per));
     });
     arena_.step();
     arena_.end();
