@@ -9,8 +9,6 @@
 namespace spmd {
 namespace {
 
-using kernels::fillValue;
-
 // Unit roundoff of the type a reduction accumulates in, and of the type it is stored in.
 double accumulationEps(DType dt) { return dt == DType::F64 ? 0x1.0p-53 : 0x1.0p-24; }
 double storageEps(DType dt) {
@@ -22,6 +20,10 @@ double storageEps(DType dt) {
   }
 }
 
+// Elements are regenerated and compared a block at a time, so the fill's loop runs without per-element
+// dispatch (checks of 64Mi-element outputs on 8 ranks are otherwise slower than the run).
+constexpr size_t kBlock = 4096;
+
 struct Checker {
   const Program& program;
   const OpSpec& op;
@@ -30,40 +32,55 @@ struct Checker {
   DType dt;
   size_t es;
   CheckResult result;
+  std::vector<uint8_t> want = std::vector<uint8_t>(kBlock * 8);
+  std::vector<double> values = std::vector<double>(kBlock * size_t(worldSize));
 
-  // Output element k must equal element `index` of `rank`'s tensor `tensor`, bit for bit.
-  void copied(size_t k, int tensor, int rank, size_t index) {
-    const TensorSpec& t = program.tensors[size_t(tensor)];
-    alignas(8) uint8_t want[8];
-    kernels::storeValue(dt, fillValue(t.fill, dt, rank, index), want);
-    result.wrong += std::memcmp(out + k * es, want, es) != 0;
-    ++result.checked;
+  const kernels::Fill& fill(int tensor) const { return program.tensors[size_t(tensor)].fill; }
+
+  // Output elements [k, k + len) must equal elements [index, index + len) of `rank`'s tensor `tensor`, bit
+  // for bit.
+  void copied(size_t k, int tensor, int rank, size_t index, size_t len) {
+    for (size_t at = 0; at < len; at += kBlock) {
+      const size_t m = std::min(kBlock, len - at);
+      kernels::fillBuffer(fill(tensor), dt, rank, want.data(), m, index + at);
+      const uint8_t* got = out + (k + at) * es;
+      for (size_t i = 0; i < m; ++i) result.wrong += std::memcmp(got + i * es, want.data() + i * es, es) != 0;
+      result.checked += m;
+    }
   }
 
-  // Output element k must be the reduction over all ranks of element `index` of tensor `tensor`.
-  void reduced(size_t k, int tensor, size_t index) {
-    const TensorSpec& t = program.tensors[size_t(tensor)];
-    const RedOp rop = op.reduction.op;
-    double got = kernels::loadValue(dt, out + k * es);
-    ++result.checked;
-    if (!isFloat(dt)) {
-      uint64_t sum = 0;
-      int64_t best = int64_t(fillValue(t.fill, dt, 0, index));
-      for (int r = 0; r < worldSize; ++r) {
-        auto v = int64_t(fillValue(t.fill, dt, r, index));
-        sum += uint64_t(v);  // integer sums wrap, as the kernels' do
-        best = rop == RedOp::Max ? std::max(best, v) : std::min(best, v);
-      }
-      int64_t want = rop == RedOp::Sum ? int64_t(sum) : best;
-      if (dt == DType::I32) want = int32_t(uint32_t(uint64_t(want)));
-      int64_t have = dt == DType::I64 ? *reinterpret_cast<const int64_t*>(out + k * es) : int64_t(got);
-      result.wrong += have != want;
-      return;
+  // Output elements [k, k + len) must be the reduction over all ranks of elements [index, index + len) of
+  // tensor `tensor`.
+  void reduced(size_t k, int tensor, size_t index, size_t len) {
+    for (size_t at = 0; at < len; at += kBlock) {
+      const size_t m = std::min(kBlock, len - at);
+      for (int r = 0; r < worldSize; ++r) kernels::fillValues(fill(tensor), dt, r, index + at, m, &values[size_t(r) * kBlock]);
+      for (size_t i = 0; i < m; ++i) result.wrong += isFloat(dt) ? !floatReduced(k + at + i, i) : !integerReduced(k + at + i, i);
+      result.checked += m;
     }
-    double sum = 0, absSum = 0;
-    double best = fillValue(t.fill, dt, 0, index);
+  }
+
+  // Whether output element k holds the reduction of column i of `values`.
+  bool integerReduced(size_t k, size_t i) const {
+    const RedOp rop = op.reduction.op;
+    uint64_t sum = 0;
+    int64_t best = int64_t(values[i]);
     for (int r = 0; r < worldSize; ++r) {
-      double v = fillValue(t.fill, dt, r, index);
+      auto v = int64_t(values[size_t(r) * kBlock + i]);
+      sum += uint64_t(v);  // integer sums wrap, as the kernels' do
+      best = rop == RedOp::Max ? std::max(best, v) : std::min(best, v);
+    }
+    int64_t want = rop == RedOp::Sum ? int64_t(sum) : best;
+    if (dt == DType::I32) want = int32_t(uint32_t(uint64_t(want)));
+    const int64_t have = dt == DType::I64 ? *reinterpret_cast<const int64_t*>(out + k * es) : int64_t(kernels::loadValue(dt, out + k * es));
+    return have == want;
+  }
+
+  bool floatReduced(size_t k, size_t i) const {
+    const RedOp rop = op.reduction.op;
+    double sum = 0, absSum = 0, best = values[i];
+    for (int r = 0; r < worldSize; ++r) {
+      const double v = values[size_t(r) * kBlock + i];
       sum += v;
       absSum += std::fabs(v);
       best = rop == RedOp::Max ? std::max(best, v) : std::min(best, v);
@@ -75,7 +92,7 @@ struct Checker {
       tol /= worldSize;
     }
     tol += storageEps(dt) * std::fabs(want);
-    result.wrong += !(std::fabs(got - want) <= tol);
+    return std::fabs(kernels::loadValue(dt, out + k * es) - want) <= tol;
   }
 };
 
@@ -91,41 +108,38 @@ CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int 
   const Partition part{n, W};
   switch (op.kind) {
     case OpKind::AllReduce:
-      for (size_t k = 0; k < n; ++k) c.reduced(k, in, k);
+      c.reduced(0, in, 0, n);
       break;
     case OpKind::ReduceScatter: {
       size_t k = 0;
       for (int tensor : op.inputs) {
         Partition p{program.tensors[size_t(tensor)].count, W};
-        for (size_t i = 0; i < p.count(rank); ++i) c.reduced(k++, tensor, p.offset(rank) + i);
+        c.reduced(k, tensor, p.offset(rank), p.count(rank));
+        k += p.count(rank);
       }
       break;
     }
     case OpKind::Reduce:
-      if (rank == op.root) for (size_t k = 0; k < n; ++k) c.reduced(k, in, k);
+      if (rank == op.root) c.reduced(0, in, 0, n);
       break;
     case OpKind::Gather:
       if (rank != op.root) break;
       [[fallthrough]];
     case OpKind::AllGather:
-      for (int s = 0; s < W; ++s) for (size_t i = 0; i < n; ++i) c.copied(size_t(s) * n + i, in, s, i);
+      for (int s = 0; s < W; ++s) c.copied(size_t(s) * n, in, s, 0, n);
       break;
     case OpKind::Broadcast:
-      for (size_t k = 0; k < n; ++k) c.copied(k, in, op.root, k);
+      c.copied(0, in, op.root, 0, n);
       break;
     case OpKind::Scatter:
-      for (size_t k = 0; k < part.count(rank); ++k) c.copied(k, in, op.root, part.offset(rank) + k);
+      c.copied(0, in, op.root, part.offset(rank), part.count(rank));
       break;
-    case OpKind::AllToAll: {
-      size_t len = part.count(rank);
-      for (int j = 0; j < W; ++j) for (size_t i = 0; i < len; ++i) c.copied(j * len + i, in, j, part.offset(rank) + i);
+    case OpKind::AllToAll:
+      for (int j = 0; j < W; ++j) c.copied(size_t(j) * part.count(rank), in, j, part.offset(rank), part.count(rank));
       break;
-    }
-    case OpKind::SendRecv: {
-      int from = int(((rank - op.shift) % W + W) % W);
-      for (size_t k = 0; k < n; ++k) c.copied(k, in, from, k);
+    case OpKind::SendRecv:
+      c.copied(0, in, int(((rank - op.shift) % W + W) % W), 0, n);
       break;
-    }
     case OpKind::Barrier: case OpKind::Compute: break;
   }
   return c.result;

@@ -17,7 +17,9 @@ struct Fill {
 
 // The value element i of `rank`'s tensor holds, after rounding to dt.
 double fillValue(const Fill& f, DType dt, int rank, size_t i);
-void fillBuffer(const Fill& f, DType dt, int rank, void* data, size_t count);
+// Elements [first, first + count) of `rank`'s tensor: stored as dt, or as the doubles fillValue gives.
+void fillBuffer(const Fill& f, DType dt, int rank, void* data, size_t count, size_t first = 0);
+void fillValues(const Fill& f, DType dt, int rank, size_t first, size_t count, double* out);
 
 // Converts one element; integer dtypes round half away from zero and saturate.
 void storeValue(DType dt, double v, void* dst);

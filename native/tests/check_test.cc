@@ -1,0 +1,72 @@
+// The runner's element-by-element check (core/check.h) against outputs built here one element at a time
+// from fillValue: a right output has 0 wrong and every element counted; one changed element, at the start,
+// across a block boundary or at the end, is found exactly once. Lengths span several of the check's blocks.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "harness.h"
+
+namespace {
+
+using namespace spmd;
+using spmd::testing::check;
+
+constexpr int W = 3;
+
+// What `rank` must hold after `op` over tensor 0, built element by element.
+std::vector<uint8_t> expected(const Program& prog, const OpSpec& op, int rank) {
+  const TensorSpec& t = prog.tensors[0];
+  const size_t n = t.count, es = elementSize(t.dtype), block = (n + W - 1) / W;
+  const auto off = [&](int r) { return std::min(n, size_t(r) * block); };
+  const auto len = [&](int r) { return std::min(n, off(r) + block) - off(r); };
+  std::vector<double> v;
+  const auto sum = [&](size_t i) { double s = 0; for (int r = 0; r < W; ++r) s += kernels::fillValue(t.fill, t.dtype, r, i); return s; };
+  const auto value = [&](int r, size_t i) { return kernels::fillValue(t.fill, t.dtype, r, i); };
+  switch (op.kind) {
+    case OpKind::AllReduce: for (size_t i = 0; i < n; ++i) v.push_back(sum(i)); break;
+    case OpKind::ReduceScatter: for (size_t i = 0; i < len(rank); ++i) v.push_back(sum(off(rank) + i)); break;
+    case OpKind::AllGather: for (int r = 0; r < W; ++r) for (size_t i = 0; i < n; ++i) v.push_back(value(r, i)); break;
+    case OpKind::Broadcast: for (size_t i = 0; i < n; ++i) v.push_back(value(op.root, i)); break;
+    case OpKind::Scatter: for (size_t i = 0; i < len(rank); ++i) v.push_back(value(op.root, off(rank) + i)); break;
+    case OpKind::AllToAll: for (int r = 0; r < W; ++r) for (size_t i = 0; i < len(rank); ++i) v.push_back(value(r, off(rank) + i)); break;
+    case OpKind::SendRecv: for (size_t i = 0; i < n; ++i) v.push_back(value((rank + W - 1) % W, i)); break;
+    default: break;
+  }
+  std::vector<uint8_t> out(v.size() * es);
+  for (size_t k = 0; k < v.size(); ++k) kernels::storeValue(t.dtype, v[k], out.data() + k * es);
+  return out;
+}
+
+void testFindsEachWrongElement() {
+  for (DType dt : {DType::F32, DType::I32, DType::BF16, DType::I64}) {
+    for (OpKind kind : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::Broadcast, OpKind::Scatter,
+                        OpKind::AllToAll, OpKind::SendRecv}) {
+      Program prog;
+      prog.tensors.push_back({"t", dt, 20011, kernels::Fill{kernels::Fill::Kind::Integers, 5, -9, 9}});
+      OpSpec op;
+      op.stage = "s";
+      op.kind = kind;
+      op.inputs = {0};
+      op.root = 2;
+      for (int rank = 0; rank < W; ++rank) {
+        const std::string what = std::string(opKindName(kind)) + " " + std::string(dtypeName(dt)) + " rank " + std::to_string(rank);
+        std::vector<uint8_t> out = expected(prog, op, rank);
+        const size_t es = elementSize(dt), n = out.size() / es;
+        CheckResult ok = checkOutput(prog, op, rank, W, out);
+        check(ok.wrong == 0 && ok.checked == n, what + ": right output: " + std::to_string(ok.wrong) + " wrong of " + std::to_string(ok.checked));
+        for (size_t at : {size_t(0), size_t(4095), size_t(4096), n - 1}) {
+          std::vector<uint8_t> bad = out;
+          bad[at * es + es - 1] ^= 0x40;  // the top byte: a change far beyond any rounding tolerance
+          CheckResult r = checkOutput(prog, op, rank, W, bad);
+          check(r.wrong == 1, what + ": element " + std::to_string(at) + " changed, " + std::to_string(r.wrong) + " wrong");
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main() { return spmd::testing::runTests({{"finds each wrong element", testFindsEachWrongElement}}); }
