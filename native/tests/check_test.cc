@@ -16,7 +16,7 @@ using spmd::testing::check;
 constexpr int W = 3;
 
 // What `rank` must hold after `op` over tensor 0, built element by element.
-std::vector<uint8_t> expected(const Program& prog, const OpSpec& op, int rank) {
+HostBytes expected(const Program& prog, const OpSpec& op, int rank) {
   const TensorSpec& t = prog.tensors[0];
   const size_t n = t.count, es = elementSize(t.dtype), block = (n + W - 1) / W;
   const auto off = [&](int r) { return std::min(n, size_t(r) * block); };
@@ -34,7 +34,7 @@ std::vector<uint8_t> expected(const Program& prog, const OpSpec& op, int rank) {
     case OpKind::SendRecv: for (size_t i = 0; i < n; ++i) v.push_back(value((rank + W - 1) % W, i)); break;
     default: break;
   }
-  std::vector<uint8_t> out(v.size() * es);
+  HostBytes out(v.size() * es);
   for (size_t k = 0; k < v.size(); ++k) kernels::storeValue(t.dtype, v[k], out.data() + k * es);
   return out;
 }
@@ -52,12 +52,12 @@ void testFindsEachWrongElement() {
       op.root = 2;
       for (int rank = 0; rank < W; ++rank) {
         const std::string what = std::string(opKindName(kind)) + " " + std::string(dtypeName(dt)) + " rank " + std::to_string(rank);
-        std::vector<uint8_t> out = expected(prog, op, rank);
+        HostBytes out = expected(prog, op, rank);
         const size_t es = elementSize(dt), n = out.size() / es;
         CheckResult ok = checkOutput(prog, op, rank, W, out);
         check(ok.wrong == 0 && ok.checked == n, what + ": right output: " + std::to_string(ok.wrong) + " wrong of " + std::to_string(ok.checked));
         for (size_t at : {size_t(0), size_t(4095), size_t(4096), n - 1}) {
-          std::vector<uint8_t> bad = out;
+          HostBytes bad = out;
           bad[at * es + es - 1] ^= 0x40;  // the top byte: a change far beyond any rounding tolerance
           CheckResult r = checkOutput(prog, op, rank, W, bad);
           check(r.wrong == 1, what + ": element " + std::to_string(at) + " changed, " + std::to_string(r.wrong) + " wrong");

@@ -188,7 +188,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   if (!info[0].IsObject()) throwInvalid(env, "run: expected a program object");
   auto program = std::make_shared<Program>(programFromJs(info[0].As<Napi::Object>(), size_));
   auto results = std::make_shared<std::vector<OpResult>>();
-  auto tensors = std::make_shared<std::vector<std::vector<uint8_t>>>();
+  auto tensors = std::make_shared<std::vector<HostBytes>>();
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
   Backend* backend = backend_.get();
   auto steps = stepsDone_;
@@ -263,7 +263,7 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
 
 namespace {
 
-Napi::Value typedBytes(const Napi::CallbackInfo& info, const char* what, const std::vector<std::vector<uint8_t>>& all,
+Napi::Value typedBytes(const Napi::CallbackInfo& info, const char* what, const std::vector<HostBytes>& all,
                        const std::vector<DType>& types) {
   Napi::Env env = info.Env();
   uint32_t i = info[0].ToNumber().Uint32Value();

@@ -52,9 +52,9 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   // must stay on (mpi; this also keeps the runtime alive). shutdown() ends the backend on it first.
   std::shared_ptr<OpQueue> queue_;
   AsyncOps ops_;
-  std::vector<std::vector<uint8_t>> outputs_;  // of the last run, for output(i)
+  std::vector<HostBytes> outputs_;  // of the last run, for output(i)
   std::vector<DType> outputTypes_;
-  std::vector<std::vector<uint8_t>> tensors_;  // the last run's inputs, for tensor(i)
+  std::vector<HostBytes> tensors_;  // the last run's inputs, for tensor(i)
   std::vector<DType> tensorTypes_;
   std::vector<std::vector<NamedBuffer>> states_;  // the last run's op state, for state(i)
   // Steps the running program has finished; shared with the op, which may outlive a closed wrapper.

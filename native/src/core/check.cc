@@ -98,7 +98,7 @@ struct Checker {
 
 }  // namespace
 
-CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const std::vector<uint8_t>& output) {
+CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const HostBytes& output) {
   // Compressed and quantized ops only estimate the result; their error is measured (core/estimate_error.h).
   if (op.inputs.empty() || op.compression != Compression::None) return {};
   const TensorSpec& t0 = program.tensors[size_t(op.inputs[0])];

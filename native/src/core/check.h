@@ -15,6 +15,6 @@ struct CheckResult {
 };
 
 CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int worldSize,
-                        const std::vector<uint8_t>& output);
+                        const HostBytes& output);
 
 }  // namespace spmd

@@ -16,7 +16,7 @@ class Executor {
   Executor(Backend& backend, const Program& program);
   std::vector<OpResult> run();
   // The filled input tensors of the last run, in program order (for dumps).
-  std::vector<std::vector<uint8_t>> takeTensors() { return std::move(tensors_); }
+  std::vector<HostBytes> takeTensors() { return std::move(tensors_); }
   // Steps finished so far are published here, for a progress display polling from another thread.
   void publishProgress(std::atomic<int64_t>* steps) { progress_ = steps; }
 
@@ -33,7 +33,7 @@ class Executor {
   Collectives& data0_;  // lane 0 over pointers into memory_
   Collectives* lane1_;  // null without a second lane
   const Program& program_;
-  std::vector<std::vector<uint8_t>> tensors_;  // as filled, on the host
+  std::vector<HostBytes> tensors_;  // as filled, on the host
   std::vector<Buffer> placed_;                 // their copies in memory_, unless that is host memory
   std::atomic<int64_t>* progress_ = nullptr;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/collectives.h"
+#include "core/host_bytes.h"
 #include "core/typed_ops.h"
 #include "kernels/cpu/fill.h"
 
@@ -79,7 +80,7 @@ struct OpResult {
   uint64_t wrong = 0;
   uint64_t checked = 0;              // elements compared on this rank
   DType outType = DType::F32;
-  std::vector<uint8_t> output;       // this rank's output after the last step
+  HostBytes output;                  // this rank's output after the last step
   // Numbers beyond the timings, each a Float64Array property of the JS result (estimating ops: wireBytes,
   // and this rank's partial sums for the error metrics, which JS adds up over ranks).
   NamedSeries series;
