@@ -101,6 +101,26 @@ test("validate checks a job without running it", async () => {
   }
 });
 
+test("validate --backend mpi refuses a stage past MPI's int counts, at the sweep point that reaches it", async () => {
+  const dir = tmp();
+  try {
+    const job = {
+      name: "mpi-limit",
+      tensors: { h: { dtype: "float16", count: 16 }, small: { dtype: "float16", count: 8 } },
+      stages: [{ id: "fine", op: "allreduce", input: "small" }, { id: "big", op: "reduce_scatter", inputs: ["h", "small"], coalesced: true }],
+      sweep: { count: ["1Ki", "2Gi"] },
+    };
+    const file = path.join(dir, "limit.json");
+    writeFileSync(file, JSON.stringify(job));
+    // The limit is MPI's: other backends take the job.
+    assert.equal((await runNode([RUNNER, "validate", "-n", "2", "--backend", "shm", file])).code, 0);
+    const p = await runNode([RUNNER, "validate", "-n", "2", "--backend", "mpi", file]);
+    assertOneLineError(p, /limit\.json: stages\[0\]: stage "fine" moves 2147483648 elements in one MPI call at sweep count 2147483648, more than MPI's int count allows \(2147483647\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("bad input: one line naming file and JSON path, exit code 2, no rank started", async () => {
   const dir = tmp();
   try {

@@ -8,7 +8,7 @@ import { loadJob, loadRunConfig } from "../config/load.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { execute } from "../graph/execute.js";
-import { validateAlgorithms, validateGraph } from "../graph/validate.js";
+import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
@@ -79,7 +79,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   const { job, cfg } = applyOverrides(loadJob(args.job), loadRunConfig(args.config), args);
   const place = discoverPlace(process.env);
   validateGraph(job, args.job, place.size, place.localSize);
-  validateAlgorithms(job, args.job, cfg.backend);
+  validateBackend(job, args.job, cfg.backend, place.size);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
@@ -96,7 +96,7 @@ export async function runRank(args: RunArgs): Promise<number> {
   });
   log.debug(opened.summary);
   try {
-    validateAlgorithms(job, args.job, opened.comm.backend);
+    validateBackend(job, args.job, opened.comm.backend, place.size);
   } catch (err) {
     await opened.close(true);
     throw err;

@@ -123,16 +123,37 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
   }
 }
 
+// MPI takes element counts as C ints (native/src/backends/mpi/mpi_api.cc, count()).
+const MPI_MAX_COUNT = 2 ** 31 - 1;
+
+/** The elements one MPI call of the stage names: the tensor's, or the coalesced collective's padded whole. */
+function mpiCount(stage: Stage, count: (tensor: string) => number, worldSize: number): number {
+  const names = stageInputs(stage);
+  if (stage.op === "reduce_scatter" && stage.coalesced) return names.reduce((sum, t) => sum + Math.ceil(count(t) / worldSize) * worldSize, 0);
+  return names.length ? count(names[0]) : 0;
+}
+
 /**
- * Algorithms a backend lacks: "shared" reduces and copies out of the shm backend's segment, so any other
- * backend refuses it. Checked with the configured backend before the ranks meet and again with the one
- * "auto" chose, so that every rank stops at the same point with the same message.
+ * What the backend cannot run, checked with the configured backend before the ranks meet and again with
+ * the one "auto" chose, so that every rank stops at the same point with the same message:
+ * - "shared" reduces and copies out of the shm backend's segment, so any other backend refuses it;
+ * - MPI's int counts: a stage (at any sweep point) whose tensor has more elements than a C int holds.
  */
-export function validateAlgorithms(job: Job, file: string, backend: string): void {
-  if (backend === "shm" || backend === "auto") return;
+export function validateBackend(job: Job, file: string, backend: string, worldSize = 1): void {
   job.stages.forEach((stage, i) => {
-    if ("algorithm" in stage && stage.algorithm === "shared") {
+    if (backend !== "shm" && backend !== "auto" && "algorithm" in stage && stage.algorithm === "shared") {
       throw new ConfigError(file, formatJsonPath(["stages", i, "algorithm"]), `"shared" needs the shm backend (every rank on one host), not ${backend}`);
     }
   });
+  if (backend !== "mpi") return;
+  for (const point of sweepPoints(job)) {
+    const count = (t: string) => point.count ?? job.tensors[t].count;
+    job.stages.forEach((stage, i) => {
+      const n = mpiCount(stage, count, worldSize);
+      if (n > MPI_MAX_COUNT) {
+        const at = point.count === undefined ? "" : ` at sweep count ${point.count}`;
+        throw new ConfigError(file, formatJsonPath(["stages", i]), `stage "${stage.id}" moves ${n} elements in one MPI call${at}, more than MPI's int count allows (${MPI_MAX_COUNT}); use a smaller tensor or another backend`);
+      }
+    });
+  }
 }
