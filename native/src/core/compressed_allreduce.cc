@@ -38,6 +38,13 @@ class OneBitAllreduce final : public EstimatingOp {
     decompress(out);
   }
 
+  // A NaN or infinity would spread through the error buffers and never leave; say so instead.
+  void verify() const override {
+    if (P_ == 0 || firstRaised(m_, nonFinite_, 1) < 0) return;
+    throw CommError(code::kInvalid, "compressed_allreduce: rank " + std::to_string(rank_) +
+                                        "'s input holds NaN or infinite values (or values whose squares overflow)");
+  }
+
   size_t wireBytes() const override { return P_ == 0 ? 0 : 2 * size_t(W_ - 1) * recordBytes_; }
 
   std::vector<NamedBuffer> state() const override {
@@ -62,13 +69,6 @@ class OneBitAllreduce final : public EstimatingOp {
     T* x = worker_.as<T>();
     T* scale = scales_.as<T>();
     k_.addAndScale(x, in, n_, P_, scale, nonFinite_.as<uint32_t>());
-    // A NaN or infinity would spread through the error buffers and never leave; say so instead.
-    uint32_t nonFinite = 0;
-    m_.download(&nonFinite, nonFinite_.get(), sizeof nonFinite);
-    if (nonFinite) {
-      throw CommError(code::kInvalid, "compressed_allreduce: rank " + std::to_string(rank_) +
-                                          "'s input holds NaN or infinite values (or values whose squares overflow)");
-    }
     k_.packRecords(x, L_, W_, scale, send_.as<uint8_t>(), recordBytes_);
   }
 

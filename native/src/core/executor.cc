@@ -340,6 +340,11 @@ std::vector<OpResult> Executor::run() {
         double us = microsBetween(t0, t1);
         if (timed) results[i].timeUs.push_back(us);
         for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
+        try {
+          if (p.estimator) p.estimator->verify();  // after the timing: no timed step waits on its flags
+        } catch (const std::exception& e) {
+          throw inStage(s, e);
+        }
         if (p.error) p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
       }
       for (size_t i = 0; i < ops.size(); ++i) complete(i);

@@ -36,7 +36,6 @@ class HierarchicalQuantized final : public EstimatingOp {
       uint8_t* slot = send1 + (size_t(j % L_) * size_t(N_) + size_t(j / L_)) * recordBytes_;
       k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
     }
-    requireFinite(kInput);
     intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
     // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
     for (int a = 0; a < N_; ++a) {
@@ -44,7 +43,6 @@ class HierarchicalQuantized final : public EstimatingOp {
       k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_), beta_, B_,
                                send2_.as<uint8_t>() + size_t(a) * recordBytes_, flag(kNodeSums));
     }
-    requireFinite(kNodeSums);
     inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_, Algo::Auto);
     // 3. Every node's sum of block r.
     float* block = block_.get() ? block_.as<float>() : static_cast<float*>(out);
@@ -56,7 +54,6 @@ class HierarchicalQuantized final : public EstimatingOp {
     }
     // 4. Every rank's block to every rank.
     k_.quantize(gatherFormat_, block, error(gatherError_, 0), beta_, B_, gatherSend_.as<uint8_t>(), flag(kReducedBlock));
-    requireFinite(kReducedBlock);
     world.allGather(gatherSend_.get(), gathered_.get(), gatherBytes_, Algo::Auto);
     float* all = wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out);
     for (int j = 0; j < W_; ++j) {
@@ -80,6 +77,14 @@ class HierarchicalQuantized final : public EstimatingOp {
     return s;
   }
 
+  // A NaN or infinity would be quantized to garbage and, with error feedback, stay in the errors; say so.
+  void verify() const override {
+    const int c = firstRaised(m_, nonFinite_, kChecks);
+    if (c < 0) return;
+    throw CommError(code::kInvalid, "quantized_allreduce: rank " + std::to_string(rank_) + " has NaN or infinite values in its " +
+                                        kChecked[c] + " (a non-finite input, or sums that overflow float32)");
+  }
+
  private:
   Buffer floats(bool wanted, size_t count) { return Buffer(m_, wanted ? count * sizeof(float) : 0); }
   Buffer errors(bool wanted, size_t count) { return Buffer::zeros(m_, wanted ? count * sizeof(float) : 0); }
@@ -92,15 +97,6 @@ class HierarchicalQuantized final : public EstimatingOp {
 
   float* error(const Buffer& e, size_t offset) { return feedback_ ? e.as<float>() + offset : nullptr; }
   uint32_t* flag(Check c) { return nonFinite_.as<uint32_t>() + c; }
-
-  // A NaN or infinity would be quantized to garbage and, with error feedback, stay in the errors; say so.
-  void requireFinite(Check c) {
-    uint32_t set = 0;
-    m_.download(&set, flag(c), sizeof set);
-    if (!set) return;
-    throw CommError(code::kInvalid, "quantized_allreduce: rank " + std::to_string(rank_) + " has NaN or infinite values in its " +
-                                        kChecked[c] + " (a non-finite input, or sums that overflow float32)");
-  }
 
   NamedBuffer fetch(const char* name, const Buffer& b) const {
     NamedBuffer out{name, DType::F32, std::vector<uint8_t>(b.bytes())};
