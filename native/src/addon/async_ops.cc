@@ -3,7 +3,7 @@
 #include <future>
 
 #include "addon/errors.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/op_queue.h"
+#include "runtime/op_queue.h"
 
 namespace spmd::addon {
 

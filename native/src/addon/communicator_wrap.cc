@@ -6,9 +6,9 @@
 #include "addon/tcp_wrap.h"
 #include "backends/shm/shm_backend.h"
 #include "backends/tcp/tcp_backend.h"
-#include "core/error.h"
-#include "core/executor.h"
-#include "core/flight_recorder.h"
+#include "base/error.h"
+#include "runtime/executor.h"
+#include "runtime/flight_recorder.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #include "backends/mpi/mpi_backend.h"

@@ -10,9 +10,9 @@
 #pragma once
 #include <cstddef>
 
-#include "core/dtype.h"
-#include "core/transport.h"
-#include "core/workspace.h"
+#include "base/dtype.h"
+#include "base/transport.h"
+#include "base/workspace.h"
 
 namespace spmd::algo {
 

@@ -1,4 +1,4 @@
-// Kernels of the quantized allreduce (core/quantized_allreduce.h): symmetric per-group quantization to int8
+// Kernels of the quantized allreduce (estimating/quantized_allreduce.h): symmetric per-group quantization to int8
 // or int4 in float32 (DESIGN.md, quantized_allreduce step 1, after DeepSpeed's quantizer).
 //
 // A block of n values quantized in groups of g (the last group short when g does not divide n) is stored as

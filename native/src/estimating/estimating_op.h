@@ -1,0 +1,25 @@
+// An op that estimates an exact collective by sending less than it would (compressed_allreduce,
+// quantized_allreduce). Its state (error-feedback buffers) persists across steps; the executor measures
+// its outputs against the exact result (estimating/estimate_error.h) instead of checking them.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "base/collectives.h"
+#include "runtime/program.h"
+
+namespace spmd {
+
+class EstimatingOp {
+ public:
+  virtual ~EstimatingOp() = default;
+  // One step on the lane `c` the op was made for. Collective. Throws CommError(kInvalid) when this rank's
+  // values are not finite.
+  virtual void run(Collectives& c, const void* in, void* out) = 0;
+  // Bytes this rank sends per step.
+  virtual size_t wireBytes() const = 0;
+  // The state after the last step, in the compute type (e.g. "worker_error"); empty when it keeps none.
+  virtual std::vector<NamedBuffer> state() const = 0;
+};
+
+}  // namespace spmd
