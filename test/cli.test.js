@@ -107,10 +107,10 @@ test("bad input: one line naming file and JSON path, exit code 2, no rank starte
   try {
     const bad = path.join(dir, "bad.json");
     writeFileSync(bad, JSON.stringify({ name: "x", tensors: { t: { dtype: "float32", count: "4Qi" } }, stages: [{ id: "a", op: "allreduce", input: "t" }] }));
-    assertOneLineError(await runNode([RUNNER, bad]), /^runner: .*bad\.json: tensors\.t\.count: /);
+    assertOneLineError(await runNode([RUNNER, bad]), /^runner: .*bad\.json: line 1 column \d+: tensors\.t\.count: /);
     const p = await runNode([RUNNER, "launch", "-n", "2", bad]);
     assert.notEqual(p.code, 0);
-    assert.match(p.stderr, /bad\.json: tensors\.t\.count: /);
+    assert.match(p.stderr, /bad\.json: line 1 column \d+: tensors\.t\.count: /);
     assertOneLineError(await runNode([RUNNER, path.join(dir, "missing.json")]), /missing\.json: cannot read file/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
