@@ -1,4 +1,4 @@
-import type { ResultDocument, ResultRow } from "./result.js";
+import type { ResultDocument, ResultRow } from "../results.js";
 
 /** The columns every CSV starts with, in this order; whatever else the rows carry follows. */
 const LEADING = [

@@ -1,6 +1,5 @@
-import type { Overlap } from "../metrics/overlap.js";
-import type { TimeStats } from "../metrics/stats.js";
-import type { RankUsage } from "../metrics/usage.js";
+// What a run produces, as results.json has it: the types the metrics fill in and the writers read, kept
+// apart from both so that neither imports the other.
 
 /** One row of results.json; field names are fixed by DESIGN.md ("Command line"). */
 export interface ResultRow {
@@ -57,8 +56,35 @@ export interface ResultDocument {
   ranks?: RankUsage[];
 }
 
-/** nccl-tests' "Avg bus bandwidth": the mean busbw over rows that move data. */
-export function averageBusBandwidth(rows: readonly ResultRow[]): number {
-  const moving = rows.filter((r) => r.size > 0);
-  return moving.length ? moving.reduce((s, r) => s + r.busbw, 0) / moving.length : 0;
+export interface TimeStats {
+  avg_us: number;
+  p50_us: number;
+  p95_us: number;
+  min_us: number;
+  max_us: number;
+}
+
+export interface Overlap {
+  /** Post to completion, slowest rank. */
+  overall_us: number;
+  /** Other stages' time while the op was in flight. */
+  compute_us: number;
+  /** The op's own communication time (measured while overlapping). */
+  comm_us: number;
+  /** OSU's overlap: max(0, 100 − (overall − compute) / comm · 100). */
+  overlap_pct: number;
+}
+
+/** One row of results.json's "ranks". */
+export interface RankUsage {
+  rank: number;
+  cpu_user_s: number;
+  cpu_system_s: number;
+  wall_s: number;
+  /**
+   * The process's peak resident memory in KiB (getrusage's ru_maxrss) when the results were gathered, so
+   * after every sweep point: the job's tensors and buffers at its largest point plus the Node runtime
+   * (about 100 MiB for an idle rank on Linux x86-64, Node 20).
+   */
+  max_rss_kib: number;
 }
