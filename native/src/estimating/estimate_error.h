@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/collectives.h"
-#include "runtime/program.h"
+#include "estimating/estimating_op.h"
 
 namespace spmd {
 

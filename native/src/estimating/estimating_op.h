@@ -3,12 +3,24 @@
 // its outputs against the exact result (estimating/estimate_error.h) instead of checking them.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/collectives.h"
-#include "runtime/program.h"
 
 namespace spmd {
+
+// Named arrays of numbers an op reports beyond its timings.
+using NamedSeries = std::vector<std::pair<std::string, std::vector<double>>>;
+
+// A named array in the op's compute type, e.g. compressed_allreduce's error buffers.
+struct NamedBuffer {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<uint8_t> data;
+};
 
 class EstimatingOp {
  public:

@@ -32,6 +32,16 @@
 
 namespace spmd {
 
+// The quantized_allreduce stage's settings.
+struct QuantizedSpec {
+  int bits = 8;             // 4 or 8
+  int gatherBits = 8;       // the all-gather's, for an allreduce
+  size_t groupSize = 2048;  // values per quantization group; even
+  int localSize = 1;        // ranks per node; divides the world size
+  bool errorFeedback = false;
+  float beta = 1;           // error feedback: the weight of the carried error
+};
+
 // Collective over `world`, the lane it will run on: splits off the node's ranks and the ranks of this
 // local index. `full`: every rank gets all n values (an allreduce), else block r (a reduce_scatter).
 // Throws CommError(kInvalid) for integer dtypes, a local size that does not divide W, or a count that is

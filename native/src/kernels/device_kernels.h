@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
-#include "kernels/cpu/quant.h"
+#include "kernels/quant_format.h"
 
 namespace spmd::kernels {
 

@@ -8,6 +8,8 @@
 
 #include "base/collectives.h"
 #include "algorithms/typed_ops.h"
+#include "estimating/estimating_op.h"
+#include "estimating/quantized_allreduce.h"
 #include "kernels/cpu/fill.h"
 
 namespace spmd {
@@ -23,16 +25,6 @@ struct TensorSpec {
 // compressed_allreduce stage, which always estimates the mean); or quantized to int8/int4 hierarchically
 // (the quantized_allreduce stage: a reduce_scatter, or an allreduce when it gathers the blocks back).
 enum class Compression : uint8_t { None, OneBit, Quantized };
-
-// The quantized_allreduce stage's settings (estimating/quantized_allreduce.h).
-struct QuantizedSpec {
-  int bits = 8;             // 4 or 8
-  int gatherBits = 8;       // the all-gather's, for an allreduce
-  size_t groupSize = 2048;  // values per quantization group; even
-  int localSize = 1;        // ranks per node; divides the world size
-  bool errorFeedback = false;
-  float beta = 1;           // error feedback: the weight of the carried error
-};
 
 struct OpSpec {
   std::string stage;
@@ -59,16 +51,6 @@ struct Program {
   int iterations = 1;
   bool check = false;
   double timeoutSec = 300;  // the job's deadline for the untimed step-start barrier
-};
-
-// Named arrays of numbers an op reports beyond its timings.
-using NamedSeries = std::vector<std::pair<std::string, std::vector<double>>>;
-
-// A named array in the op's compute type, e.g. compressed_allreduce's error buffers.
-struct NamedBuffer {
-  std::string name;
-  DType dtype = DType::F32;
-  std::vector<uint8_t> data;
 };
 
 struct OpResult {
