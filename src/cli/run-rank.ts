@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import winston from "winston";
+import type { NativeErrorCode } from "../comm/native.js";
 import { openCommunicator } from "../comm/open.js";
 import type { Job } from "../config/job.js";
 import { loadJob, loadRunConfig } from "../config/load.js";
@@ -47,7 +48,7 @@ function applyOverrides(job: Job, cfg: RunConfig, a: RunArgs): { job: Job; cfg: 
   };
 }
 
-const FAULT_CODES = new Set(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"]);
+const FAULT_CODES = new Set<string>(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"] satisfies NativeErrorCode[]);
 
 function checkCount(name: string, v: number | undefined, min: number): void {
   if (v !== undefined && (!Number.isInteger(v) || v < min)) {

@@ -1,9 +1,19 @@
 #include "addon/program_from_js.h"
 
+#include <string_view>
+#include <vector>
+
 #include "addon/options.h"
 
 namespace spmd::addon {
 namespace {
+
+// "one of a, b, c": what a name field accepts, from the table that parses it.
+std::string oneOf(const std::vector<std::string_view>& names) {
+  std::string out = "one of";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : " ") + std::string(names[i]);
+  return out;
+}
 
 kernels::Fill fillFromJs(const OptionReader& r) {
   kernels::Fill f;
@@ -51,7 +61,7 @@ Program programFromJs(const Napi::Object& obj, int W) {
     OptionReader r = top.element(tensors, "tensors", i);
     TensorSpec t;
     t.name = r.string("name");
-    if (!parseDType(r.string("dtype"), t.dtype)) r.fail("dtype", "a dtype name");
+    if (!parseDType(r.string("dtype"), t.dtype)) r.fail("dtype", oneOf(dtypeNames()));
     t.count = size_t(r.integer("count", 0, int64_t(1) << 40));
     t.fill = fillFromJs(r.object("fill"));
     p.tensors.push_back(std::move(t));
@@ -61,7 +71,7 @@ Program programFromJs(const Napi::Object& obj, int W) {
     OptionReader r = top.element(ops, "ops", i);
     OpSpec s;
     s.stage = r.string("stage");
-    if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", "an op name");
+    if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", oneOf(opKindNames()));
     s.inputs = r.indices("inputs", p.tensors.size());
     bool needsInput = s.kind != OpKind::Barrier && s.kind != OpKind::Compute;
     if (needsInput && s.inputs.empty()) r.fail("inputs", "at least one tensor");
@@ -88,7 +98,7 @@ Program programFromJs(const Napi::Object& obj, int W) {
     if (s.compression == Compression::Quantized) s.quantized = quantizedFromJs(r, W);
     s.root = int(r.integer("root", 0, 0, W - 1));
     std::string algo = r.string("algorithm", "auto");
-    if (!parseAlgo(algo, s.algo)) r.fail("algorithm", "auto, ring, tree, direct or dissemination");
+    if (!parseAlgo(algo, s.algo)) r.fail("algorithm", oneOf(algoNames()));
     s.shift = int(r.integer("shift", 1, -(1 << 30), 1 << 30));
     s.computeUs = r.number("computeUs", 0);
     s.nonblocking = r.boolean("nonblocking", false);

@@ -25,6 +25,13 @@ bool lookup(const std::array<std::pair<E, std::string_view>, N>& table, std::str
   return false;
 }
 
+template <typename E, size_t N>
+std::vector<std::string_view> names(const std::array<std::pair<E, std::string_view>, N>& table) {
+  std::vector<std::string_view> out;
+  for (auto& [v, n] : table) out.push_back(n);
+  return out;
+}
+
 }  // namespace
 
 std::string_view algoName(Algo a) {
@@ -35,6 +42,8 @@ std::string_view opKindName(OpKind k) {
   for (auto& [v, n] : kOps) if (v == k) return n;
   return "?";
 }
+std::vector<std::string_view> algoNames() { return names(kAlgos); }
+std::vector<std::string_view> opKindNames() { return names(kOps); }
 bool parseAlgo(std::string_view name, Algo& out) { return lookup(kAlgos, name, out); }
 bool parseOpKind(std::string_view name, OpKind& out) { return lookup(kOps, name, out); }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/transport.h"
@@ -20,6 +21,9 @@ enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Shared, Mpi, Nccl, Hc
 
 std::string_view algoName(Algo a);
 std::string_view opKindName(OpKind k);
+// Every name parse accepts, in declaration order: the addon exports them, and error messages list them.
+std::vector<std::string_view> algoNames();
+std::vector<std::string_view> opKindNames();
 bool parseAlgo(std::string_view name, Algo& out);
 bool parseOpKind(std::string_view name, OpKind& out);
 

@@ -14,8 +14,14 @@ std::string_view dtypeName(DType t) {
   return "?";
 }
 
+std::vector<std::string_view> dtypeNames() {
+  std::vector<std::string_view> out;
+  for (DType t : kDTypes) out.push_back(dtypeName(t));
+  return out;
+}
+
 bool parseDType(std::string_view n, DType& out) {
-  for (DType t : {DType::F32, DType::F64, DType::I32, DType::I64, DType::F16, DType::BF16}) {
+  for (DType t : kDTypes) {
     if (dtypeName(t) == n) { out = t; return true; }
   }
   return false;

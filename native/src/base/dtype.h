@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "base/half_bits.h"
 
 namespace spmd {
 
 enum class DType : uint8_t { F32, F64, I32, I64, F16, BF16 };
+inline constexpr DType kDTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64, DType::F16, DType::BF16};
 enum class RedOp : uint8_t { Sum, Max, Min };
 
 inline size_t elementSize(DType t) {
@@ -27,6 +29,7 @@ inline bool isFloat(DType t) { return t != DType::I32 && t != DType::I64; }
 // Names as they appear in job files and reports; parse returns false on an unknown name.
 std::string_view dtypeName(DType t);
 bool parseDType(std::string_view name, DType& out);
+std::vector<std::string_view> dtypeNames();  // of kDTypes, in order
 
 // IEEE binary16 and bfloat16 conversions, round-to-nearest-even, NaN preserved (base/half_bits.h).
 inline float halfToFloat(uint16_t h) {

@@ -17,6 +17,8 @@ inline constexpr const char* kDesync = "ERR_SPMD_DESYNC";          // a peer's m
 inline constexpr const char* kNccl = "ERR_SPMD_NCCL";              // NCCL returned or reported an error
 inline constexpr const char* kHccl = "ERR_SPMD_HCCL";              // HCCL returned or reported an error
 inline constexpr const char* kDevice = "ERR_SPMD_DEVICE";          // the CUDA or Ascend runtime failed
+// Every code above, for the addon to export.
+inline constexpr const char* kAll[] = {kInvalid, kTimeout, kPeerGone, kSystem, kUnsupported, kAborted, kDesync, kNccl, kHccl, kDevice};
 }  // namespace code
 
 class CommError : public std::runtime_error {
