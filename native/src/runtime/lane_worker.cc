@@ -2,21 +2,29 @@
 
 namespace spmd {
 
-LaneWorker::LaneWorker() : thread_([this] { loop(); }) {}
-
 LaneWorker::~LaneWorker() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
 }
 
 uint64_t LaneWorker::post(std::function<void()> work) {
   std::lock_guard lock(mu_);
-  queue_.push_back(std::move(work));
-  cv_.notify_all();
+  queue_.submit([this, work = std::move(work)] {
+    {
+      std::lock_guard lock(mu_);
+      if (error_ || cancelled_) return;
+    }
+    std::exception_ptr err;
+    try {
+      work();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    std::lock_guard lock(mu_);
+    if (err && !error_) error_ = err;
+    if (!err) ++finished_;
+    cv_.notify_all();
+  });
   return ++posted_;
 }
 
@@ -25,27 +33,6 @@ void LaneWorker::wait(uint64_t ticket) {
   cv_.wait(lock, [&] { return finished_ >= ticket || error_; });
   // After a failure the lane's later ops never run: every waiter sees the first error.
   if (error_) std::rethrow_exception(error_);
-}
-
-void LaneWorker::loop() {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
-    auto work = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    std::exception_ptr err;
-    try {
-      work();
-    } catch (...) {
-      err = std::current_exception();
-    }
-    lock.lock();
-    if (err && !error_) error_ = err;
-    if (!err) ++finished_;
-    cv_.notify_all();
-  }
 }
 
 }  // namespace spmd

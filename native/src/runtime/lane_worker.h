@@ -1,19 +1,21 @@
-// A thread that runs posted ops in order on the second lane, so a nonblocking collective progresses
-// while the first lane runs the ops issued after it. Waiting blocks on a condition variable.
+// The second lane's ops, run in order on an OpQueue's thread so a nonblocking collective progresses while
+// the first lane runs the ops issued after it. Adds what the step loop needs on top of the queue: a ticket
+// per op to wait for, and the first error, after which the lane's later ops never run.
 #pragma once
 #include <condition_variable>
-#include <deque>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <thread>
+
+#include "runtime/op_queue.h"
 
 namespace spmd {
 
 class LaneWorker {
  public:
-  LaneWorker();
-  ~LaneWorker();
+  LaneWorker() = default;
+  ~LaneWorker();  // ops not yet started never run
   LaneWorker(const LaneWorker&) = delete;
   LaneWorker& operator=(const LaneWorker&) = delete;
 
@@ -23,15 +25,12 @@ class LaneWorker {
   void wait(uint64_t ticket);
 
  private:
-  void loop();
-
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
   uint64_t posted_ = 0, finished_ = 0;
   std::exception_ptr error_;
-  bool stop_ = false;
-  std::thread thread_;
+  bool cancelled_ = false;
+  OpQueue queue_;  // last: joined first, while the fields its ops use still exist
 };
 
 }  // namespace spmd
