@@ -1,5 +1,5 @@
 // Open MPI baseline for `npm run bench`: times MPI's own collectives the way the runner times its ops
-// (native/src/core/executor.cc and src/metrics/aggregate.ts), so the two columns of the comparison differ
+// (native/src/runtime/executor.cc and src/metrics/aggregate.ts), so the two columns of the comparison differ
 // only in the library that moves the bytes.
 //
 //   mpirun -np W ompi_coll WARMUP ITERS OP:COUNT [OP:COUNT ...]

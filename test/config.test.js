@@ -175,9 +175,35 @@ const badJobs = [
     "job.json: sweep: nothing to sweep: the job declares no tensors"],
 ];
 
+// Schema errors also say where the value is (tested below); these one-line documents compare without it.
+const SCHEMA_POSITION = /^(job\.json): line 1 column \d+(?=: (?!invalid JSON))/;
+
 for (const [name, text, worldSize, expected] of badJobs) {
-  test(`bad job: ${name}`, () => assert.equal(check(text, worldSize), expected));
+  test(`bad job: ${name}`, () => assert.equal(check(text, worldSize).replace(SCHEMA_POSITION, "$1"), expected));
 }
+
+test("schema errors say the line and column of the value, the unknown key, or the object missing a key", () => {
+  const text = [
+    "{",
+    '  "name": "t",',
+    '  "tensors": { "g": { "dtype": "float32", "count": 8 } },',
+    '  "stages": [',
+    '    { "id": "a", "op": "allreduce", "input": "g" },',
+    '    { "id": "b", "op": "broadcast", "input": "g", "root": -1 }',
+    "  ]",
+    "}",
+  ];
+  const error = (edit) => check(edit([...text]).join("\n"));
+  assert.equal(error((t) => t), "job.json: line 6 column 59: stages[1].root: expected at least 0, got -1");
+  assert.equal(error((t) => ((t[5] = t[5].replace('"root": -1', '"rot": 1')), t)),
+    'job.json: line 6 column 51: stages[1]: unknown key "rot" (did you mean "root"?)');
+  assert.equal(error((t) => ((t[4] = '    { "id": "a", "input": "g" },'), t)),
+    `job.json: line 5 column 5: stages[0].op: missing, expected one of ${OPS}`);
+  assert.equal(error((t) => ((t[2] = t[2].replace('"float32"', '"float8"')), t)),
+    'job.json: line 3 column 32: tensors.g.dtype: expected one of "float32", "float64", "int32", "int64", "float16", "bfloat16", got "float8"');
+  // A byte-order mark is no column.
+  assert.equal(check("\uFEFF" + JSON.stringify({ name: "t", stages: [], tensors: {} })), "job.json: line 1 column 22: stages: expected at least 1 item, got 0");
+});
 
 test("root in range passes when the world is large enough", () => {
   assert.equal(check(jobText({ stages: [{ id: "bc", op: "broadcast", input: "g", root: 4 }] }), 5), "ok");
@@ -285,16 +311,16 @@ test("run configuration: defaults, overrides and errors", () => {
   assert.deepEqual(custom.log, { level: "debug", allRanks: false, files: false });
   assert.deepEqual(custom.rendezvous, { port: 29500 });
   assert.deepEqual(parseRunConfig('{"tcp": {"iface": "eth,ib"}}', "run.json").tcp, { iface: "eth,ib" });
-  assert.throws(() => parseRunConfig('{"tcp": {"ifname": "eth0"}}', "run.json"), { message: /run.json: tcp: unknown key "ifname"/ });
+  assert.throws(() => parseRunConfig('{"tcp": {"ifname": "eth0"}}', "run.json"), { message: /run.json: line 1 column 10: tcp: unknown key "ifname"/ });
   assert.equal(parseRunConfig('{"timeoutSec": 2.5}', "run.json").timeoutSec, 2.5);
   assert.throws(() => parseRunConfig('{"backend": "gloo"}', "run.json"), {
-    message: 'run.json: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',
+    message: 'run.json: line 1 column 13: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',
   });
   assert.throws(() => parseRunConfig('{"rendezvous": {"port": 70000}}', "run.json"), {
-    message: "run.json: rendezvous.port: expected at most 65535, got 70000",
+    message: "run.json: line 1 column 25: rendezvous.port: expected at most 65535, got 70000",
   });
   assert.throws(() => parseRunConfig('{"log": {"levle": "warn"}}', "run.json"), {
-    message: 'run.json: log: unknown key "levle" (did you mean "level"?)',
+    message: 'run.json: line 1 column 10: log: unknown key "levle" (did you mean "level"?)',
   });
   const dir = mkdtempSync(join(tmpdir(), "spmd-config-"));
   const file = join(dir, "run.json");

@@ -1,6 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { discoverPlace } from "../dist/env/discover.js";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { discoverPlace, rankForMessages } from "../dist/env/discover.js";
+import { REPO } from "./helpers/ranks.js";
 import { expandHostlist, expandTasksPerNode } from "../dist/env/hostlist.js";
 import { EnvError } from "../dist/env/place.js";
 
@@ -225,4 +228,22 @@ test("expandTasksPerNode", () => {
     name: "EnvError",
     message: 'environment: tasks-per-node list "2(x" is malformed at "2(x" (expected a form like "2(x3),1")',
   });
+});
+
+test("the rank in messages is the launcher's place, or none", () => {
+  assert.equal(rankForMessages({}), undefined, "no launcher");
+  assert.equal(rankForMessages({ OMPI_COMM_WORLD_RANK: "3", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "3", OMPI_COMM_WORLD_LOCAL_SIZE: "4" }), 3);
+  assert.equal(rankForMessages({ RANK: "1", WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" }), 1);
+  assert.equal(rankForMessages({ RANK: "5", WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" }), undefined, "contradictory");
+});
+
+test("only env/ reads the launchers' variables", () => {
+  const LAUNCHER_VARIABLE = /\b(process\.)?env(\[["']|\.)(RANK|WORLD_SIZE|LOCAL_RANK|OMPI_\w+|PMIX?_\w+|SLURM_\w+|MV2_\w+|MPI_LOCAL\w+)\b/;
+  const sources = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith(".ts") ? [path.join(dir, e.name)] : []);
+  const readers = sources(path.join(REPO, "src"))
+    .filter((f) => !f.includes(`${path.sep}env${path.sep}`))
+    .filter((f) => LAUNCHER_VARIABLE.test(readFileSync(f, "utf8")) || /\b(PMI_RANK|PMIX_RANK|OMPI_COMM_WORLD_RANK|SLURM_PROCID)\b/.test(readFileSync(f, "utf8")))
+    .map((f) => path.relative(REPO, f));
+  assert.deepEqual(readers, []);
 });

@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { PNG } from "pngjs";
+import { formatCsv } from "../dist/report/csv.js";
 import { RUNNER, runNode } from "./helpers/ranks.js";
 
 const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
@@ -57,6 +58,56 @@ test("each run directory holds the table, JSON, CSV, comms summary and HTML repo
     assert.doesNotMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/, "self-contained: no scripts, nothing fetched");
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** RFC 4180 records: quoted cells may hold commas, quotes ("") and line breaks. */
+function parseCsv(text) {
+  const records = [[]];
+  let cell = "", quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') cell += text[++i];
+      else if (c === '"') quoted = false;
+      else cell += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") records.at(-1).push(cell), (cell = "");
+    else if (c === "\n") records.at(-1).push(cell), (cell = ""), records.push([]);
+    else cell += c;
+  }
+  records.pop();
+  return records;
+}
+
+test("the CSV carries every field of every row: sweep params, fallback, per-rank times, overlap", () => {
+  const time = { avg_us: 10, p50_us: 9, p95_us: 12, min_us: 8, max_us: 13 };
+  const base = { op: "quantized_allreduce", size: 4096, count: 1024, type: "float32", redop: "sum", root: null, algorithm: "shared", time,
+    algbw: 1, busbw: 2, wrong: null, wire_bytes: 512, rel_error: 0.01, per_rank_avg_us: [9.5, 10.5], slowest_rank: 1, straggler_us: 1 };
+  const rows = [
+    { ...base, stage: "q", params: { bits: 4, note: 'a "b", c' }, fallback: null, rel_error_by_step: [0.1, null, 0.02] },
+    { ...base, stage: "q", params: { bits: 8 }, fallback: "count not a multiple of 2W", wrong: 0, rel_error: null },
+    { ...base, stage: "ig", op: "igather", overlap: { overall_us: 30, compute_us: 20, comm_us: 15, overlap_pct: 33.3 } },
+  ];
+  const [header, ...records] = parseCsv(formatCsv({ version: "1", job: "j", world_size: 2, backend: "shm", results: rows, average_bus_bandwidth: 2 }));
+  assert.deepEqual(header.slice(0, 18), ["stage", "op", "size", "count", "type", "redop", "root", "algorithm", "avg_us", "p50_us", "p95_us",
+    "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error"]);
+  assert.equal(new Set(header).size, header.length, "each column once");
+  const at = (r, column) => records[r][header.indexOf(column)];
+  assert.deepEqual([at(0, "params.bits"), at(1, "params.bits"), at(2, "params.bits")], ["4", "8", ""], "sweep points apart");
+  assert.equal(at(0, "params.note"), 'a "b", c');
+  assert.deepEqual([at(0, "fallback"), at(1, "fallback")], ["", "count not a multiple of 2W"]);
+  assert.equal(at(1, "wrong"), "0");
+  assert.equal(at(0, "per_rank_avg_us"), "9.5;10.5");
+  assert.deepEqual([at(0, "slowest_rank"), at(0, "straggler_us")], ["1", "1"]);
+  assert.equal(at(0, "rel_error_by_step"), "0.1;;0.02");
+  assert.equal(at(2, "overlap.overlap_pct"), "33.3");
+  // Every scalar leaf of every row has a column holding it.
+  for (const [r, row] of rows.entries()) {
+    for (const [key, v] of Object.entries(row)) {
+      if (v === null || typeof v !== "object") assert.equal(at(r, key), v === null ? "" : String(v), key);
+      else if (!Array.isArray(v)) for (const [k, x] of Object.entries(v)) assert.equal(at(r, key === "time" ? k : `${key}.${k}`), String(x), k);
+    }
   }
 });
 

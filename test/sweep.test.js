@@ -38,7 +38,7 @@ test("parameters that fit nothing are one-line errors naming the sweep entry", (
   assert.throws(() => validateGraph(job({ params: { algorithm: ["bogus"] } }), "s.json"), { message: 's.json: sweep.params.algorithm: "bogus" fits no stage\'s "algorithm"' });
   assert.throws(() => validateGraph(job({ params: { "nope.root": [1] } }), "s.json"), { message: 's.json: sweep.params["nope.root"]: no stage "nope" (stages: ar, g, b)' });
   assert.throws(() => validateGraph(job({ params: { "g.root": [-1] } }), "s.json"), /sweep\.params\["g\.root"\]: -1 does not fit stage "g"/);
-  assert.throws(() => parseJob(JSON.stringify({ name: "s", stages: [{ id: "b", op: "barrier" }], sweep: {} }), "s.json"), /s\.json: sweep: expected "count", "params" or both/);
+  assert.throws(() => parseJob(JSON.stringify({ name: "s", stages: [{ id: "b", op: "barrier" }], sweep: {} }), "s.json"), /s\.json: line 1 column \d+: sweep: expected "count", "params" or both/);
 });
 
 test("a parameter sweep runs one row per point with the parameters recorded, exact results", async () => {

@@ -67,6 +67,18 @@ test("tcp addresses: --iface by prefix, =exact, ^excluded or address; dialled in
   assert.throws(() => peerAddress(peer([]), 3, false, mine), { message: /rank 3 runs on another host that has no address but loopback/ });
 });
 
+test("tcp addresses: an IPv4-mapped IPv6 address (::ffff:a.b.c.d) is its IPv4 address", () => {
+  const mine = [{ address: "10.1.0.5", prefix: 16 }, { address: "fd00::2", prefix: 64 }];
+  const peer = (addresses) => ({ port: 1, bound: "::", addresses: addresses.map((a) => ({ address: a.split("/")[0], prefix: Number(a.split("/")[1]) })) });
+  assert.equal(peerAddress(peer(["198.51.100.7/24", "::ffff:10.1.3.9/112"]), 1, false, mine), "::ffff:10.1.3.9", "in our 10.1/16");
+  assert.equal(peerAddress(peer(["198.51.100.7/24", "::FFFF:10.2.3.9/112"]), 1, false, mine), "198.51.100.7", "outside it");
+  assert.equal(peerAddress(peer(["198.51.100.7/24", "::ffff:0a01:0309/112"]), 1, false, mine), "::ffff:0a01:0309", "in hex words");
+  // A mapped address of ours, its prefix over all 128 bits: 96 + 16.
+  const mapped = [{ address: "::ffff:10.1.0.5", prefix: 112 }];
+  assert.equal(peerAddress(peer(["198.51.100.7/24", "10.1.200.1/16"]), 1, false, mapped), "10.1.200.1");
+  assert.equal(peerAddress(peer(["198.51.100.7/24", "fd00::ffff:a01:1/64"]), 1, false, mine), "fd00::ffff:a01:1", "not mapped: plain IPv6");
+});
+
 test("topology: ranks grouped by host identity, names made unique, links counted", () => {
   const t = topologyOf([{ key: "a", name: "n" }, { key: "b", name: "n" }, { key: "a", name: "n" }, { key: "c", name: "m" }]);
   assert.deepEqual(t.hosts, [{ name: "n", ranks: [0, 2] }, { name: "n#2", ranks: [1] }, { name: "m", ranks: [3] }]);

@@ -40,7 +40,7 @@ function(spmd_cuda_kernels out)
   message(STATUS "spmd: CUDA kernels on (${SPMD_NVCC}: ${archs})")
 
   file(GLOB sources CONFIGURE_DEPENDS ${src}/kernels/cuda/*.cu)
-  set(headers ${src}/kernels/cuda/common.cuh ${src}/kernels/cuda/kernel_args.h ${src}/kernels/half_bits.h)
+  set(headers ${src}/kernels/cuda/common.cuh ${src}/kernels/cuda/kernel_args.h ${src}/base/half_bits.h)
   set(fatbins "")
   foreach(cu IN LISTS sources)
     get_filename_component(stem ${cu} NAME_WE)

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
-#include "core/error.h"
-#include "core/partition.h"
+#include "base/error.h"
+#include "base/partition.h"
 #include "kernels/cpu/reduce.h"
 #include "thread_transport_double.h"
 

@@ -1,11 +1,11 @@
-// The runner's element-by-element check (core/check.h) against outputs built here one element at a time
+// The runner's element-by-element check (runtime/check.h) against outputs built here one element at a time
 // from fillValue: a right output has 0 wrong and every element counted; one changed element, at the start,
 // across a block boundary or at the end, is found exactly once. Lengths span several of the check's blocks.
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "core/check.h"
+#include "runtime/check.h"
 #include "harness.h"
 
 namespace {

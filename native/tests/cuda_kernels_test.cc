@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backends/library/device.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace {

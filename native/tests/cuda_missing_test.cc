@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backends/library/cuda_kernels.h"
-#include "core/error.h"
+#include "base/error.h"
 
 using namespace spmd;
 

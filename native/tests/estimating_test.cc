@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "core/compressed_allreduce.h"
-#include "core/error.h"
-#include "core/quantized_allreduce.h"
-#include "core/transport_collectives.h"
+#include "estimating/compressed_allreduce.h"
+#include "base/error.h"
+#include "estimating/quantized_allreduce.h"
+#include "runtime/transport_collectives.h"
 #include "harness.h"
 
 namespace {

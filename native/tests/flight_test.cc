@@ -1,14 +1,14 @@
-// The flight recorder (core/flight_recorder.h) and the straggler text built from peers' positions
-// (core/stragglers.h): the ring keeps the last 64 ops in order, a posted op ending late neither loses its
+// The flight recorder (runtime/flight_recorder.h) and the straggler text built from peers' positions
+// (runtime/stragglers.h): the ring keeps the last 64 ops in order, a posted op ending late neither loses its
 // entry nor moves the published position back, and the culprits named are the silent ranks, else the
 // ones behind. Exits non-zero on a failure.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/flight_recorder.h"
-#include "core/stragglers.h"
+#include "base/error.h"
+#include "runtime/flight_recorder.h"
+#include "runtime/stragglers.h"
 
 namespace {
 

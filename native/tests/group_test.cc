@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/transport_collectives.h"
+#include "runtime/transport_collectives.h"
 #include "thread_transport_double.h"
 
 namespace {

@@ -11,9 +11,9 @@
 
 #include "backends/nccl/nccl_backend.h"
 #include "backends/nccl/nccl_library.h"
-#include "core/compressed_allreduce.h"
-#include "core/error.h"
-#include "core/quantized_allreduce.h"
+#include "estimating/compressed_allreduce.h"
+#include "base/error.h"
+#include "estimating/quantized_allreduce.h"
 
 using namespace spmd;
 

@@ -18,8 +18,8 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
 #include "backends/shm/shm_transport.h"
-#include "core/error.h"
-#include "core/partition.h"
+#include "base/error.h"
+#include "base/partition.h"
 #include "harness.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include "backends/shm/shm_transport.h"
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_transport.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "harness.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::testing {
 

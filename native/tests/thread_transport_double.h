@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::testing {
 

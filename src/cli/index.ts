@@ -1,5 +1,6 @@
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
+import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
 import { compareCommand } from "./commands/compare.js";
 import { infoCommand } from "./commands/info.js";
@@ -10,7 +11,7 @@ import { validateCommand } from "./commands/validate.js";
 /** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
 function fail(err: unknown): never {
   const e = err as { message?: string; exitCode?: number; code?: string };
-  const rank = process.env.RANK ?? process.env.OMPI_COMM_WORLD_RANK ?? process.env.PMI_RANK ?? process.env.SLURM_PROCID;
+  const rank = rankForMessages(process.env);
   const where = rank !== undefined ? `runner (rank ${rank})` : "runner";
   process.stderr.write(`${where}: ${(e.message ?? String(err)).split("\n")[0]}\n`);
   process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);

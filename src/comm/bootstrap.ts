@@ -1,7 +1,6 @@
 // How the ranks of a job meet before their communicator exists, and exchange the little they must agree
 // on (host names, the shm segment's name, the run directory): over the TCP store that rank 0 hosts, or
 // over MPI when an MPI launcher started the job. A rank alone needs neither.
-import type { Place } from "../env/place.js";
 
 export interface Bootstrap {
   readonly kind: "none" | "tcp" | "mpi";
@@ -29,12 +28,3 @@ export const alone: Bootstrap = {
   close: async () => {},
 };
 
-const MPI_LAUNCHERS: readonly Place["launcher"][] = ["openmpi", "pmix", "mpich", "mvapich"];
-// srun exports these only when it runs a PMI plugin (--mpi=pmix, pmi2), which MPI_Init needs to find the job.
-const PMI_VARIABLES = ["PMIX_RANK", "PMI_RANK", "PMI_FD"];
-
-/** Started by an MPI launcher (mpirun/mpiexec, or srun with PMI): MPI_Init will find the job's ranks. */
-export function launchedByMpi(place: Place, env: NodeJS.ProcessEnv): boolean {
-  if (MPI_LAUNCHERS.includes(place.launcher)) return true;
-  return place.launcher === "slurm" && PMI_VARIABLES.some((name) => (env[name] ?? "") !== "");
-}

@@ -2,13 +2,27 @@
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
+import type { z } from "zod";
+import type { dtypeSchema } from "../config/job.js";
 
-export type NativeDType = "float32" | "float64" | "int32" | "int64" | "float16" | "bfloat16";
-export type NativeOpKind =
-  | "allreduce" | "reduce_scatter" | "all_gather" | "gather" | "broadcast" | "reduce"
-  | "scatter" | "all_to_all" | "send_recv" | "barrier" | "compute";
+// The names native code accepts and raises, as the addon exports them in `enums` (test/contract.test.js
+// holds these lists equal to the addon's and to the job schema's).
+export type NativeDType = z.infer<typeof dtypeSchema>;
+export const NATIVE_OP_KINDS = [
+  "allreduce", "reduce_scatter", "all_gather", "gather", "broadcast", "reduce", "scatter", "all_to_all", "send_recv", "barrier", "compute",
+] as const;
+export type NativeOpKind = (typeof NATIVE_OP_KINDS)[number];
 /** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
-export type NativeAlgorithm = "auto" | "ring" | "tree" | "direct" | "dissemination" | "shared" | "mpi" | "nccl" | "hccl";
+export const NATIVE_ALGORITHMS = ["auto", "ring", "tree", "direct", "dissemination", "shared", "mpi", "nccl", "hccl"] as const;
+export type NativeAlgorithm = (typeof NATIVE_ALGORITHMS)[number];
+/** Errors from native code carry one of these codes. */
+export const NATIVE_ERROR_CODES = [
+  "ERR_SPMD_INVALID", "ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_SYSTEM", "ERR_SPMD_UNSUPPORTED", "ERR_SPMD_ABORTED",
+  /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
+  "ERR_SPMD_DESYNC",
+  "ERR_SPMD_NCCL", "ERR_SPMD_HCCL", "ERR_SPMD_DEVICE",
+] as const;
+export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];
 
 export interface NativeFill {
   kind: "normal" | "uniform" | "integers" | "constant" | "rank";
@@ -227,18 +241,13 @@ export interface NativeCommunicator {
   close(): void;
 }
 
-/** Errors from native code carry one of these codes. */
-export type NativeErrorCode =
-  | "ERR_SPMD_INVALID" | "ERR_SPMD_TIMEOUT" | "ERR_SPMD_PEER_GONE"
-  | "ERR_SPMD_SYSTEM" | "ERR_SPMD_UNSUPPORTED" | "ERR_SPMD_ABORTED" | "ERR_SPMD_NCCL" | "ERR_SPMD_HCCL" | "ERR_SPMD_DEVICE"
-  /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
-  | "ERR_SPMD_DESYNC";
-
 interface NativeModule {
   Communicator: new (options: ShmOptions | TcpOptions | MpiOptions | LibraryOptions) => NativeCommunicator;
   /** `peers`: how many connections may arrive at once (the listen backlog). */
   TcpEndpoint: new (options: { address: string; peers: number }) => NativeTcpEndpoint;
   backends: string[];
+  /** Every name native code's own tables hold. */
+  enums: { dtypes: string[]; ops: string[]; algorithms: string[]; errorCodes: string[] };
   /** ncclGetUniqueId / HcclGetRootInfo from `library` (throws ERR_SPMD_UNSUPPORTED when it does not load). */
   libraryId(backend: "nccl" | "hccl", library: string): Buffer;
   /** Loads `library` and reports on it; throws why it cannot. */

@@ -1,7 +1,8 @@
 import type { Backend } from "../config/run-config.js";
+import { launchedByMpi } from "../env/discover.js";
 import type { Place } from "../env/place.js";
 import { agree, AgreementError, type Fingerprint } from "./agreement.js";
-import { alone, launchedByMpi, type Bootstrap } from "./bootstrap.js";
+import { alone, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";

@@ -73,27 +73,38 @@ export function listenPlan(iface: string | undefined, interfaces: Interfaces = o
   return { bind: found[0]!.address, addresses: [found[0]!] };
 }
 
-/** An address as 4 or 16 bytes (any %scope dropped). */
+/**
+ * An address as 4 or 16 bytes (any %scope dropped). An IPv6 address may end in a dotted quad; an
+ * IPv4-mapped one (::ffff:a.b.c.d, what a dual-stack socket reports for an IPv4 peer) is that IPv4 address.
+ */
 function bytesOf(address: string): number[] {
   const a = address.split("%")[0]!;
   if (net.isIPv4(a)) return a.split(".").map(Number);
-  const [head, tail = ""] = a.includes("::") ? a.split("::") : [a, undefined];
+  const quad = /:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
+  const tail4 = quad ? quad[1]!.split(".").map(Number) : [];
+  const hex = quad ? a.slice(0, quad.index + 1) + "0:0" : a;
+  const [head, tail] = hex.includes("::") ? hex.split("::") : [hex, undefined];
   const groups = (s: string | undefined) => (s ? s.split(":") : []);
   let words = groups(head);
   if (tail !== undefined) {
     const back = groups(tail);
     words = [...words, ...Array<string>(8 - words.length - back.length).fill("0"), ...back];
   }
-  return words.flatMap((w) => {
+  const bytes = words.flatMap((w) => {
     const v = parseInt(w, 16);
     return [v >> 8, v & 0xff];
   });
+  if (quad) bytes.splice(12, 4, ...tail4);
+  const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  return mapped ? bytes.slice(12) : bytes;
 }
 
 function sameSubnet(a: string, b: Candidate): boolean {
   const x = bytesOf(a), y = bytesOf(b.address);
   if (x.length !== y.length) return false;
-  for (let bit = 0; bit < b.prefix; bit++) {
+  // A mapped address's prefix counts the 96 bits of ::ffff: before the IPv4 address.
+  const prefix = y.length === 4 && net.isIPv6(b.address.split("%")[0]!) ? b.prefix - 96 : b.prefix;
+  for (let bit = 0; bit < prefix; bit++) {
     const mask = 0x80 >> bit % 8;
     if ((x[bit >> 3]! & mask) !== (y[bit >> 3]! & mask)) return false;
   }

@@ -8,8 +8,10 @@ export class ConfigError extends Error {
     readonly file: string,
     readonly jsonPath: string,
     detail: string,
+    /** "line 3 column 9", where the file has it. */
+    readonly position?: string,
   ) {
-    super(jsonPath ? `${file}: ${jsonPath}: ${detail}` : `${file}: ${detail}`);
+    super([file, position, jsonPath, detail].filter(Boolean).join(": "));
     this.name = "ConfigError";
   }
 }
@@ -171,9 +173,13 @@ function innermost(issue: z.core.$ZodIssue): z.core.$ZodIssue {
 }
 
 /** The first problem of a failed parse as a ConfigError. */
-export function configErrorFromZod(file: string, error: z.ZodError): ConfigError {
+/** Where in the file the value at `path` is ("line 3 column 9"), or the key `unknownKey` inside it. */
+export type Locate = (path: readonly PropertyKey[], unknownKey?: string) => string | undefined;
+
+export function configErrorFromZod(file: string, error: z.ZodError, locate?: Locate): ConfigError {
   // A misspelt key is also reported as a missing one; the unknown key is the real cause.
   const first = error.issues.find((i) => i.code === "unrecognized_keys") ?? error.issues[0];
   const issue = innermost(first);
-  return new ConfigError(file, formatJsonPath(issue.path), issue.message);
+  const unknownKey = issue.code === "unrecognized_keys" ? issue.keys[0] : undefined;
+  return new ConfigError(file, formatJsonPath(issue.path), issue.message, locate?.(issue.path, unknownKey));
 }

@@ -1,152 +1,150 @@
 import { readFileSync } from "node:fs";
+import jsonc from "jsonc-parser";
 import type { z } from "zod";
 import { ConfigError, configErrorFromZod, issueMessage } from "./errors.js";
 import { jobSchema, type Job } from "./job.js";
 import { runConfigSchema, type RunConfig } from "./run-config.js";
 
-/** A syntax error found by JsonScanner: V8's own messages carry no position on some Node versions. */
-class JsonSyntaxError extends Error {
-  constructor(
-    readonly offset: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** Deeper than any job or configuration needs, and shallow enough for the scanner's recursion. */
+/** Deeper than any job or configuration needs, and shallow enough for the parser's recursion. */
 const MAX_NESTING = 256;
 
-/** Re-reads text that JSON.parse rejected, to say where and why in the user's terms. */
-class JsonScanner {
-  private pos = 0;
-  private depth = 0;
+/** The delimiters a container's items are separated and closed by, for messages. */
+interface Container {
+  close: "}" | "]";
+  what: string;
+}
 
-  constructor(private readonly text: string) {}
-
-  /** The first syntax error in the text, or undefined if it is valid JSON. */
-  firstError(): JsonSyntaxError | undefined {
-    try {
-      this.value();
-      this.skipSpace();
-      if (this.pos < this.text.length) this.fail(`unexpected ${this.token()} after the end of the document`);
-      return undefined;
-    } catch (error) {
-      if (error instanceof JsonSyntaxError) return error;
-      throw error;
-    }
-  }
-
-  private fail(message: string, offset = this.pos): never {
-    throw new JsonSyntaxError(offset, message);
-  }
-
-  /** The offending token as the user typed it: a word, one character, or the end. */
-  private token(): string {
-    if (this.pos >= this.text.length) return "end of file";
-    const word = /^[A-Za-z0-9_.+-]+/.exec(this.text.slice(this.pos, this.pos + 40));
-    return JSON.stringify(word ? word[0] : this.text[this.pos]);
-  }
-
-  private skipSpace(): void {
-    while (/[ \t\n\r]/.test(this.text[this.pos] ?? "")) this.pos++;
-  }
-
-  private value(): void {
-    this.skipSpace();
-    const c = this.text[this.pos];
-    if (c === "{") return this.container("}", "a property value", () => this.property());
-    if (c === "[") return this.container("]", "an array element", () => this.value());
-    if (c === '"') return this.string();
-    if (c === "-" || (c >= "0" && c <= "9")) return this.number();
-    for (const literal of ["true", "false", "null"]) {
-      if (this.text.startsWith(literal, this.pos) && !/[A-Za-z0-9_]/.test(this.text[this.pos + literal.length] ?? "")) {
-        this.pos += literal.length;
-        return;
+/** The first syntax error in `text` as the user would put it, and where it is; undefined for valid JSON. */
+function firstSyntaxError(text: string): { offset: number; message: string } | undefined {
+  const open: Container[] = [];
+  let rootEnd = -1, found: { offset: number; message: string } | undefined;
+  const token = (offset: number): string => {
+    if (offset >= text.length) return "end of file";
+    const word = /^[A-Za-z0-9_.+-]+/.exec(text.slice(offset, offset + 40));
+    return JSON.stringify(word ? word[0] : text[offset]);
+  };
+  // An expected name or value where the container closes: the comma before it is the mistake.
+  const trailingComma = (offset: number): { offset: number; message: string } | undefined => {
+    const before = text.slice(0, offset).trimEnd();
+    const close = text[offset];
+    return before.endsWith(",") && (close === "}" || close === "]")
+      ? { offset: before.length - 1, message: `trailing comma before "${close}"` }
+      : undefined;
+  };
+  const describe = (code: jsonc.ParseErrorCode, offset: number, length: number): { offset: number; message: string } => {
+    const got = token(offset);
+    const inside = open.at(-1);
+    switch (code) {
+      case jsonc.ParseErrorCode.InvalidSymbol:
+      case jsonc.ParseErrorCode.EndOfFileExpected:
+        return { offset, message: rootEnd >= 0 && open.length === 0 ? `unexpected ${got} after the end of the document` : `unexpected ${got}, expected a value` };
+      case jsonc.ParseErrorCode.PropertyNameExpected:
+        return trailingComma(offset) ?? { offset, message: `expected a double-quoted property name, got ${got}` };
+      case jsonc.ParseErrorCode.ValueExpected:
+        return trailingComma(offset) ?? { offset, message: `unexpected ${got}, expected a value` };
+      case jsonc.ParseErrorCode.ColonExpected:
+        return { offset, message: `expected ":" after a property name, got ${got}` };
+      case jsonc.ParseErrorCode.CommaExpected:
+      case jsonc.ParseErrorCode.CloseBraceExpected:
+      case jsonc.ParseErrorCode.CloseBracketExpected:
+        return { offset, message: inside ? `expected "," or "${inside.close}" after ${inside.what}, got ${got}` : `unexpected ${got}` };
+      case jsonc.ParseErrorCode.InvalidNumberFormat:
+      case jsonc.ParseErrorCode.UnexpectedEndOfNumber:
+        return { offset, message: `invalid number ${got}` };
+      case jsonc.ParseErrorCode.UnexpectedEndOfString: {
+        const lineBreak = text.slice(offset, offset + length + 1).search(/[\r\n]/);
+        return lineBreak >= 0 ? { offset: offset + lineBreak, message: "line break inside a string" } : { offset, message: "unterminated string" };
       }
+      case jsonc.ParseErrorCode.InvalidCharacter:
+        return { offset, message: "control character inside a string" };
+      case jsonc.ParseErrorCode.InvalidUnicode:
+      case jsonc.ParseErrorCode.InvalidEscapeCharacter:
+        return { offset, message: "invalid escape sequence in a string" };
+      default:
+        return { offset, message: `comments are not allowed in JSON` };
     }
-    this.fail(`unexpected ${this.token()}, expected a value`);
+  };
+  const enter = (container: Container, offset: number): void => {
+    open.push(container);
+    if (open.length > MAX_NESTING) found ??= { offset, message: `nested deeper than ${MAX_NESTING} levels` };
+  };
+  try {
+    visitJson(text, enter, open, (end) => (rootEnd = end), (error) => (found ??= describe(error.code, error.offset, error.length)));
+  } catch (error) {
+    // The parser recurses per level: a document nested far deeper than MAX_NESTING ends its stack.
+    if (!(error instanceof RangeError) || !found) throw error;
   }
+  return found;
+}
 
-  private container(close: string, what: string, item: () => void): void {
-    if (++this.depth > MAX_NESTING) this.fail(`nested deeper than ${MAX_NESTING} levels`);
-    this.pos++;
-    this.skipSpace();
-    if (this.text[this.pos] === close) {
-      this.pos++;
-      this.depth--;
-      return;
-    }
-    for (;;) {
-      item();
-      this.skipSpace();
-      if (this.text[this.pos] === close) {
-        this.pos++;
-        this.depth--;
-        return;
-      }
-      if (this.text[this.pos] !== ",") this.fail(`expected "," or "${close}" after ${what}, got ${this.token()}`);
-      const comma = this.pos++;
-      this.skipSpace();
-      if (this.text[this.pos] === close) this.fail(`trailing comma before "${close}"`, comma);
-    }
-  }
-
-  private property(): void {
-    this.skipSpace();
-    if (this.text[this.pos] !== '"') this.fail(`expected a double-quoted property name, got ${this.token()}`);
-    this.string();
-    this.skipSpace();
-    if (this.text[this.pos] !== ":") this.fail(`expected ":" after a property name, got ${this.token()}`);
-    this.pos++;
-    this.value();
-  }
-
-  private string(): void {
-    const start = this.pos++;
-    while (this.pos < this.text.length) {
-      const c = this.text[this.pos];
-      if (c === '"') {
-        this.pos++;
-        return;
-      }
-      if (c < " ") this.fail(c === "\n" ? "line break inside a string" : "control character inside a string");
-      if (c === "\\" && !/^\\(["\\/bfnrt]|u[0-9A-Fa-f]{4})/.test(this.text.slice(this.pos, this.pos + 6))) {
-        this.fail("invalid escape sequence in a string");
-      }
-      this.pos += c === "\\" ? 2 : 1;
-    }
-    this.fail("unterminated string", start);
-  }
-
-  private number(): void {
-    const match = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/.exec(this.text.slice(this.pos));
-    if (!match || /[A-Za-z0-9.]/.test(this.text[this.pos + match[0].length] ?? "")) this.fail(`invalid number ${this.token()}`);
-    this.pos += match[0].length;
-  }
+function visitJson(
+  text: string,
+  enter: (container: Container, offset: number) => void,
+  open: Container[],
+  atRootEnd: (end: number) => void,
+  onError: (error: { code: jsonc.ParseErrorCode; offset: number; length: number }) => void,
+): void {
+  const leave = (offset: number, length: number): void => {
+    open.pop();
+    if (open.length === 0) atRootEnd(offset + length);
+  };
+  jsonc.visit(text, {
+    onObjectBegin: (offset) => enter({ close: "}", what: "a property value" }, offset),
+    onArrayBegin: (offset) => enter({ close: "]", what: "an array element" }, offset),
+    onObjectEnd: leave,
+    onArrayEnd: leave,
+    onLiteralValue: (_, offset, length) => void (open.length === 0 && atRootEnd(offset + length)),
+    onError: (code, offset, length) => onError({ code, offset, length }),
+  }, { disallowComments: true, allowTrailingComma: false });
 }
 
 function lineColumn(text: string, offset: number): string {
   const before = text.slice(0, offset).split("\n");
-  return `line ${before.length} column ${before[before.length - 1].length + 1}`;
+  return `line ${before.length} column ${before[before.length - 1]!.length + 1}`;
 }
 
-function parseJsonText(text: string, file: string): unknown {
-  // Editors on Windows may save a byte-order mark, which JSON.parse rejects.
-  const body = text.startsWith("\uFEFF") ? text.slice(1) : text;
+/** Editors on Windows may save a byte-order mark, which JSON.parse rejects. */
+function withoutBom(text: string): string {
+  return text.startsWith("\uFEFF") ? text.slice(1) : text;
+}
+
+function parseJsonText(body: string, file: string): unknown {
   try {
     return JSON.parse(body);
   } catch (error) {
-    // Should the scanner ever accept what V8 rejected, V8's message is still better than none.
-    const found = new JsonScanner(body).firstError();
+    // Should the parser ever accept what V8 rejected, V8's message is still better than none.
+    const found = firstSyntaxError(body);
     const where = found ? `${lineColumn(body, found.offset)}: ` : "";
-    throw new ConfigError(file, "", `${where}invalid JSON: ${(found ?? (error as Error)).message}`);
+    throw new ConfigError(file, "", `${where}invalid JSON: ${found?.message ?? (error as Error).message}`);
   }
 }
 
+/**
+ * Where the value at `path` starts in the text, or the key of `unknownKey` inside it, or, for a value that
+ * is missing, the object that should hold it.
+ */
+function positionOf(body: string, path: readonly PropertyKey[], unknownKey: string | undefined): string | undefined {
+  let root: jsonc.Node | undefined;
+  try {
+    root = jsonc.parseTree(body, [], { disallowComments: true });
+  } catch {
+    return undefined;  // nested too deep for the parser's recursion: the message still names the path
+  }
+  if (!root) return undefined;
+  const segments = path.filter((k): k is string | number => typeof k === "string" || typeof k === "number");
+  for (let n = segments.length; n >= 0; n--) {
+    const node = jsonc.findNodeAtLocation(root, segments.slice(0, n));
+    if (!node) continue;
+    const key = n === segments.length && unknownKey !== undefined ? jsonc.findNodeAtLocation(node, [unknownKey])?.parent : undefined;
+    return lineColumn(body, (key ?? node).offset);
+  }
+  return undefined;
+}
+
 function parseWith<S extends z.ZodType>(schema: S, text: string, file: string): z.output<S> {
-  const result = schema.safeParse(parseJsonText(text, file), { error: issueMessage });
-  if (!result.success) throw configErrorFromZod(file, result.error);
+  const body = withoutBom(text);
+  const result = schema.safeParse(parseJsonText(body, file), { error: issueMessage });
+  if (!result.success) throw configErrorFromZod(file, result.error, (path, unknownKey) => positionOf(body, path, unknownKey));
   return result.data;
 }
 

@@ -270,3 +270,23 @@ export function discoverPlace(env: Env): Place {
   if (firstIncomplete) throw firstIncomplete;
   return { rank: 0, size: 1, localRank: 0, localSize: 1, nodeRank: 0, launcher: "none" };
 }
+
+/** This process's rank for messages: the launcher's, or undefined without a launcher or with an environment that says nothing consistent. */
+export function rankForMessages(env: Env): number | undefined {
+  try {
+    const place = discoverPlace(env);
+    return place.launcher === "none" ? undefined : place.rank;
+  } catch {
+    return undefined;
+  }
+}
+
+const MPI_LAUNCHERS: readonly Place["launcher"][] = ["openmpi", "pmix", "mpich", "mvapich"];
+// srun exports these only when it runs a PMI plugin (--mpi=pmix, pmi2), which MPI_Init needs to find the job.
+const PMI_VARIABLES = ["PMIX_RANK", "PMI_RANK", "PMI_FD"];
+
+/** Started by an MPI launcher (mpirun/mpiexec, or srun with PMI): MPI_Init will find the job's ranks. */
+export function launchedByMpi(place: Place, env: Env): boolean {
+  if (MPI_LAUNCHERS.includes(place.launcher)) return true;
+  return place.launcher === "slurm" && PMI_VARIABLES.some((name) => (env[name] ?? "") !== "");
+}

@@ -5,7 +5,7 @@ import type { Job } from "../config/job.js";
 import { aggregate } from "../metrics/aggregate.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
-import type { ResultRow } from "../report/result.js";
+import type { ResultRow } from "../results.js";
 import { plan, type Plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 

@@ -1,6 +1,6 @@
 import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
 import type { Plan } from "../graph/plan.js";
-import type { ResultRow } from "../report/result.js";
+import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
 import { overlapPercent } from "./overlap.js";

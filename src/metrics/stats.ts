@@ -1,10 +1,4 @@
-export interface TimeStats {
-  avg_us: number;
-  p50_us: number;
-  p95_us: number;
-  min_us: number;
-  max_us: number;
-}
+import type { TimeStats } from "../results.js";
 
 export function mean(values: ArrayLike<number>): number {
   let sum = 0;

@@ -2,20 +2,7 @@
 // threads included) against wall time. A rank that waits without burning its core shows CPU far below
 // wall, which is what lets 8 ranks share 2 cores.
 import type { NativeCommunicator } from "../comm/native.js";
-
-/** One row of results.json's "ranks". */
-export interface RankUsage {
-  rank: number;
-  cpu_user_s: number;
-  cpu_system_s: number;
-  wall_s: number;
-  /**
-   * The process's peak resident memory in KiB (getrusage's ru_maxrss) when the results were gathered, so
-   * after every sweep point: the job's tensors and buffers at its largest point plus the Node runtime
-   * (about 100 MiB for an idle rank on Linux x86-64, Node 20).
-   */
-  max_rss_kib: number;
-}
+import type { RankUsage } from "../results.js";
 
 type Usage = Omit<RankUsage, "rank">;
 

@@ -1,6 +1,6 @@
 import * as vega from "vega";
 import * as vl from "vega-lite";
-import type { ResultRow } from "./result.js";
+import type { ResultRow } from "../results.js";
 
 type Spec = vl.TopLevelSpec;
 

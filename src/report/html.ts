@@ -1,4 +1,4 @@
-import type { ResultDocument } from "./result.js";
+import type { ResultDocument } from "../results.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 

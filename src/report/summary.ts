@@ -1,5 +1,5 @@
 import { formatSize } from "../config/size.js";
-import type { ResultDocument, ResultRow } from "./result.js";
+import type { ResultDocument, ResultRow } from "../results.js";
 
 const ms = (us: number) => (us / 1e3).toFixed(3);
 

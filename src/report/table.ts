@@ -1,5 +1,5 @@
 import { describeHosts } from "../comm/topology.js";
-import type { ResultDocument, ResultRow } from "./result.js";
+import type { ResultDocument, ResultRow } from "../results.js";
 
 interface Column {
   title: string;

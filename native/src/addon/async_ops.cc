@@ -3,7 +3,7 @@
 #include <future>
 
 #include "addon/errors.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 
@@ -28,8 +28,9 @@ void AsyncOps::settle(Napi::Env env, Napi::Function, AsyncOps* self, Pending* ra
   }
 }
 
-Napi::Value AsyncOps::submit(Napi::Env env, OpQueue& queue, std::unique_ptr<Pending> p) {
+Napi::Value AsyncOps::submit(Napi::Env env, Napi::Object owner, OpQueue& queue, std::unique_ptr<Pending> p) {
   Napi::Promise promise = p->deferred.Promise();
+  p->owner = Napi::Persistent(owner);  // released with p, on this thread, once settled
   if (pending_++ == 0) tsfn_.Ref(env);
   Pending* raw = p.release();
   queue.submit([this, raw] {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/op_queue.h"
+#include "runtime/op_queue.h"
 
 namespace spmd::addon {
 
@@ -19,11 +19,15 @@ class AsyncOps {
     std::function<void()> work;                    // progress thread
     std::function<Napi::Value(Napi::Env)> settle;  // JS thread, after work succeeded
     std::string errorCode, errorMessage;
+    // The JS object whose native state `work` and `settle` use, pinned until settle ran: JS may drop its
+    // last reference while the op is in flight, and the collector must not free the state under it.
+    Napi::ObjectReference owner;
   };
 
   void start(Napi::Env env, const char* name);
-  // Queues p->work on `queue`; the returned Promise settles once it ran.
-  Napi::Value submit(Napi::Env env, OpQueue& queue, std::unique_ptr<Pending> p);
+  // Queues p->work on `queue`; the returned Promise settles once it ran. `owner` (the JS object that owns
+  // this AsyncOps) stays alive until then.
+  Napi::Value submit(Napi::Env env, Napi::Object owner, OpQueue& queue, std::unique_ptr<Pending> p);
   void stop();
   // Some submitted work has not settled yet (JS thread).
   bool busy() const { return pending_ > 0; }

@@ -2,13 +2,14 @@
 
 #include "addon/errors.h"
 #include "addon/library_wrap.h"
+#include "addon/options.h"
 #include "addon/program_from_js.h"
 #include "addon/tcp_wrap.h"
 #include "backends/shm/shm_backend.h"
 #include "backends/tcp/tcp_backend.h"
-#include "core/error.h"
-#include "core/executor.h"
-#include "core/flight_recorder.h"
+#include "base/error.h"
+#include "runtime/executor.h"
+#include "runtime/flight_recorder.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #include "backends/mpi/mpi_backend.h"
@@ -148,11 +149,10 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
 
 CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CommunicatorWrap>(info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsObject()) throwInvalid(env, "Communicator: expected an options object");
+  OptionReader options(info[0], "Communicator options.");
   Napi::Object o = info[0].As<Napi::Object>();
-  rank_ = o.Get("rank").ToNumber().Int32Value();
-  size_ = o.Get("size").ToNumber().Int32Value();
-  if (size_ < 1 || rank_ < 0 || rank_ >= size_) throwInvalid(env, "Communicator: need 0 <= rank < size");
+  size_ = int(options.integer("size", 1, 1 << 24));
+  rank_ = int(options.integer("rank", 0, size_ - 1));
   try {
     backend_ = startBackend(env, o, rank_, size_, queue_, tcp_);
   } catch (const CommError& e) {
@@ -179,7 +179,7 @@ void CommunicatorWrap::requireOpen(Napi::Env env) const {
 }
 
 Napi::Value CommunicatorWrap::submit(Napi::Env env, std::unique_ptr<Pending> p) {
-  return ops_.submit(env, *queue_, std::move(p));
+  return ops_.submit(env, Value(), *queue_, std::move(p));
 }
 
 Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "addon/async_ops.h"
-#include "core/backend.h"
-#include "core/op_queue.h"
+#include "runtime/backend.h"
+#include "runtime/op_queue.h"
 #include "backends/tcp/tcp_backend.h"
-#include "core/program.h"
+#include "runtime/program.h"
 
 namespace spmd::addon {
 

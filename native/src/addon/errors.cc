@@ -1,6 +1,6 @@
 #include "addon/errors.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 

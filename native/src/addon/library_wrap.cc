@@ -8,7 +8,7 @@
 #include "backends/hccl/hccl_backend.h"
 #include "backends/nccl/nccl_api.h"
 #include "backends/nccl/nccl_backend.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::addon {
 

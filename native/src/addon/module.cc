@@ -1,17 +1,40 @@
-// Module entry: the Communicator and TcpEndpoint classes, the vendor libraries' module functions, and what
-// this build contains (with MPI: the MpiBootstrap class and the MPI library's version text; the CUDA
-// kernels it embeds).
+// Module entry: the Communicator and TcpEndpoint classes, the vendor libraries' module functions, what this
+// build contains (with MPI: the MpiBootstrap class and the MPI library's version text; the CUDA kernels it
+// embeds), and the names native code accepts and raises (`enums`), which a test holds equal to the TS side's.
 #include <napi.h>
+
+#include <iterator>
+#include <string_view>
+#include <vector>
 
 #include "addon/communicator_wrap.h"
 #include "addon/library_wrap.h"
 #include "addon/tcp_wrap.h"
 #include "backends/library/cuda_kernels.h"
+#include "base/collectives.h"
+#include "base/error.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #endif
 
 namespace {
+
+Napi::Array strings(Napi::Env env, const std::vector<std::string_view>& names) {
+  Napi::Array a = Napi::Array::New(env, names.size());
+  for (size_t i = 0; i < names.size(); ++i) a.Set(uint32_t(i), Napi::String::New(env, names[i].data(), names[i].size()));
+  return a;
+}
+
+// { dtypes, ops, algorithms, errorCodes }: every name in native code's own tables.
+Napi::Object enums(Napi::Env env) {
+  const std::vector<std::string_view> codes(std::begin(spmd::code::kAll), std::end(spmd::code::kAll));
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("dtypes", strings(env, spmd::dtypeNames()));
+  o.Set("ops", strings(env, spmd::opKindNames()));
+  o.Set("algorithms", strings(env, spmd::algoNames()));
+  o.Set("errorCodes", strings(env, codes));
+  return o;
+}
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
@@ -40,6 +63,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
     cuda = o;
   }
   exports.Set("cudaKernels", cuda);
+  exports.Set("enums", enums(env));
   return exports;
 }
 

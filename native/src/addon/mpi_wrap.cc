@@ -1,7 +1,7 @@
 #include "addon/mpi_wrap.h"
 
 #include "addon/errors.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 namespace {
@@ -67,7 +67,7 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
     out.Set("lanes", rt->multiple() ? 2 : 1);
     return out;
   };
-  return ops_.submit(env, rt_->thread(), std::move(p));
+  return ops_.submit(env, Value(), rt_->thread(), std::move(p));
 }
 
 template <typename Work, typename Settle>
@@ -80,7 +80,7 @@ Napi::Value MpiBootstrapWrap::exchange(const Napi::CallbackInfo& info, double ti
     work(*slot, deadline);
   };
   p->settle = settle;
-  return ops_.submit(env, rt_->thread(), std::move(p));
+  return ops_.submit(env, Value(), rt_->thread(), std::move(p));
 }
 
 Napi::Value MpiBootstrapWrap::allGather(const Napi::CallbackInfo& info) {

@@ -1,71 +1,21 @@
 #include "addon/program_from_js.h"
 
-#include <cmath>
+#include <string_view>
+#include <vector>
 
-#include "addon/errors.h"
+#include "addon/options.h"
 
 namespace spmd::addon {
 namespace {
 
-class Reader {
- public:
-  Reader(Napi::Object obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+// "one of a, b, c": what a name field accepts, from the table that parses it.
+std::string oneOf(const std::vector<std::string_view>& names) {
+  std::string out = "one of";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : " ") + std::string(names[i]);
+  return out;
+}
 
-  double number(const char* key, double fallback) const {
-    Napi::Value v = obj_.Get(key);
-    if (v.IsUndefined()) return fallback;
-    if (!v.IsNumber()) fail(key, "a number");
-    return v.As<Napi::Number>().DoubleValue();
-  }
-  int64_t integer(const char* key, int64_t fallback, int64_t lo, int64_t hi) const {
-    double d = number(key, double(fallback));
-    if (d != std::floor(d) || d < double(lo) || d > double(hi)) fail(key, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return int64_t(d);
-  }
-  bool boolean(const char* key) const {
-    Napi::Value v = obj_.Get(key);
-    if (v.IsUndefined()) return false;
-    if (!v.IsBoolean()) fail(key, "a boolean");
-    return v.As<Napi::Boolean>().Value();
-  }
-  std::string string(const char* key, const char* fallback = nullptr) const {
-    Napi::Value v = obj_.Get(key);
-    if (fallback && v.IsUndefined()) return fallback;
-    if (!v.IsString()) fail(key, "a string");
-    return v.As<Napi::String>().Utf8Value();
-  }
-  Napi::Array array(const char* key) const {
-    Napi::Value v = obj_.Get(key);
-    if (v.IsUndefined()) return Napi::Array::New(obj_.Env());
-    if (!v.IsArray()) fail(key, "an array");
-    return v.As<Napi::Array>();
-  }
-  Napi::Object object(const char* key) const {
-    Napi::Value v = obj_.Get(key);
-    if (!v.IsObject()) fail(key, "an object");
-    return v.As<Napi::Object>();
-  }
-  std::vector<int> indices(const char* key, size_t limit) const {
-    Napi::Array a = array(key);
-    std::vector<int> out;
-    for (uint32_t i = 0; i < a.Length(); ++i) {
-      Napi::Value v = a.Get(i);
-      if (!v.IsNumber() || v.As<Napi::Number>().DoubleValue() < 0 || v.As<Napi::Number>().DoubleValue() >= double(limit))
-        fail(key, "indices below " + std::to_string(limit));
-      out.push_back(v.As<Napi::Number>().Int32Value());
-    }
-    return out;
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& expected) const {
-    throwInvalid(obj_.Env(), "program." + where_ + key + ": expected " + expected);
-  }
-
- private:
-  Napi::Object obj_;
-  std::string where_;
-};
-
-kernels::Fill fillFromJs(const Reader& r) {
+kernels::Fill fillFromJs(const OptionReader& r) {
   kernels::Fill f;
   std::string kind = r.string("kind");
   using K = kernels::Fill::Kind;
@@ -75,14 +25,14 @@ kernels::Fill fillFromJs(const Reader& r) {
   else if (kind == "constant") f.kind = K::Constant;
   else if (kind == "rank") f.kind = K::Rank;
   else r.fail("kind", "normal, uniform, integers, constant or rank");
-  f.seed = uint64_t(r.integer("seed", 0, 0, int64_t(1) << 53));
-  f.a = r.number("a", 0);
-  f.b = r.number("b", 0);
+  f.seed = uint64_t(r.integer("seed", 0, int64_t(1) << 53));
+  f.a = r.number("a");
+  f.b = r.number("b");
   return f;
 }
 
 // Range checks only; whether the tensor's count suits the layout is makeQuantizedAllreduce's to say.
-QuantizedSpec quantizedFromJs(const Reader& r, int W) {
+QuantizedSpec quantizedFromJs(const OptionReader& r, int W) {
   QuantizedSpec q;
   q.bits = int(r.integer("bits", 8, 4, 8));
   q.gatherBits = int(r.integer("gatherBits", q.bits, 4, 8));
@@ -91,7 +41,7 @@ QuantizedSpec quantizedFromJs(const Reader& r, int W) {
   if (q.groupSize % 2 != 0) r.fail("groupSize", "an even number");
   q.localSize = int(r.integer("localSize", 1, 1, W));
   if (W % q.localSize != 0) r.fail("localSize", "a divisor of the world size " + std::to_string(W));
-  q.errorFeedback = r.boolean("errorFeedback");
+  q.errorFeedback = r.boolean("errorFeedback", false);
   q.beta = float(r.number("beta", 1));
   if (!(q.beta >= 0 && q.beta <= 1)) r.fail("beta", "a number in [0, 1]");
   return q;
@@ -100,36 +50,32 @@ QuantizedSpec quantizedFromJs(const Reader& r, int W) {
 }  // namespace
 
 Program programFromJs(const Napi::Object& obj, int W) {
-  Reader top(obj, "");
+  OptionReader top(obj, "program.");
   Program p;
-  p.warmup = int(top.integer("warmup", 0, 0, 1 << 30));
-  p.iterations = int(top.integer("iterations", 1, 0, 1 << 30));
+  p.warmup = int(top.integer("warmup", 0, 1 << 30));
+  p.iterations = int(top.integer("iterations", 0, 1 << 30));
   p.check = top.boolean("check");
-  p.timeoutSec = top.number("timeoutSec", 300);
+  p.timeoutSec = top.number("timeoutSec");
   Napi::Array tensors = top.array("tensors");
   for (uint32_t i = 0; i < tensors.Length(); ++i) {
-    std::string where = "tensors[" + std::to_string(i) + "].";
-    if (!tensors.Get(i).IsObject()) top.fail(where, "an object");
-    Reader r(tensors.Get(i).As<Napi::Object>(), where);
+    OptionReader r = top.element(tensors, "tensors", i);
     TensorSpec t;
     t.name = r.string("name");
-    if (!parseDType(r.string("dtype"), t.dtype)) r.fail("dtype", "a dtype name");
-    t.count = size_t(r.integer("count", 0, 0, int64_t(1) << 40));
-    t.fill = fillFromJs(Reader(r.object("fill"), where + "fill."));
+    if (!parseDType(r.string("dtype"), t.dtype)) r.fail("dtype", oneOf(dtypeNames()));
+    t.count = size_t(r.integer("count", 0, int64_t(1) << 40));
+    t.fill = fillFromJs(r.object("fill"));
     p.tensors.push_back(std::move(t));
   }
   Napi::Array ops = top.array("ops");
   for (uint32_t i = 0; i < ops.Length(); ++i) {
-    std::string where = "ops[" + std::to_string(i) + "].";
-    if (!ops.Get(i).IsObject()) top.fail(where, "an object");
-    Reader r(ops.Get(i).As<Napi::Object>(), where);
+    OptionReader r = top.element(ops, "ops", i);
     OpSpec s;
     s.stage = r.string("stage");
-    if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", "an op name");
+    if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", oneOf(opKindNames()));
     s.inputs = r.indices("inputs", p.tensors.size());
     bool needsInput = s.kind != OpKind::Barrier && s.kind != OpKind::Compute;
     if (needsInput && s.inputs.empty()) r.fail("inputs", "at least one tensor");
-    s.coalesced = r.boolean("coalesced");
+    s.coalesced = r.boolean("coalesced", false);
     if (!s.coalesced && s.inputs.size() > 1) r.fail("inputs", "one tensor unless coalesced");
     for (int t : s.inputs) {
       if (p.tensors[size_t(t)].dtype != p.tensors[size_t(s.inputs[0])].dtype) r.fail("inputs", "tensors of one dtype");
@@ -139,7 +85,7 @@ Program programFromJs(const Napi::Object& obj, int W) {
     else if (redop == "max") s.reduction.op = RedOp::Max;
     else if (redop == "min") s.reduction.op = RedOp::Min;
     else r.fail("op", "sum, max or min");
-    s.reduction.mean = r.boolean("mean");
+    s.reduction.mean = r.boolean("mean", false);
     std::string compression = r.string("compression", "none");
     if (compression == "onebit") s.compression = Compression::OneBit;
     else if (compression == "quantized") s.compression = Compression::Quantized;
@@ -152,11 +98,11 @@ Program programFromJs(const Napi::Object& obj, int W) {
     if (s.compression == Compression::Quantized) s.quantized = quantizedFromJs(r, W);
     s.root = int(r.integer("root", 0, 0, W - 1));
     std::string algo = r.string("algorithm", "auto");
-    if (!parseAlgo(algo, s.algo)) r.fail("algorithm", "auto, ring, tree, direct or dissemination");
+    if (!parseAlgo(algo, s.algo)) r.fail("algorithm", oneOf(algoNames()));
     s.shift = int(r.integer("shift", 1, -(1 << 30), 1 << 30));
     s.computeUs = r.number("computeUs", 0);
-    s.nonblocking = r.boolean("nonblocking");
-    s.waitFor = r.indices("waitFor", i);
+    s.nonblocking = r.boolean("nonblocking", false);
+    if (r.has("waitFor")) s.waitFor = r.indices("waitFor", i);
     for (int w : s.waitFor) if (!p.ops[size_t(w)].nonblocking) r.fail("waitFor", "indices of nonblocking ops");
     s.timeoutSec = r.number("timeoutSec", p.timeoutSec);
     p.ops.push_back(std::move(s));

@@ -2,7 +2,7 @@
 #pragma once
 #include <napi.h>
 
-#include "core/program.h"
+#include "runtime/program.h"
 
 namespace spmd::addon {
 

@@ -1,7 +1,7 @@
 #include "addon/tcp_wrap.h"
 
 #include "addon/errors.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::addon {
 namespace {

@@ -1,7 +1,7 @@
 #include "algorithms/buffers.h"
 #include "algorithms/collectives.h"
 #include "algorithms/peer_batch.h"
-#include "core/partition.h"
+#include "base/partition.h"
 
 namespace spmd::algo {
 

@@ -3,7 +3,7 @@
 #include "algorithms/buffers.h"
 #include "algorithms/collectives.h"
 #include "algorithms/phases.h"
-#include "core/partition.h"
+#include "base/partition.h"
 
 namespace spmd::algo {
 

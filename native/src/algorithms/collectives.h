@@ -3,16 +3,16 @@
 //
 // Conventions shared by every function here:
 //  - Reductions see only F32, F64, I32 and I64 (the communicator widens float16/bfloat16 to float32 and
-//    applies "mean" as sum followed by a division; see core/communicator).
+//    applies "mean" as sum followed by a division: algorithms/typed_ops.h).
 //  - Block-wise collectives split `count` elements with Partition{count, W}; rank r owns block r.
 //  - `in` and `out` may alias where noted; otherwise they must not overlap.
 //  - Scratch comes from `ws`; nothing allocates once the workspace is large enough.
 #pragma once
 #include <cstddef>
 
-#include "core/dtype.h"
-#include "core/transport.h"
-#include "core/workspace.h"
+#include "base/dtype.h"
+#include "base/transport.h"
+#include "base/workspace.h"
 
 namespace spmd::algo {
 

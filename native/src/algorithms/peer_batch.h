@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::algo::detail {
 

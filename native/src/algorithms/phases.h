@@ -4,9 +4,9 @@
 #pragma once
 #include <cstddef>
 
-#include "core/dtype.h"
-#include "core/partition.h"
-#include "core/transport.h"
+#include "base/dtype.h"
+#include "base/partition.h"
+#include "base/transport.h"
 
 namespace spmd::algo::detail {
 

@@ -3,7 +3,7 @@
 #include "algorithms/peer_batch.h"
 #include "algorithms/phases.h"
 #include "algorithms/ranks.h"
-#include "core/partition.h"
+#include "base/partition.h"
 #include "kernels/cpu/reduce.h"
 
 namespace spmd::algo {

@@ -2,7 +2,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/peer_batch.h"
 #include "algorithms/tree.h"
-#include "core/partition.h"
+#include "base/partition.h"
 
 namespace spmd::algo {
 

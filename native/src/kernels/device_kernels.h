@@ -1,5 +1,5 @@
-// The kernels that the estimating ops (core/compressed_allreduce.h, core/quantized_allreduce.h) and the typed
-// reductions (core/typed_ops.h) run where a lane's tensors live (core/memory.h): the CPU kernels on host
+// The kernels that the estimating ops (estimating/compressed_allreduce.h, estimating/quantized_allreduce.h) and the typed
+// reductions (algorithms/typed_ops.h) run where a lane's tensors live (kernels/memory.h): the CPU kernels on host
 // memory and on the test doubles' host "device" memory (kernels/cpu/cpu_kernels.h), CUDA kernels on a GPU's
 // (kernels/cuda/cuda_kernels.h). The algorithms are written once over this interface.
 //
@@ -14,8 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "kernels/cpu/quant.h"
+#include "base/dtype.h"
+#include "kernels/quant_format.h"
 
 namespace spmd::kernels {
 

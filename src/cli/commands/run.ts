@@ -1,6 +1,6 @@
 // `runner run JOB.json` (also the default command): this process is one rank of the job.
 import type { Argv, CommandModule } from "yargs";
-import { runRank } from "../run-rank.js";
+import { runRank } from "../../run/rank.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
 export interface RunArgs extends RunOptionArgs {
@@ -20,7 +20,11 @@ export const runCommand: CommandModule<object, RunArgs> = {
         "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 node runner jobs/quickstart.json",
         "one rank of a torchrun-style start",
       ) as Argv<RunArgs>,
-  handler: async (args) => {
-    process.exitCode = await runRank(args);
+  handler: async (a) => {
+    process.exitCode = await runRank({
+      job: a.job, config: a.config, backend: a.backend, iface: a.iface, check: a.check, iterations: a.iterations, warmup: a.warmup,
+      timeout: a.timeout, out: a.out, json: a.json, dumpDir: a["dump-dir"], logLevel: a["log-level"], logAllRanks: a["log-all-ranks"],
+      quiet: a.quiet,
+    });
   },
 };

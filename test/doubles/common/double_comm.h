@@ -18,9 +18,9 @@
 
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
-#include "core/group_transport.h"
-#include "core/op_queue.h"
-#include "core/transport_collectives.h"
+#include "algorithms/group_transport.h"
+#include "runtime/op_queue.h"
+#include "runtime/transport_collectives.h"
 
 #define SPMD_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
 

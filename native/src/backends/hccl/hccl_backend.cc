@@ -2,7 +2,7 @@
 
 #include "backends/hccl/hccl_library.h"
 #include "backends/library/library_backend.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::hccl {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backends/hccl/hccl_types.h"
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::hccl {
 

@@ -1,6 +1,6 @@
 #include "backends/hccl/hccl_library.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::hccl {
 

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "core/flight_recorder.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd {
 namespace {

@@ -9,8 +9,8 @@
 #pragma once
 #include <vector>
 
-#include "core/lane_worker.h"
-#include "core/transport.h"
+#include "runtime/lane_worker.h"
+#include "base/transport.h"
 
 namespace spmd {
 

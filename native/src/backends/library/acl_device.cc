@@ -8,7 +8,7 @@
 
 #include "backends/library/device.h"
 #include "backends/library/dynlib.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::library {
 namespace {

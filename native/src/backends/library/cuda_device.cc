@@ -8,7 +8,7 @@
 
 #include "backends/library/cuda_kernels.h"
 #include "backends/library/device.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::library {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/library/cuda_driver.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/kernel_args.h"
 
 namespace spmd::library {

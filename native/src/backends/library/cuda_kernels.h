@@ -6,7 +6,7 @@
 #include <span>
 
 #include "backends/library/library.h"
-#include "core/memory.h"
+#include "kernels/memory.h"
 #include "kernels/cuda/fatbins.h"
 
 namespace spmd::library {

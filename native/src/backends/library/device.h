@@ -1,6 +1,6 @@
 // Where a vendor library's buffers live: a GPU's memory, its stream and the CUDA kernels (libcudart and
 // libcuda opened at run time), an NPU's memory and stream (libascendcl), or, with the host-memory test
-// doubles, host memory, the doubles' streams and the CPU kernels. It is the Memory (core/memory.h) in which
+// doubles, host memory, the doubles' streams and the CPU kernels. It is the Memory (kernels/memory.h) in which
 // the job's tensors stay for the whole run; the shared collectives see only this.
 #pragma once
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backends/library/library.h"
-#include "core/memory.h"
+#include "kernels/memory.h"
 
 namespace spmd::library {
 

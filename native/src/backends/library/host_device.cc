@@ -5,8 +5,8 @@
 
 #include "backends/library/device.h"
 #include "backends/library/dynlib.h"
-#include "core/error.h"
-#include "core/memory.h"
+#include "base/error.h"
+#include "kernels/memory.h"
 
 namespace spmd::library {
 namespace {

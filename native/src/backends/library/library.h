@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "core/collectives.h"
-#include "core/transport.h"
+#include "base/collectives.h"
+#include "base/transport.h"
 
 namespace spmd::library {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "backends/library/resident_collectives.h"
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::library {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/partition.h"
+#include "base/error.h"
+#include "base/partition.h"
 
 namespace spmd::library {
 

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "backends/library/library_transport.h"
-#include "core/transport_collectives.h"
+#include "runtime/transport_collectives.h"
 
 namespace spmd::library {
 

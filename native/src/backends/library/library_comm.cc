@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "backends/library/poll.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::library {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backends/library/library_comm.h"
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::library {
 

@@ -1,7 +1,7 @@
 #include "backends/library/resident_collectives.h"
 
 #include "algorithms/ranks.h"
-#include "core/partition.h"
+#include "base/partition.h"
 
 namespace spmd::library {
 

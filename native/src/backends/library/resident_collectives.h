@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/library/library_collectives.h"
-#include "core/workspace.h"
+#include "base/workspace.h"
 
 namespace spmd::library {
 

@@ -3,7 +3,7 @@
 #include <climits>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::mpi {
 

@@ -7,7 +7,7 @@
 
 #include "backends/mpi/mpi_collectives.h"
 #include "backends/mpi/runtime.h"
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::mpi {
 

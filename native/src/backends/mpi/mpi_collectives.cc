@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/partition.h"
+#include "base/partition.h"
 
 namespace spmd::mpi {
 namespace {

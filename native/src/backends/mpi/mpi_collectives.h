@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backends/mpi/mpi_transport.h"
-#include "core/transport_collectives.h"
+#include "runtime/transport_collectives.h"
 
 namespace spmd::mpi {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/flight_recorder.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::mpi {
 namespace {

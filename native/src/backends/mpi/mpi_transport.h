@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backends/mpi/waiter.h"
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::mpi {
 

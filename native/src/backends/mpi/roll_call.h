@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backends/mpi/comm.h"
-#include "core/stragglers.h"
+#include "runtime/stragglers.h"
 
 namespace spmd::mpi {
 

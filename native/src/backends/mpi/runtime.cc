@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "core/cores.h"
-#include "core/error.h"
+#include "base/cores.h"
+#include "base/error.h"
 
 namespace spmd::mpi {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backends/mpi/faults.h"
-#include "core/op_queue.h"
+#include "runtime/op_queue.h"
 
 namespace spmd::mpi {
 

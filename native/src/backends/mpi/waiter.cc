@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/error.h"
-#include "core/stragglers.h"
+#include "base/error.h"
+#include "runtime/stragglers.h"
 
 namespace spmd::mpi {
 namespace {

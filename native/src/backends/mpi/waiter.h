@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/mpi/faults.h"
-#include "core/flight_recorder.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::mpi {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backends/nccl/nccl_types.h"
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::nccl {
 

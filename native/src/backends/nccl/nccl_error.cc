@@ -1,6 +1,6 @@
 #include "backends/nccl/nccl_error.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::nccl {
 

@@ -1,7 +1,7 @@
 #include "backends/nccl/nccl_library.h"
 
 #include "backends/nccl/nccl_error.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::nccl {
 namespace {

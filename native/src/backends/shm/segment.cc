@@ -7,7 +7,7 @@
 
 #include <new>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::shm {
 namespace {

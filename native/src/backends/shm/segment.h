@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/flight_recorder.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::shm {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "algorithms/buffers.h"
-#include "core/cache.h"
-#include "core/partition.h"
+#include "base/cache.h"
+#include "base/partition.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/stream_copy.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/shm/arena.h"
-#include "core/transport_collectives.h"
+#include "runtime/transport_collectives.h"
 
 namespace spmd::shm {
 

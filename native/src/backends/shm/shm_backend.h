@@ -7,7 +7,7 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
 #include "backends/shm/shm_transport.h"
-#include "core/backend.h"
+#include "runtime/backend.h"
 
 namespace spmd::shm {
 

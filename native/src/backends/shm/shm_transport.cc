@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "backends/shm/futex.h"
-#include "core/cores.h"
-#include "core/error.h"
-#include "core/stragglers.h"
+#include "base/cores.h"
+#include "base/error.h"
+#include "runtime/stragglers.h"
 
 namespace spmd::shm {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/shm/segment.h"
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::shm {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <list>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::tcp {
 namespace {

@@ -1,6 +1,6 @@
 #include "backends/tcp/tcp_backend.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::tcp {
 

@@ -15,8 +15,8 @@
 #include "backends/tcp/abort_signal.h"
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_transport.h"
-#include "core/backend.h"
-#include "core/transport_collectives.h"
+#include "runtime/backend.h"
+#include "runtime/transport_collectives.h"
 
 namespace spmd::tcp {
 

@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <climits>
 
-#include "core/error.h"
-#include "core/flight_recorder.h"
+#include "base/error.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::tcp {
 namespace {

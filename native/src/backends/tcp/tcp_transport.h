@@ -11,7 +11,7 @@
 #include "backends/tcp/abort_signal.h"
 #include "backends/tcp/socket.h"
 #include "backends/tcp/wire.h"
-#include "core/transport.h"
+#include "base/transport.h"
 
 namespace spmd::tcp {
 

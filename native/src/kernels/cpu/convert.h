@@ -2,7 +2,7 @@
 #pragma once
 #include <cstddef>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace spmd::kernels {
 

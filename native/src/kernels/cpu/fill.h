@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace spmd::kernels {
 

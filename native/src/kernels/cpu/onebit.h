@@ -1,4 +1,4 @@
-// Kernels of the 1-bit compressed allreduce (core/compressed_allreduce.h), for T = float or double.
+// Kernels of the 1-bit compressed allreduce (estimating/compressed_allreduce.h), for T = float or double.
 //
 // Sign convention (DESIGN.md): sign(v) = +1 for v >= 0 (so 0 and -0 map to +1), else -1. A set bit means
 // +1. Element 8k+j lives in bit 7-j of byte k (most significant bit first, as numpy.packbits).

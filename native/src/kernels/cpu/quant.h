@@ -1,4 +1,4 @@
-// Kernels of the quantized allreduce (core/quantized_allreduce.h): symmetric per-group quantization to int8
+// Kernels of the quantized allreduce (estimating/quantized_allreduce.h): symmetric per-group quantization to int8
 // or int4 in float32 (DESIGN.md, quantized_allreduce step 1, after DeepSpeed's quantizer).
 //
 // A block of n values quantized in groups of g (the last group short when g does not divide n) is stored as
@@ -15,17 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/quant_format.h"
+
 namespace spmd::kernels {
-
-struct QuantFormat {
-  int bits = 8;           // 4 or 8
-  size_t groupSize = 2048;  // even
-
-  size_t groups(size_t n) const { return (n + groupSize - 1) / groupSize; }
-  size_t codeBytes(size_t n) const { return n * size_t(bits) / 8; }
-  // The stored size of n values: steps, then codes.
-  size_t bytes(size_t n) const { return 4 * groups(n) + codeBytes(n); }
-};
 
 // Quantizes x[0..n) into out (f.bytes(n) bytes). With `error` (n floats, or null for none) the values
 // quantized are x + beta·error, and error becomes what quantizing them lost (error feedback). Returns false

@@ -3,7 +3,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace spmd::kernels {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace spmd::kernels {
 

@@ -1,10 +1,10 @@
 // Element-wise conversions and the mean's division (kernels/device_kernels.h; the CPU's are
-// kernels/cpu/convert.h). Halves convert through kernels/half_bits.h, the code the CPU runs, so both give
+// kernels/cpu/convert.h). Halves convert through base/half_bits.h, the code the CPU runs, so both give
 // the same bits, NaNs included.
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/half_bits.h"
+#include "base/half_bits.h"
 
 namespace spmd::kernels::cuda {
 namespace {

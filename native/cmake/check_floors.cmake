@@ -1,0 +1,22 @@
+# Run by the build (spmd_floors.cmake): fails when a file under SRC/<floor> includes a floor listed after its
+# own in FLOORS (bottom to top), naming every such include. test/native-floors.test.js also checks this, and
+# that no two folders include each other.
+foreach(floor IN LISTS FLOORS)
+  list(FIND FLOORS ${floor} own)
+  file(GLOB_RECURSE files ${SRC}/${floor}/*.h ${SRC}/${floor}/*.cc ${SRC}/${floor}/*.cu ${SRC}/${floor}/*.cuh)
+  foreach(file IN LISTS files)
+    file(STRINGS ${file} lines REGEX "^[ \t]*#[ \t]*include[ \t]+\"[a-z_]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^[^\"]*\"([a-z_]+)/.*$" "\\1" target "${line}")
+      list(FIND FLOORS ${target} index)
+      if(index GREATER own)
+        file(RELATIVE_PATH rel ${SRC} ${file})
+        list(APPEND upward "${rel}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(upward)
+  list(JOIN upward "\n  " text)
+  message(FATAL_ERROR "native includes that point to a floor above their own:\n  ${text}")
+endif()

@@ -1,0 +1,46 @@
+// The one way the addon reads an options object from JS (a program, a communicator's options): field by
+// field, each checked for its type and range, so a missing or mistyped field is an ERR_SPMD_INVALID
+// TypeError that names it ("program.ops[2].root: ..."), never a silent default. A field that may be left
+// out says so where it is read, with the value that stands for it.
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd::addon {
+
+class OptionReader {
+ public:
+  // `where` prefixes every message: "program.", "Communicator options.".
+  OptionReader(Napi::Value v, std::string where);
+
+  bool has(const char* key) const { return !obj_.Get(key).IsUndefined(); }
+  double number(const char* key) const;
+  double number(const char* key, double absent) const;
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const;
+  int64_t integer(const char* key, int64_t absent, int64_t lo, int64_t hi) const;
+  bool boolean(const char* key) const;
+  bool boolean(const char* key, bool absent) const;
+  std::string string(const char* key) const;
+  std::string string(const char* key, const char* absent) const;
+  Napi::Array array(const char* key) const;
+  // The object at `key`, read with this reader's prefix + key + ".".
+  OptionReader object(const char* key) const;
+  // The object at index i of `array`, as "<key>[i].".
+  OptionReader element(const Napi::Array& array, const char* key, uint32_t i) const;
+  // Numbers in [0, limit).
+  std::vector<int> indices(const char* key, size_t limit) const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+  const std::string& where() const { return where_; }
+
+ private:
+  Napi::Value get(const char* key, const char* expected, bool (Napi::Value::*is)() const) const;
+
+  Napi::Object obj_;
+  std::string where_;
+};
+
+}  // namespace spmd::addon

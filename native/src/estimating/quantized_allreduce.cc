@@ -1,0 +1,145 @@
+#include "estimating/quantized_allreduce.h"
+
+#include <string>
+
+#include "base/error.h"
+
+namespace spmd {
+namespace {
+
+using kernels::QuantFormat;
+
+// The three quantizations whose values the op checks, each with its own flag in device memory.
+enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
+constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
+
+class HierarchicalQuantized final : public EstimatingOp {
+ public:
+  HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, bool full, bool mean)
+      : m_(m), k_(m.kernels()), rank_(world.rank()), W_(world.size()), L_(s.localSize), N_(W_ / L_), n_(n),
+        B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
+        format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
+        recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
+        intra_(world.split(rank_ / L_, rank_ % L_)), inter_(world.split(rank_ % L_, rank_ / L_)),
+        wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
+        wideOut_(floats(full && dt != DType::F32, n)), intraError_(errors(feedback_, n)),
+        interError_(errors(feedback_, size_t(N_) * B_)), gatherError_(errors(feedback_ && full, B_)),
+        send1_(m, size_t(W_) * recordBytes_), recv1_(m, send1_.bytes()), send2_(m, size_t(N_) * recordBytes_),
+        recv2_(m, send2_.bytes()), gatherSend_(m, gatherBytes_), gathered_(m, size_t(W_) * gatherBytes_),
+        nonFinite_(Buffer::zeros(m, kChecks * sizeof(uint32_t))) {}
+
+  void run(Collectives& world, const void* in, void* out) override {
+    const float* x = input(in);
+    uint8_t* send1 = send1_.as<uint8_t>();
+    // 1. Block j into slot j/L of record j%L.
+    for (int j = 0; j < W_; ++j) {
+      uint8_t* slot = send1 + (size_t(j % L_) * size_t(N_) + size_t(j / L_)) * recordBytes_;
+      k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
+    }
+    intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
+    // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
+    for (int a = 0; a < N_; ++a) {
+      const kernels::Strided copies{recv1_.as<uint8_t>() + size_t(a) * recordBytes_, size_t(N_) * recordBytes_, L_};
+      k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_), beta_, B_,
+                               send2_.as<uint8_t>() + size_t(a) * recordBytes_, flag(kNodeSums));
+    }
+    inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_, Algo::Auto);
+    // 3. Every node's sum of block r.
+    float* block = block_.get() ? block_.as<float>() : static_cast<float*>(out);
+    k_.dequantizeSum(format_, {recv2_.as<uint8_t>(), recordBytes_, N_}, B_, block);
+    if (mean_) k_.divideInPlace(DType::F32, block, B_, W_);
+    if (!full_) {
+      if (block != out) k_.fromF32(dt_, block, out, B_);
+      return;
+    }
+    // 4. Every rank's block to every rank.
+    k_.quantize(gatherFormat_, block, error(gatherError_, 0), beta_, B_, gatherSend_.as<uint8_t>(), flag(kReducedBlock));
+    world.allGather(gatherSend_.get(), gathered_.get(), gatherBytes_, Algo::Auto);
+    float* all = wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out);
+    for (int j = 0; j < W_; ++j) {
+      k_.dequantize(gatherFormat_, gathered_.as<uint8_t>() + size_t(j) * gatherBytes_, B_, all + size_t(j) * B_);
+    }
+    if (all != out) k_.fromF32(dt_, all, out, n_);
+  }
+
+  // Each step sends a record of N blocks to the L-1 other local ranks, one block to the N-1 other ranks of
+  // this local index, and (full output) this rank's block to the W-1 others.
+  size_t wireBytes() const override {
+    return size_t(L_ - 1) * size_t(N_) * recordBytes_ + size_t(N_ - 1) * recordBytes_ + size_t(W_ - 1) * gatherBytes_;
+  }
+
+  std::vector<NamedBuffer> state() const override {
+    std::vector<NamedBuffer> s;
+    if (!feedback_) return s;
+    s.push_back(fetch("intra_error", intraError_));
+    s.push_back(fetch("inter_error", interError_));
+    if (full_) s.push_back(fetch("gather_error", gatherError_));
+    return s;
+  }
+
+  // A NaN or infinity would be quantized to garbage and, with error feedback, stay in the errors; say so.
+  void verify() const override {
+    const int c = firstRaised(m_, nonFinite_, kChecks);
+    if (c < 0) return;
+    throw CommError(code::kInvalid, "quantized_allreduce: rank " + std::to_string(rank_) + " has NaN or infinite values in its " +
+                                        kChecked[c] + " (a non-finite input, or sums that overflow float32)");
+  }
+
+ private:
+  Buffer floats(bool wanted, size_t count) { return Buffer(m_, wanted ? count * sizeof(float) : 0); }
+  Buffer errors(bool wanted, size_t count) { return Buffer::zeros(m_, wanted ? count * sizeof(float) : 0); }
+
+  const float* input(const void* in) {
+    if (!wideIn_.get()) return static_cast<const float*>(in);
+    k_.toF32(dt_, in, wideIn_.as<float>(), n_);
+    return wideIn_.as<float>();
+  }
+
+  float* error(const Buffer& e, size_t offset) { return feedback_ ? e.as<float>() + offset : nullptr; }
+  uint32_t* flag(Check c) { return nonFinite_.as<uint32_t>() + c; }
+
+  NamedBuffer fetch(const char* name, const Buffer& b) const {
+    NamedBuffer out{name, DType::F32, std::vector<uint8_t>(b.bytes())};
+    m_.download(out.data.data(), b.get(), b.bytes());
+    return out;
+  }
+
+  Memory& m_;
+  kernels::DeviceKernels& k_;
+  const int rank_, W_, L_, N_;
+  const size_t n_, B_;
+  const DType dt_;
+  const bool full_, mean_, feedback_;
+  const float beta_;
+  const QuantFormat format_, gatherFormat_;
+  const size_t recordBytes_, gatherBytes_;  // one block quantized, for the all-to-alls and the all-gather
+  std::unique_ptr<Collectives> intra_, inter_;
+  Buffer wideIn_;   // the input in float32, unless it is float32
+  Buffer block_;    // block r of the result, unless it goes straight to the output
+  Buffer wideOut_;  // full output in float32, unless it is float32
+  Buffer intraError_, interError_, gatherError_;
+  Buffer send1_, recv1_, send2_, recv2_, gatherSend_, gathered_;
+  Buffer nonFinite_;  // one flag per Check
+};
+
+}  // namespace
+
+std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives& world, size_t count, DType dt,
+                                                     const QuantizedSpec& spec, bool full, bool mean) {
+  const int W = world.size();
+  auto invalid = [](const std::string& what) { return CommError(code::kInvalid, "quantized_allreduce: " + what); };
+  if (!isFloat(dt)) throw invalid("needs a floating-point tensor, got " + std::string(dtypeName(dt)));
+  if (spec.localSize < 1 || W % spec.localSize != 0) {
+    throw invalid("local size " + std::to_string(spec.localSize) + " does not divide the world size " + std::to_string(W));
+  }
+  for (int bits : {spec.bits, spec.gatherBits}) if (bits != 4 && bits != 8) throw invalid("bits must be 4 or 8");
+  if (spec.groupSize < 2 || spec.groupSize % 2 != 0) throw invalid("groupSize must be even");
+  const bool int4 = spec.bits == 4 || (full && spec.gatherBits == 4);
+  const size_t multiple = size_t(W) * (int4 ? 2 : 1);
+  if (count % multiple != 0) {
+    throw invalid("count " + std::to_string(count) + " is not a multiple of " + std::to_string(multiple));
+  }
+  return std::make_unique<HierarchicalQuantized>(memory, world, count, dt, spec, full, mean);
+}
+
+}  // namespace spmd

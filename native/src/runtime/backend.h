@@ -1,0 +1,28 @@
+// A started backend: its lanes of collectives and how it is torn down. The communicator owns one.
+#pragma once
+#include <string>
+
+#include "base/collectives.h"
+#include "kernels/memory.h"
+
+namespace spmd {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Collective, on the progress thread: joins the other ranks where that blocks until all arrive
+  // (ncclCommInitRank), so that it never blocks JavaScript. Backends that join when built do nothing.
+  virtual void connect() {}
+  // Lanes take host pointers. 0: ordered ops; 1: nonblocking ops.
+  virtual Collectives& lane(int i) = 0;
+  virtual int lanes() const = 0;
+  // Where the job's tensors live: host memory, or a library backend's device, where they stay for the run.
+  virtual Memory& memory() { return hostMemory(); }
+  // Lane 0 over pointers into memory(): lane(0) itself where that is host memory.
+  virtual Collectives& deviceLane() { return lane(0); }
+  // Drops whatever names other processes could still find (shm name); safe to call repeatedly.
+  virtual void release() {}
+};
+
+}  // namespace spmd

@@ -1,0 +1,41 @@
+// Runs a Program: warmup + iterations steps, each executing every op once in order, timing each op with
+// a monotonic clock. Nonblocking ops run on a second lane so they really overlap what follows them.
+// Tensors live in the backend's memory: filled on the host, placed there once before the first step, and
+// outputs brought back once after the last (each step's for an estimating op's error, untimed).
+#pragma once
+#include <atomic>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/program.h"
+
+namespace spmd {
+
+class Executor {
+ public:
+  Executor(Backend& backend, const Program& program);
+  std::vector<OpResult> run();
+  // The filled input tensors of the last run, in program order (for dumps).
+  std::vector<HostBytes> takeTensors() { return std::move(tensors_); }
+  // Steps finished so far are published here, for a progress display polling from another thread.
+  void publishProgress(std::atomic<int64_t>* steps) { progress_ = steps; }
+
+ private:
+  struct Prepared;
+  Prepared prepare(const OpSpec& spec);
+  void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
+  void packCoalesced(Prepared& p, int worldSize);
+  void placeTensors();
+  const void* tensor(int i) const;
+
+  Memory& memory_;
+  Collectives& lane0_;  // host pointers: setup, the step barrier, the flight record
+  Collectives& data0_;  // lane 0 over pointers into memory_
+  Collectives* lane1_;  // null without a second lane
+  const Program& program_;
+  std::vector<HostBytes> tensors_;  // as filled, on the host
+  std::vector<Buffer> placed_;                 // their copies in memory_, unless that is host memory
+  std::atomic<int64_t>* progress_ = nullptr;
+};
+
+}  // namespace spmd

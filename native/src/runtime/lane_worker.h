@@ -1,0 +1,36 @@
+// The second lane's ops, run in order on an OpQueue's thread so a nonblocking collective progresses while
+// the first lane runs the ops issued after it. Adds what the step loop needs on top of the queue: a ticket
+// per op to wait for, and the first error, after which the lane's later ops never run.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+
+#include "runtime/op_queue.h"
+
+namespace spmd {
+
+class LaneWorker {
+ public:
+  LaneWorker() = default;
+  ~LaneWorker();  // ops not yet started never run
+  LaneWorker(const LaneWorker&) = delete;
+  LaneWorker& operator=(const LaneWorker&) = delete;
+
+  // Returns a ticket for wait(). Tickets complete in posting order.
+  uint64_t post(std::function<void()> work);
+  // Blocks until the ticket's op has run; rethrows what it threw.
+  void wait(uint64_t ticket);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t posted_ = 0, finished_ = 0;
+  std::exception_ptr error_;
+  bool cancelled_ = false;
+  OpQueue queue_;  // last: joined first, while the fields its ops use still exist
+};
+
+}  // namespace spmd

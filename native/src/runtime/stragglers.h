@@ -1,0 +1,29 @@
+// Who holds up an op whose deadline passed: from what each peer last showed of itself (its published
+// position and sign of life on shm, its answer to a roll call on MPI), the ranks that never reached the
+// op or went silent in it. The text goes into the deadline's error, so every rank names the same culprit.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "runtime/flight_recorder.h"
+
+namespace spmd {
+
+struct PeerSighting {
+  int rank = 0;
+  bool answered = true;   // MPI: it answered the roll call (a rank stopped or busy outside communication does not)
+  uint64_t position = 0;  // Presence::position
+  double silentSec = -1;  // since its last sign of life on any lane; negative when unknown
+};
+
+// A peer silent this long while in the op is taken to be stopped, not waiting: waiting ranks show a sign
+// of life at least every sleep slice (50 ms on shm).
+inline constexpr double kSilentSec = 1.0;
+
+// "; holding up op #812 (stage ar, step 40): rank 2 silent for 4.1 s, inside it" naming the silent ranks
+// (no sign of life, or no answer), else the ranks that never reached op `seq`; "" when there are none. `mine` names other ops by this rank's own record
+// (every rank runs the same ops in the same order).
+std::string describeStragglers(std::span<const PeerSighting> peers, uint64_t seq, const FlightRecorder& mine);
+
+}  // namespace spmd

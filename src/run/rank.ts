@@ -1,0 +1,134 @@
+// One rank's run of a job, start to end: open (its place, from env/, and the communicator), execute (the job
+// graph, whose steps loop in native code), gather (CPU and memory use, to every rank) and write (rank 0's
+// reports). The CLI parses the command line and calls runRank.
+import os from "node:os";
+import path from "node:path";
+import type winston from "winston";
+import { transports, format } from "winston";
+import type { NativeErrorCode } from "../comm/native.js";
+import { openCommunicator, type OpenCommunicator } from "../comm/open.js";
+import type { Job } from "../config/job.js";
+import type { RunConfig } from "../config/run-config.js";
+import { discoverPlace } from "../env/discover.js";
+import type { Place } from "../env/place.js";
+import { execute } from "../graph/execute.js";
+import { validateBackend, validateGraph } from "../graph/validate.js";
+import { flightRecordText } from "../log/flight-record.js";
+import { closeLogger, createLogger } from "../log/logger.js";
+import { averageBusBandwidth } from "../metrics/bandwidth.js";
+import { gatherUsage, startUsage } from "../metrics/usage.js";
+import { rankProgress } from "../report/progress.js";
+import type { ResultDocument, ResultRow } from "../results.js";
+import { VERSION } from "../version.js";
+import { fingerprint, jobToken } from "./identity.js";
+import { resolveRun, type RunRequest } from "./request.js";
+import { createRunDir, writeResults } from "./write.js";
+
+/** Failures after which this rank's flight record says where the job stood. */
+const FAULT_CODES = new Set<string>(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"] satisfies NativeErrorCode[]);
+
+/** The communicator for `place`, once the backend it got is known to run every stage's algorithm. */
+async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promise<OpenCommunicator> {
+  const opened = await openCommunicator({
+    place,
+    backend: cfg.backend,
+    device: job.device,
+    token: jobToken(job, place.size),
+    fingerprint: fingerprint(job, cfg),
+    timeoutMs: cfg.connectTimeoutSec * 1000,
+    addr: cfg.rendezvous.addr,
+    port: cfg.rendezvous.port,
+    iface: cfg.tcp.iface,
+  });
+  try {
+    validateBackend(job, file, opened.comm.backend, place.size);
+  } catch (err) {
+    await opened.close(true);
+    throw err;
+  }
+  return opened;
+}
+
+/**
+ * Until the returned function is called, a signal (the launcher forwarding Ctrl-C, or SIGTERM after another
+ * rank failed) or an exit drops the communicator's names first: the shm segment must not leak even in the
+ * short window before every rank has attached and rank 0 unlinked it.
+ */
+function releaseOnExit(opened: OpenCommunicator, log: winston.Logger): () => void {
+  const release = () => opened.comm.release();
+  const onSignal = (signal: NodeJS.Signals) => {
+    release();
+    log.error(`stopped by ${signal}`);
+    process.exit(128 + os.constants.signals[signal]);
+  };
+  const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  process.once("exit", release);
+  signals.forEach((s) => process.on(s, onSignal));
+  return () => {
+    process.off("exit", release);
+    signals.forEach((s) => process.off(s, onSignal));
+  };
+}
+
+/** Rank 0 names the run directory; every rank learns it, for its log file. */
+async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cfg: RunConfig, log: winston.Logger): Promise<string> {
+  const runDir = await opened.bootstrap.broadcast("run/dir", place.rank === 0 ? createRunDir(cfg.output.dir, job.name) : undefined);
+  if (cfg.log.files && runDir) {
+    log.add(new transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: format.json() }));
+  }
+  return runDir!;
+}
+
+async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
+  const progress = rankProgress(place.rank, r.quiet ?? false);
+  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
+    // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
+    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm));
+    throw err;
+  });
+}
+
+/** Rank 0's part: the result document, written to the run directory, and the table on the console. */
+async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: string, r: RunRequest, log: winston.Logger): Promise<void> {
+  const table = await writeResults(doc, runDir, cfg.output, job.iterations);
+  if (!r.quiet) process.stdout.write(table);
+  const ranks = doc.ranks ?? [];
+  log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
+  log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
+}
+
+/** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
+export async function runRank(r: RunRequest): Promise<number> {
+  const { job, cfg } = resolveRun(r);
+  const place = discoverPlace(process.env);
+  validateGraph(job, r.job, place.size, place.localSize);
+  validateBackend(job, r.job, cfg.backend, place.size);
+  const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
+  log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
+  const opened = await open(job, r.job, cfg, place);
+  log.debug(opened.summary);
+  const restore = releaseOnExit(opened, log);
+  let failed = true;
+  try {
+    const runDir = await runDirectory(opened, place, job, cfg, log);
+    const usage = startUsage();
+    const rows = await executeJob(job, opened, place, r, log);
+    const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
+    if (place.rank === 0) {
+      const doc: ResultDocument = {
+        version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
+        ...(opened.topology && { topology: opened.topology }),
+        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks,
+      };
+      await report(job, cfg, doc, runDir, r, log);
+    }
+    const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
+    if (wrong > 0) log.error(`${wrong} wrong elements`);
+    failed = false;
+    return wrong > 0 ? 1 : 0;
+  } finally {
+    restore();
+    await opened.close(failed);
+    await closeLogger(log);
+  }
+}

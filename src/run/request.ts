@@ -1,0 +1,59 @@
+// What one rank is asked to run: a job file, a run configuration and the command line's overrides, resolved
+// into the job and configuration it runs with.
+import type { Job } from "../config/job.js";
+import { loadJob, loadRunConfig } from "../config/load.js";
+import type { RunConfig } from "../config/run-config.js";
+
+export interface RunRequest {
+  job: string;
+  config?: string;
+  backend?: RunConfig["backend"];
+  iface?: string;
+  check?: boolean;
+  iterations?: number;
+  warmup?: number;
+  /** Per-op deadline in seconds. */
+  timeout?: number;
+  out?: string;
+  json?: string;
+  dumpDir?: string;
+  logLevel?: RunConfig["log"]["level"];
+  logAllRanks?: boolean;
+  quiet?: boolean;
+}
+
+function checkCount(name: string, v: number | undefined, min: number): void {
+  if (v !== undefined && (!Number.isInteger(v) || v < min)) {
+    throw Object.assign(new Error(`--${name}: expected an integer >= ${min}, got ${v}`), { exitCode: 2 });
+  }
+}
+
+/**
+ * The job and configuration to run. The request's overrides win over the run configuration, which wins
+ * over the job's own settings and defaults. The deadline is the job's default for its stages; a stage's own
+ * timeoutSec still wins.
+ */
+export function resolveRun(r: RunRequest): { job: Job; cfg: RunConfig } {
+  checkCount("iterations", r.iterations, 1);
+  checkCount("warmup", r.warmup, 0);
+  if (r.timeout !== undefined && !(r.timeout > 0)) {
+    throw Object.assign(new Error(`--timeout: expected seconds > 0, got ${r.timeout}`), { exitCode: 2 });
+  }
+  const job = loadJob(r.job), cfg = loadRunConfig(r.config);
+  return {
+    job: {
+      ...job,
+      iterations: r.iterations ?? job.iterations,
+      warmup: r.warmup ?? job.warmup,
+      check: r.check ?? job.check,
+      timeoutSec: r.timeout ?? cfg.timeoutSec ?? job.timeoutSec,
+    },
+    cfg: {
+      ...cfg,
+      backend: r.backend ?? cfg.backend,
+      tcp: { ...cfg.tcp, iface: r.iface ?? cfg.tcp.iface },
+      log: { ...cfg.log, level: r.logLevel ?? (r.quiet ? "warn" : cfg.log.level), allRanks: r.logAllRanks ?? cfg.log.allRanks },
+      output: { ...cfg.output, dir: r.out ?? cfg.output.dir, json: r.json ?? cfg.output.json },
+    },
+  };
+}
