@@ -84,17 +84,23 @@ export function largeJob(ids, W, n, { stages = STAGES, tensors: more = {}, ...ex
 export async function runLarge(ids, W, n, { launch, args = [], extra = {} } = {}) {
   const stages = extra.stages ?? STAGES;
   const rows = [];
+  let cpu = 0;
   for (const group of launches(ids, W, n, stages)) {
     const job = largeJob(group, W, n, extra);
     const { dir, json, run } = prepareJob(W, job, { launch, extraArgs: args });
     try {
       const ranks = await run();
       for (const [r, p] of (Array.isArray(ranks) ? ranks : [ranks]).entries()) assert.equal(p.code, 0, `W=${W} n=${n} ${group} (process ${r}) exited ${p.code}: ${p.stderr.slice(-2000)}`);
-      rows.push(...JSON.parse(readFileSync(json, "utf8")).results);
+      const doc = JSON.parse(readFileSync(json, "utf8"));
+      rows.push(...doc.results);
+      cpu += doc.ranks.reduce((s, u) => s + u.cpu_user_s + u.cpu_system_s, 0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
+  // What the case cost, for keeping the file within CI's time: CPU seconds over all ranks (the wall time on
+  // 2 cores is at least half that), printed as a test diagnostic.
+  console.log(`# W=${W} n=${n} ${ids.length} stages: ${cpu.toFixed(1)} CPU s over ranks`);
   for (const row of rows) {
     const what = `W=${W} n=${n} ${row.stage} (${row.algorithm})`;
     const bound = stages[row.stage].bound;
