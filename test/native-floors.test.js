@@ -1,7 +1,7 @@
 // The native floors (docs/ARCHITECTURE.md): every folder of native/src belongs to one floor, a file includes
 // only its own floor and those below it, and no two folders include each other, however indirectly. The
 // build enforces the first rule per floor (native/cmake/spmd_floors.cmake); this test names every offender,
-// and also catches the cycles inside a floor (backends/nccl <-> backends/library) that the build cannot.
+// and also catches cycles between the folders of one floor (kernels/ <-> kernels/cpu/), which the build cannot.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
