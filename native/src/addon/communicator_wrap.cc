@@ -189,7 +189,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   auto program = std::make_shared<Program>(programFromJs(info[0].As<Napi::Object>(), size_));
   auto results = std::make_shared<std::vector<OpResult>>();
   auto tensors = std::make_shared<std::vector<std::vector<uint8_t>>>();
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   auto steps = stepsDone_;
   p->work = [backend, program, results, tensors, steps] {
@@ -242,7 +242,7 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   std::string label = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "(report)";
   auto arr = info[0].As<Napi::Float64Array>();
   auto data = std::make_shared<std::vector<double>>(arr.Data(), arr.Data() + arr.ElementLength());
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend, data, op, timeoutSec, label] {
     Collectives& c = backend->lane(0);
@@ -346,7 +346,7 @@ Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
   if (tcp_) tcp_->expectPeers(tcpPeers(info), std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue())));
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend] { backend->connect(); };
   p->settle = [](Napi::Env e) { return e.Undefined(); };

@@ -54,7 +54,7 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
   mpi::InitOptions opts;
   opts.localRanks = o.Get("localRanks").ToNumber().Int32Value();
   opts.funneled = o.Get("funneled").ToBoolean().Value();
-  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   p->work = [rt = rt_, opts, &slot = exchange_] {
     rt->init(opts);
     slot = std::make_shared<mpi::Exchange>(*rt);
@@ -73,7 +73,7 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
 template <typename Work, typename Settle>
 Napi::Value MpiBootstrapWrap::exchange(const Napi::CallbackInfo& info, double timeoutMs, Work work, Settle settle) {
   Napi::Env env = info.Env();
-  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   auto deadline = mpi::Exchange::Clock::now() + millis(timeoutMs);
   p->work = [&slot = exchange_, deadline, work] {
     if (!slot) throw CommError(code::kInvalid, "mpi: the bootstrap is not initialised (or already finalized)");
