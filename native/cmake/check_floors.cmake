@@ -1,5 +1,5 @@
 # Run by the build (spmd_floors.cmake): fails when a file under SRC/<floor> includes a floor listed after its
-# own in FLOORS (bottom to top), naming every such include. test/native-floors.test.js also checks this, and
+# own in FLOORS (bottom to top), naming every such include. test/layers.test.js also checks this, and
 # that no two folders include each other.
 foreach(floor IN LISTS FLOORS)
   list(FIND FLOORS ${floor} own)

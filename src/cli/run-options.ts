@@ -1,4 +1,5 @@
 import type { Options } from "yargs";
+import type { RunRequest } from "../run/request.js";
 
 export const BACKENDS = ["auto", "shm", "tcp", "mpi", "nccl", "hccl"] as const;
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
@@ -24,18 +25,9 @@ export const RUN_OPTIONS = {
   quiet: { type: "boolean", describe: "No table or info logs on the console (result files are still written)" },
 } satisfies Record<string, Options>;
 
-export interface RunOptionArgs {
-  config?: string;
-  backend?: (typeof BACKENDS)[number];
-  iface?: string;
-  check?: boolean;
-  iterations?: number;
-  warmup?: number;
-  timeout?: number;
-  out?: string;
-  json?: string;
-  "dump-dir"?: string;
-  "log-level"?: (typeof LOG_LEVELS)[number];
-  "log-all-ranks"?: boolean;
-  quiet?: boolean;
-}
+/** The options as yargs names them: the RunRequest's fields, the multi-word ones in kebab case. */
+export type RunOptionArgs = Omit<RunRequest, "job" | "dumpDir" | "logLevel" | "logAllRanks"> & {
+  "dump-dir"?: RunRequest["dumpDir"];
+  "log-level"?: RunRequest["logLevel"];
+  "log-all-ranks"?: RunRequest["logAllRanks"];
+};

@@ -6,7 +6,8 @@ import { aggregate } from "../metrics/aggregate.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
-import { plan, type Plan } from "./plan.js";
+import type { Plan } from "../plan.js";
+import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {

@@ -1,34 +1,9 @@
-import type { NativeFill, NativeProgram } from "../comm/native.js";
-import type { DType, Fill, Job, Stage } from "../config/job.js";
-import { stageKind, type PlanContext, type StageKind } from "../stages/index.js";
+import type { NativeFill } from "../comm/native.js";
+import type { Fill, Job } from "../config/job.js";
+import type { Plan, PlannedStage, World } from "../plan.js";
+import { stageKind, type PlanContext } from "../stages/index.js";
 import { schedule } from "./schedule.js";
-import { applyParams, type ParamValue, type SweepPoint } from "./sweep.js";
-
-export interface PlannedStage {
-  readonly stage: Stage;
-  readonly kind: StageKind;
-  /** Elements of the whole array the bandwidth refers to. */
-  readonly count: number;
-  /** The dtype of the stage's tensors, or null for barrier/compute. */
-  readonly dtype: DType | null;
-  /** Options a parameter sweep set on this stage at this point. */
-  readonly params?: Record<string, ParamValue>;
-  /** The stage estimates its result at this point (it has not fallen back to the exact collective). */
-  readonly estimates: boolean;
-  /** Stages that can fall back to the exact collective: why they do at this point, or null. */
-  readonly fallback?: string | null;
-}
-
-/** How many ranks there are, and how many share a node (Place.localSize). */
-export interface World {
-  size: number;
-  localSize: number;
-}
-
-export interface Plan {
-  readonly program: NativeProgram;
-  readonly stages: readonly PlannedStage[];
-}
+import { applyParams, type SweepPoint } from "./sweep.js";
 
 function nativeFill(f: Fill): NativeFill {
   switch (f.kind) {

@@ -1,7 +1,6 @@
 import { ConfigError, formatJsonPath } from "../config/errors.js";
 import { stageSchema, sweepRangePoints, type Job, type Stage } from "../config/job.js";
-
-export type ParamValue = string | number | boolean;
+import type { ParamValue } from "../plan.js";
 
 /** One point of a sweep: a count for every tensor (or the declared ones) and stage options to set. */
 export interface SweepPoint {

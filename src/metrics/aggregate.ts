@@ -1,5 +1,5 @@
 import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
-import type { Plan } from "../graph/plan.js";
+import type { Plan } from "../plan.js";
 import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";

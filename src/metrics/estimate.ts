@@ -1,5 +1,5 @@
 import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
-import type { Plan } from "../graph/plan.js";
+import type { Plan } from "../plan.js";
 
 /** How far an estimating stage's output is from the exact result, per step (warmup steps included). */
 export interface EstimateErrors {

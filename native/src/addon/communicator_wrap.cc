@@ -41,33 +41,33 @@ tcp::Key parseKey(Napi::Env env, Napi::Value v) {
   return key;
 }
 
-std::unique_ptr<tcp::TcpBackend> startTcp(Napi::Env env, const Napi::Object& o, int rank, int size) {
+std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int size) {
+  Napi::Env env = o.env();
   tcp::TcpOptions to;
   to.rank = rank;
   to.size = size;
-  to.key = parseKey(env, o.Get("key"));
-  to.listener = TcpEndpointWrap::takeListener(env, o.Get("endpoint"));
-  if (o.Get("local").IsObject()) {
-    Napi::Object l = o.Get("local").As<Napi::Object>();
+  to.key = parseKey(env, o.value("key"));
+  to.listener = TcpEndpointWrap::takeListener(env, o.value("endpoint"));
+  if (o.has("local")) {
+    OptionReader l = o.object("local");
     tcp::LocalGroup group;
-    group.name = l.Get("name").ToString().Utf8Value();
-    if (group.name.size() < 2 || group.name[0] != '/') throwInvalid(env, "tcp: local.name must start with '/'");
-    if (!l.Get("ranks").IsArray()) throwInvalid(env, "tcp: local.ranks must be an array of ranks");
-    Napi::Array ranks = l.Get("ranks").As<Napi::Array>();
-    for (uint32_t i = 0; i < ranks.Length(); ++i) group.ranks.push_back(ranks.Get(i).ToNumber().Int32Value());
-    if (l.Has("channelBytes")) group.channelBytes = size_t(l.Get("channelBytes").ToNumber().Int64Value());
+    group.name = l.string("name");
+    if (group.name.size() < 2 || group.name[0] != '/') l.fail("name", "a name that starts with '/'");
+    group.ranks = l.indices("ranks", size_t(size));
+    if (l.has("channelBytes")) group.channelBytes = size_t(l.integer("channelBytes", 1, int64_t(1) << 40));
     to.local = std::move(group);
   }
   return std::make_unique<tcp::TcpBackend>(std::move(to));
 }
 
 // Starts the backend `o` names and sets `queue` to the progress thread its ops must run on.
-std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int rank, int size,
-                                      std::shared_ptr<OpQueue>& queue, tcp::TcpBackend*& tcpBackend) {
-  std::string kind = o.Get("backend").ToString().Utf8Value();
+std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size, std::shared_ptr<OpQueue>& queue,
+                                      tcp::TcpBackend*& tcpBackend) {
+  Napi::Env env = o.env();
+  std::string kind = o.string("backend");
 #ifdef SPMD_HAVE_MPI
   if (kind == "mpi") {
-    std::shared_ptr<mpi::Runtime> rt = MpiBootstrapWrap::runtimeOf(env, o.Get("mpi"));
+    std::shared_ptr<mpi::Runtime> rt = MpiBootstrapWrap::runtimeOf(env, o.value("mpi"));
     queue = std::shared_ptr<OpQueue>(rt, &rt->thread());
     std::unique_ptr<Backend> backend;
     // MPI calls stay on the MPI thread; the communicators it creates take every rank a moment at most.
@@ -84,22 +84,22 @@ std::unique_ptr<Backend> startBackend(Napi::Env env, const Napi::Object& o, int 
 #endif
   if (isLibraryBackend(kind)) {
     queue = std::make_shared<OpQueue>();
-    return startLibraryBackend(env, kind, o, rank, size);
+    return startLibraryBackend(kind, o, rank, size);
   }
   if (kind == "shm") {
     queue = std::make_shared<OpQueue>();
     shm::ShmOptions so;
-    so.name = o.Get("name").ToString().Utf8Value();
+    so.name = o.string("name");
     so.rank = rank;
     so.size = size;
-    so.create = o.Get("create").ToBoolean().Value();
-    if (o.Has("channelBytes")) so.channelBytes = size_t(o.Get("channelBytes").ToNumber().Int64Value());
-    if (so.name.size() < 2 || so.name[0] != '/') throwInvalid(env, "shm: name must start with '/'");
+    so.create = o.boolean("create");
+    if (o.has("channelBytes")) so.channelBytes = size_t(o.integer("channelBytes", 1, int64_t(1) << 40));
+    if (so.name.size() < 2 || so.name[0] != '/') o.fail("name", "a name that starts with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }
   if (kind == "tcp") {
     queue = std::make_shared<OpQueue>();
-    auto backend = startTcp(env, o, rank, size);
+    auto backend = startTcp(o, rank, size);
     tcpBackend = backend.get();
     return backend;
   }
@@ -150,11 +150,10 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
 CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CommunicatorWrap>(info) {
   Napi::Env env = info.Env();
   OptionReader options(info[0], "Communicator options.");
-  Napi::Object o = info[0].As<Napi::Object>();
   size_ = int(options.integer("size", 1, 1 << 24));
   rank_ = int(options.integer("rank", 0, size_ - 1));
   try {
-    backend_ = startBackend(env, o, rank_, size_, queue_, tcp_);
+    backend_ = startBackend(options, rank_, size_, queue_, tcp_);
   } catch (const CommError& e) {
     throw makeError(env, e.code(), e.what());
   }
@@ -189,7 +188,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
   auto program = std::make_shared<Program>(programFromJs(info[0].As<Napi::Object>(), size_));
   auto results = std::make_shared<std::vector<OpResult>>();
   auto tensors = std::make_shared<std::vector<HostBytes>>();
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   auto steps = stepsDone_;
   p->work = [backend, program, results, tensors, steps] {
@@ -242,7 +241,7 @@ Napi::Value CommunicatorWrap::allreduceF64(const Napi::CallbackInfo& info) {
   std::string label = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "(report)";
   auto arr = info[0].As<Napi::Float64Array>();
   auto data = std::make_shared<std::vector<double>>(arr.Data(), arr.Data() + arr.ElementLength());
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend, data, op, timeoutSec, label] {
     Collectives& c = backend->lane(0);
@@ -346,7 +345,7 @@ Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
   if (tcp_) tcp_->expectPeers(tcpPeers(info), std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue())));
-  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend] { backend->connect(); };
   p->settle = [](Napi::Env e) { return e.Undefined(); };

@@ -104,18 +104,18 @@ void defineLibraries(Napi::Env env, Napi::Object exports) {
 
 bool isLibraryBackend(const std::string& kind) { return find(kind) != nullptr; }
 
-std::unique_ptr<Backend> startLibraryBackend(Napi::Env env, const std::string& kind, const Napi::Object& o, int rank, int size) {
+std::unique_ptr<Backend> startLibraryBackend(const std::string& kind, const OptionReader& o, int rank, int size) {
   const Vendor& v = *find(kind);
-  Napi::Value id = o.Get("id");
+  Napi::Value id = o.value("id");
   if (!id.IsBuffer() || id.As<Napi::Buffer<char>>().Length() != v.idBytes) {
-    throwInvalid(env, kind + ": id must be a Buffer of " + std::to_string(v.idBytes) + " bytes");
+    o.fail("id", "a Buffer of " + std::to_string(v.idBytes) + " bytes");
   }
   const auto buf = id.As<Napi::Buffer<char>>();
-  const int localRank = o.Has("localRank") ? o.Get("localRank").ToNumber().Int32Value() : 0;
+  const int localRank = int(o.integer("localRank", 0, size - 1));
   try {
-    return v.start(o.Get("library").ToString().Utf8Value(), std::string(buf.Data(), buf.Length()), rank, size, localRank);
+    return v.start(o.string("library"), std::string(buf.Data(), buf.Length()), rank, size, localRank);
   } catch (const CommError& e) {
-    throw makeError(env, e.code(), e.what());
+    throw makeError(o.env(), e.code(), e.what());
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "addon/options.h"
 #include "runtime/backend.h"
 
 namespace spmd::addon {
@@ -13,6 +14,6 @@ namespace spmd::addon {
 void defineLibraries(Napi::Env env, Napi::Object exports);
 bool isLibraryBackend(const std::string& kind);
 // From the Communicator's options {backend, library, id, localRank}; loads the library, joins on connect().
-std::unique_ptr<Backend> startLibraryBackend(Napi::Env env, const std::string& kind, const Napi::Object& o, int rank, int size);
+std::unique_ptr<Backend> startLibraryBackend(const std::string& kind, const OptionReader& o, int rank, int size);
 
 }  // namespace spmd::addon

@@ -1,6 +1,7 @@
 #include "addon/mpi_wrap.h"
 
 #include "addon/errors.h"
+#include "addon/options.h"
 #include "base/error.h"
 
 namespace spmd::addon {
@@ -49,12 +50,11 @@ std::shared_ptr<mpi::Runtime> MpiBootstrapWrap::runtimeOf(Napi::Env env, Napi::V
 
 Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsObject()) throwInvalid(env, "init: expected { localRanks, funneled }");
-  Napi::Object o = info[0].As<Napi::Object>();
+  OptionReader o(info[0], "MpiBootstrap.init options.");
   mpi::InitOptions opts;
-  opts.localRanks = o.Get("localRanks").ToNumber().Int32Value();
-  opts.funneled = o.Get("funneled").ToBoolean().Value();
-  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  opts.localRanks = int(o.integer("localRanks", 1, 1 << 24));
+  opts.funneled = o.boolean("funneled");
+  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   p->work = [rt = rt_, opts, &slot = exchange_] {
     rt->init(opts);
     slot = std::make_shared<mpi::Exchange>(*rt);
@@ -73,7 +73,7 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
 template <typename Work, typename Settle>
 Napi::Value MpiBootstrapWrap::exchange(const Napi::CallbackInfo& info, double timeoutMs, Work work, Settle settle) {
   Napi::Env env = info.Env();
-  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}});
+  auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   auto deadline = mpi::Exchange::Clock::now() + millis(timeoutMs);
   p->work = [&slot = exchange_, deadline, work] {
     if (!slot) throw CommError(code::kInvalid, "mpi: the bootstrap is not initialised (or already finalized)");

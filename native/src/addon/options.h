@@ -17,6 +17,9 @@ class OptionReader {
   OptionReader(Napi::Value v, std::string where);
 
   bool has(const char* key) const { return !obj_.Get(key).IsUndefined(); }
+  // The field as it is, for values the caller checks itself (a Buffer, a wrapped native object).
+  Napi::Value value(const char* key) const { return obj_.Get(key); }
+  Napi::Env env() const { return obj_.Env(); }
   double number(const char* key) const;
   double number(const char* key, double absent) const;
   int64_t integer(const char* key, int64_t lo, int64_t hi) const;
@@ -30,7 +33,7 @@ class OptionReader {
   OptionReader object(const char* key) const;
   // The object at index i of `array`, as "<key>[i].".
   OptionReader element(const Napi::Array& array, const char* key, uint32_t i) const;
-  // Numbers in [0, limit).
+  // Integers in [0, limit).
   std::vector<int> indices(const char* key, size_t limit) const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;

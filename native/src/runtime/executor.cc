@@ -198,177 +198,228 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
   }
 }
 
-std::vector<OpResult> Executor::run() {
-  const int W = lane0_.size(), rank = lane0_.rank();
+// One run's ops and results, and what its steps share.
+struct Executor::Run {
+  explicit Run(Memory& m) : typed0(m), typed1(hostMemory()) {}
+  std::vector<Prepared> ops;
+  std::vector<OpResult> results;
+  // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
+  std::unique_ptr<LaneWorker> worker;
+  TypedOps typed0, typed1;
+  bool timed = false;  // this step's times are kept (warmup steps' are not)
+};
+
+namespace {
+
+CommError inStage(const OpSpec& s, const std::exception& e) {
+  return CommError(failedCode(e), "stage " + s.stage + ": " + e.what());
+}
+
+}  // namespace
+
+void Executor::fillTensors() {
   tensors_.clear();
   for (const TensorSpec& t : program_.tensors) {
     tensors_.emplace_back(t.count * elementSize(t.dtype));
-    kernels::fillBuffer(t.fill, t.dtype, rank, tensors_.back().data(), t.count);
+    kernels::fillBuffer(t.fill, t.dtype, lane0_.rank(), tensors_.back().data(), t.count);
   }
   placeTensors();
-  std::vector<Prepared> ops;
-  ops.reserve(program_.ops.size());
-  std::vector<OpResult> results(program_.ops.size());
+}
+
+void Executor::prepareAll(Run& run) {
+  run.ops.reserve(program_.ops.size());
+  run.results.resize(program_.ops.size());
   bool anyNonblocking = false;
   for (size_t i = 0; i < program_.ops.size(); ++i) {
     const OpSpec& s = program_.ops[i];
-    ops.push_back(prepare(s));
+    run.ops.push_back(prepare(s));
     Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : data0_;
     // An estimating op has one algorithm of its own, not one of the backend's.
     try {
-      results[i].algorithm = s.compression != Compression::None
-                                 ? Algo::Auto
-                                 : lane.resolve(s.kind, s.algo, ops.back().count * elementSize(ops.back().dt));
+      run.results[i].algorithm = s.compression != Compression::None
+                                     ? Algo::Auto
+                                     : lane.resolve(s.kind, s.algo, run.ops.back().count * elementSize(run.ops.back().dt));
     } catch (const CommError& e) {  // an algorithm this backend lacks
       throw CommError(e.code(), "stage " + s.stage + ": " + e.what());
     }
-    results[i].outType = ops.back().dt;
+    run.results[i].outType = run.ops.back().dt;
     anyNonblocking |= s.nonblocking;
   }
+  if (anyNonblocking && lane1_) run.worker = std::make_unique<LaneWorker>();
+}
 
-  // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
-  std::unique_ptr<LaneWorker> worker = anyNonblocking && lane1_ ? std::make_unique<LaneWorker>() : nullptr;
-  TypedOps typed0(memory_), typed1(hostMemory());
-  bool timed = false;
-  auto inStage = [](const OpSpec& s, const std::exception& e) { return CommError(failedCode(e), "stage " + s.stage + ": " + e.what()); };
-  auto complete = [&](size_t i) {
-    Prepared& p = ops[i];
-    if (!p.inFlight) return;
-    if (p.request) {
-      try {
-        p.request->wait();
-      } catch (const std::exception& e) {
-        lane0_.flight().end(p.seq, failedState(e));
-        throw inStage(p.spec, e);
-      }
-      lane0_.flight().end(p.seq, OpState::Done);
-      p.request.reset();
-      p.finished = Clock::now();
-    } else {
-      worker->wait(p.ticket);
+// Untimed, before the first step: each estimating stage's state (a quantized one splits the lane into its
+// sub-communicators, which is collective) and the exact result its estimates are measured against.
+void Executor::setUpEstimators(Run& run) {
+  const int W = lane0_.size(), rank = lane0_.rank();
+  for (Prepared& p : run.ops) {
+    const OpSpec& s = p.spec;
+    if (s.compression == Compression::None) continue;
+    lane0_.setDeadline(deadlineIn(s.timeoutSec));
+    const bool full = s.kind == OpKind::AllReduce;
+    try {
+      recordOp(lane0_, lane0_.flight().issue(), -1, s.kind, s.stage, p.bytes(), [&] {
+        p.estimator = s.compression == Compression::OneBit
+                          ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.resetEvery)
+                          : makeQuantizedAllreduce(memory_, data0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
+        using Layout = EstimateError::Layout;
+        p.error = std::make_unique<EstimateError>(lane0_, p.hostIn, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
+      });
+    } catch (const std::exception& e) {
+      throw inStage(s, e);
     }
-    p.inFlight = false;
-    if (!timed) return;
-    results[i].timeUs.push_back(microsBetween(p.started, p.finished));
-    results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
-    results[i].concurrentUs.push_back(p.concurrentUs);
-  };
-  FlightRecorder& flight0 = lane0_.flight();  // also numbers every op, the other lane's included
+  }
+}
+
+// Aligns the ranks so each op's time measures the op, not the previous step's skew.
+void Executor::stepStart(int step) {
+  if (lane0_.size() == 1) return;
+  lane0_.setDeadline(deadlineIn(program_.timeoutSec));
   try {
-    // Untimed, before the first step: each estimating stage's state (a quantized one splits the lane into
-    // its sub-communicators, which is collective) and the exact result its estimates are measured against.
-    for (Prepared& p : ops) {
-      const OpSpec& s = p.spec;
-      if (s.compression == Compression::None) continue;
-      lane0_.setDeadline(deadlineIn(s.timeoutSec));
-      const bool full = s.kind == OpKind::AllReduce;
+    recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
+  } catch (const std::exception& e) {
+    throw CommError(failedCode(e), "at the start of step " + std::to_string(step) + ": " + e.what());
+  }
+}
+
+// A nonblocking op: on the second lane's worker, or, with one lane (MPI granted only MPI_THREAD_FUNNELED),
+// posted on lane 0 and completed when needed.
+void Executor::post(Run& run, Prepared& p, int step) {
+  const OpSpec& s = p.spec;
+  FlightRecorder& flight0 = lane0_.flight();  // numbers every op, the other lane's included
+  p.posted = Clock::now();
+  p.concurrentUs = 0;
+  p.inFlight = true;
+  p.seq = flight0.issue();
+  if (run.worker) {
+    p.ticket = run.worker->post([&, this, step] {
+      const Clock::time_point deadline = deadlineIn(s.timeoutSec);
+      lane1_->setDeadline(deadline);
+      p.started = Clock::now();
       try {
-        recordOp(lane0_, flight0.issue(), -1, s.kind, s.stage, p.bytes(), [&] {
-          p.estimator = s.compression == Compression::OneBit
-                            ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.resetEvery)
-                            : makeQuantizedAllreduce(memory_, data0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
-          using Layout = EstimateError::Layout;
-          p.error = std::make_unique<EstimateError>(lane0_, p.hostIn, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
-        });
+        recordOp(*lane1_, p.seq, step, s.kind, s.stage, p.bytes(), [&] { execute(*lane1_, run.typed1, p, deadline); });
       } catch (const std::exception& e) {
         throw inStage(s, e);
       }
+      p.finished = Clock::now();
+    });
+    return;
+  }
+  lane0_.setDeadline(deadlineIn(s.timeoutSec));
+  p.started = p.posted;
+  flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
+  try {
+    if (s.kind == OpKind::Gather) {
+      p.request = data0_.postGather(p.in, lane0_.rank() == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt), s.root, s.algo);
     }
-    for (int step = 0; step < program_.warmup + program_.iterations; ++step) {
-      timed = step >= program_.warmup;
-      if (W > 1) {  // aligns ranks so each op's time measures the op, not the previous step's skew
-        lane0_.setDeadline(deadlineIn(program_.timeoutSec));
-        try {
-          recordOp(lane0_, flight0.issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
-        } catch (const std::exception& e) {
-          throw CommError(failedCode(e), "at the start of step " + std::to_string(step) + ": " + e.what());
-        }
-      }
-      for (size_t i = 0; i < ops.size(); ++i) {
-        Prepared& p = ops[i];
-        const OpSpec& s = p.spec;
-        for (int w : s.waitFor) complete(size_t(w));
-        if (s.nonblocking) {
-          p.posted = Clock::now();
-          p.concurrentUs = 0;
-          p.inFlight = true;
-          p.seq = flight0.issue();
-          if (!lane1_) {  // one lane (MPI granted only MPI_THREAD_FUNNELED): posted on it, completed when needed
-            lane0_.setDeadline(deadlineIn(s.timeoutSec));
-            p.started = p.posted;
-            flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
-            try {
-              if (s.kind == OpKind::Gather) {
-                p.request = data0_.postGather(p.in, rank == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt),
-                                              s.root, s.algo);
-              }
-              if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
-            } catch (const std::exception& e) {
-              flight0.end(p.seq, failedState(e));
-              throw inStage(s, e);
-            }
-            continue;
-          }
-          p.ticket = worker->post([&, this, step] {
-            const Clock::time_point deadline = deadlineIn(s.timeoutSec);
-            lane1_->setDeadline(deadline);
-            p.started = Clock::now();
-            try {
-              recordOp(*lane1_, p.seq, step, s.kind, s.stage, p.bytes(), [&] { execute(*lane1_, typed1, p, deadline); });
-            } catch (const std::exception& e) {
-              throw inStage(s, e);
-            }
-            p.finished = Clock::now();
-          });
-          continue;
-        }
-        const Clock::time_point deadline = deadlineIn(s.timeoutSec);
-        lane0_.setDeadline(deadline);
-        // Recorded by hand rather than with recordOp: the op's own timestamps serve the record too.
-        const uint64_t seq = flight0.issue();
-        auto t0 = Clock::now();
-        flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
-        try {
-          execute(data0_, typed0, p, deadline);
-          memory_.synchronize();  // kernels and copies the op issued are part of its time
-        } catch (const std::exception& e) {
-          flight0.end(seq, failedState(e));
-          throw inStage(s, e);
-        }
-        auto t1 = Clock::now();
-        flight0.end(seq, OpState::Done, nanos(t1));
-        double us = microsBetween(t0, t1);
-        if (timed) results[i].timeUs.push_back(us);
-        for (Prepared& q : ops) if (q.inFlight) q.concurrentUs += us;
-        try {
-          if (p.estimator) p.estimator->verify();  // after the timing: no timed step waits on its flags
-        } catch (const std::exception& e) {
-          throw inStage(s, e);
-        }
-        if (p.error) p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
-      }
-      for (size_t i = 0; i < ops.size(); ++i) complete(i);
-      if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
+    if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
+  } catch (const std::exception& e) {
+    flight0.end(p.seq, failedState(e));
+    throw inStage(s, e);
+  }
+}
+
+// Waits for nonblocking op i, if in flight, and keeps its times.
+void Executor::complete(Run& run, size_t i) {
+  Prepared& p = run.ops[i];
+  if (!p.inFlight) return;
+  if (p.request) {
+    try {
+      p.request->wait();
+    } catch (const std::exception& e) {
+      lane0_.flight().end(p.seq, failedState(e));
+      throw inStage(p.spec, e);
     }
+    lane0_.flight().end(p.seq, OpState::Done);
+    p.request.reset();
+    p.finished = Clock::now();
+  } else {
+    run.worker->wait(p.ticket);
+  }
+  p.inFlight = false;
+  if (!run.timed) return;
+  run.results[i].timeUs.push_back(microsBetween(p.started, p.finished));
+  run.results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
+  run.results[i].concurrentUs.push_back(p.concurrentUs);
+}
+
+// A blocking op on lane 0, timed; recorded by hand rather than with recordOp, so the op's own timestamps
+// serve the record too.
+void Executor::runTimed(Run& run, size_t i, int step) {
+  Prepared& p = run.ops[i];
+  const OpSpec& s = p.spec;
+  FlightRecorder& flight0 = lane0_.flight();
+  const Clock::time_point deadline = deadlineIn(s.timeoutSec);
+  lane0_.setDeadline(deadline);
+  const uint64_t seq = flight0.issue();
+  auto t0 = Clock::now();
+  flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
+  try {
+    execute(data0_, run.typed0, p, deadline);
+    memory_.synchronize();  // kernels and copies the op issued are part of its time
+  } catch (const std::exception& e) {
+    flight0.end(seq, failedState(e));
+    throw inStage(s, e);
+  }
+  auto t1 = Clock::now();
+  flight0.end(seq, OpState::Done, nanos(t1));
+  const double us = microsBetween(t0, t1);
+  if (run.timed) run.results[i].timeUs.push_back(us);
+  for (Prepared& q : run.ops) if (q.inFlight) q.concurrentUs += us;
+  if (!p.estimator) return;
+  try {
+    p.estimator->verify();  // after the timing: no timed step waits on its flags
+  } catch (const std::exception& e) {
+    throw inStage(s, e);
+  }
+  p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
+}
+
+void Executor::runStep(Run& run, int step) {
+  run.timed = step >= program_.warmup;
+  stepStart(step);
+  for (size_t i = 0; i < run.ops.size(); ++i) {
+    for (int w : run.ops[i].spec.waitFor) complete(run, size_t(w));
+    if (run.ops[i].spec.nonblocking) post(run, run.ops[i], step);
+    else runTimed(run, i, step);
+  }
+  for (size_t i = 0; i < run.ops.size(); ++i) complete(run, i);
+  if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
+}
+
+// After the last step: each output checked, and each estimating op's error series and state.
+void Executor::finish(Run& run) {
+  for (size_t i = 0; i < run.ops.size(); ++i) {
+    Prepared& p = run.ops[i];
+    OpResult& r = run.results[i];
+    HostBytes& out = p.out.fetch(memory_);
+    if (program_.check) {
+      CheckResult c = checkOutput(program_, program_.ops[i], lane0_.rank(), lane0_.size(), out);
+      r.wrong = c.wrong;
+      r.checked = c.checked;
+    }
+    r.output = std::move(out);
+    if (p.estimator) {
+      r.series = p.error->series();
+      r.series.push_back({"wireBytes", {double(p.estimator->wireBytes())}});
+      r.state = p.estimator->state();
+    }
+  }
+}
+
+std::vector<OpResult> Executor::run() {
+  fillTensors();
+  Run run(memory_);
+  prepareAll(run);
+  try {
+    setUpEstimators(run);
+    for (int s = 0; s < program_.warmup + program_.iterations; ++s) runStep(run, s);
   } catch (const std::exception& e) {
     lane0_.abort(e.what());
     throw;
   }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    HostBytes& out = ops[i].out.fetch(memory_);
-    if (program_.check) {
-      CheckResult c = checkOutput(program_, program_.ops[i], rank, W, out);
-      results[i].wrong = c.wrong;
-      results[i].checked = c.checked;
-    }
-    results[i].output = std::move(out);
-    if (ops[i].estimator) {
-      results[i].series = ops[i].error->series();
-      results[i].series.push_back({"wireBytes", {double(ops[i].estimator->wireBytes())}});
-      results[i].state = ops[i].estimator->state();
-    }
-  }
-  return results;
+  finish(run);
+  return std::move(run.results);
 }
 
 }  // namespace spmd

@@ -22,7 +22,17 @@ class Executor {
 
  private:
   struct Prepared;
+  struct Run;
   Prepared prepare(const OpSpec& spec);
+  void fillTensors();
+  void prepareAll(Run& run);
+  void setUpEstimators(Run& run);
+  void stepStart(int step);
+  void runStep(Run& run, int step);
+  void post(Run& run, Prepared& p, int step);
+  void complete(Run& run, size_t i);
+  void runTimed(Run& run, size_t i, int step);
+  void finish(Run& run);
   void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
   void packCoalesced(Prepared& p, int worldSize);
   void placeTensors();

@@ -1,7 +1,9 @@
-// The native floors (docs/ARCHITECTURE.md): every folder of native/src belongs to one floor, a file includes
+// The layers of the house (docs/ARCHITECTURE.md). Native floors: every folder of native/src belongs to one floor, a file includes
 // only its own floor and those below it, and no two folders include each other, however indirectly. The
 // build enforces the first rule per floor (native/cmake/spmd_floors.cmake); this test names every offender,
-// and also catches the cycles inside a floor (backends/nccl <-> backends/library) that the build cannot.
+// and also catches cycles between the folders of one floor (kernels/ <-> kernels/cpu/), which the build cannot.
+// TypeScript: no two top-level folders of src/ (or top-level modules, such as results.ts) import each other,
+// however indirectly.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -112,4 +114,24 @@ test("the build's floor check passes the tree and fails an upward include, namin
   } finally {
     fs.rmSync(copy, { recursive: true, force: true });
   }
+});
+
+// [{ folder, targetFolder }] for every relative import of src/: a folder is the top-level one (cli/commands
+// is cli), a top-level file is its own.
+function imports(src = path.join(REPO, "src")) {
+  const top = (file) => {
+    const parts = path.relative(src, file).split(path.sep);
+    return parts.length > 1 ? parts[0] : parts[0].replace(/\.[jt]s$/, "");
+  };
+  const files = (dir) => fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith(".ts") ? [path.join(dir, e.name)] : []);
+  return files(src).flatMap((file) =>
+    [...fs.readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)]
+      .map((m) => ({ folder: top(file), targetFolder: top(path.resolve(path.dirname(file), m[1])) })));
+}
+
+test("no import cycle between src/ folders", () => {
+  const edges = imports();
+  assert.ok(edges.some((e) => e.folder === "metrics" && e.targetFolder === "results"), "the edges are read");
+  assert.deepEqual(folderCycles(edges), []);
 });

@@ -1,0 +1,35 @@
+// What a job becomes for one sweep point: the native program every rank runs, and per stage what the
+// metrics need to turn its timings into rows. graph/plan.ts makes it; graph/execute.ts runs it and
+// metrics/ reads it, so it lives apart from both.
+import type { NativeProgram } from "./comm/native.js";
+import type { DType, Stage } from "./config/job.js";
+import type { StageKind } from "./stages/index.js";
+
+/** A value a parameter sweep sets on a stage option. */
+export type ParamValue = string | number | boolean;
+
+export interface PlannedStage {
+  readonly stage: Stage;
+  readonly kind: StageKind;
+  /** Elements of the whole array the bandwidth refers to. */
+  readonly count: number;
+  /** The dtype of the stage's tensors, or null for barrier/compute. */
+  readonly dtype: DType | null;
+  /** Options a parameter sweep set on this stage at this point. */
+  readonly params?: Record<string, ParamValue>;
+  /** The stage estimates its result at this point (it has not fallen back to the exact collective). */
+  readonly estimates: boolean;
+  /** Stages that can fall back to the exact collective: why they do at this point, or null. */
+  readonly fallback?: string | null;
+}
+
+/** How many ranks there are, and how many share a node (Place.localSize). */
+export interface World {
+  size: number;
+  localSize: number;
+}
+
+export interface Plan {
+  readonly program: NativeProgram;
+  readonly stages: readonly PlannedStage[];
+}
