@@ -372,7 +372,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   } catch (const std::exception& e) {
     throw inStage(s, e);
   }
-  p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
+  if (p.error) p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
 }
 
 void Executor::runStep(Run& run, int step) {
