@@ -2,7 +2,8 @@ import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import winston from "winston";
-import { openCommunicator } from "../comm/open.js";
+import { native } from "../comm/native.js";
+import { mpiNotBuiltNote, openCommunicator } from "../comm/open.js";
 import type { Job } from "../config/job.js";
 import { loadJob, loadRunConfig } from "../config/load.js";
 import type { RunConfig } from "../config/run-config.js";
@@ -81,6 +82,8 @@ export async function runRank(args: RunArgs): Promise<number> {
   validateGraph(job, args.job, place.size, place.localSize);
   validateAlgorithms(job, args.job, cfg.backend);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
+  const note = mpiNotBuiltNote(place, process.env, native().backends);
+  if (note) log.warn(note);
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
 
   const opened = await openCommunicator({
