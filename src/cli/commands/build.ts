@@ -19,11 +19,13 @@ export const buildCommand: CommandModule<object, BuildArgs> = {
       .option("define", { alias: "D", type: "string", array: true, default: [], describe: "CMake cache entry NAME=VALUE" })
       .check((argv) => {
         const bad = argv.define.find((d) => !/^[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=/.test(d));
-        if (bad !== undefined) throw new Error(`--define ${bad}: expected NAME=VALUE (e.g. -D MPI_C_COMPILER=/usr/bin/mpicc.mpich)`);
+        if (bad !== undefined) {
+          throw Object.assign(new Error(`--define ${bad}: expected NAME=VALUE (e.g. -D SPMD_CUDA=OFF)`), { exitCode: 2 });
+        }
         return true;
       })
       .example("$0 build", "after installing the package, or after installing MPI or CUDA")
-      .example("$0 build -D MPI_C_COMPILER=/usr/bin/mpicc.mpich", "for MPICH where Open MPI is installed too")
+      .example("$0 build -D MPI_C_COMPILER=mpicc.mpich", "for MPICH where Open MPI is installed too")
       .example("$0 build -D SPMD_CUDA=OFF", "without the CUDA kernels even where nvcc is"),
   handler: (argv) => {
     process.exitCode = buildAddon({ out: argv.out, target: argv.target, defines: argv.define });
