@@ -142,6 +142,7 @@ test("bad flags and environment are one-line errors with exit code 2", async () 
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /Invalid values/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART], { RANK: "1" }), /environment: RANK=1 is set but WORLD_SIZE, MASTER_ADDR, MASTER_PORT are missing/);
+  assertOneLineError(await runNode([RUNNER, "build", "-D", "SPMD_CUDA"]), /--define SPMD_CUDA: expected NAME=VALUE/);
   const mpiBuilt = /\bmpi=built\b/.test((await runNode([RUNNER, "info"])).stdout);
   assertOneLineError(
     await runNode([RUNNER, QUICKSTART, "--backend", "mpi"]),

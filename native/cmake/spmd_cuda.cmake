@@ -5,6 +5,7 @@
 # device op that needs the kernels says the build has none.
 #
 # spmd_cuda_kernels(<var>) sets <var> to the generated source, and SPMD_CUDA_KERNELS to ON or OFF.
+include(${CMAKE_CURRENT_LIST_DIR}/spmd_parts.cmake)
 option(SPMD_CUDA "Build the CUDA kernels when nvcc is found" ON)
 set(SPMD_CUDA_ARCHS "80;90" CACHE STRING "GPU architectures for the CUDA kernels: SASS for each, PTX for the newest too")
 
@@ -18,7 +19,11 @@ function(spmd_cuda_kernels out)
     find_program(SPMD_NVCC nvcc HINTS ENV CUDACXX PATHS /usr/local/cuda/bin)
   endif()
   if(NOT SPMD_CUDA OR NOT SPMD_NVCC)
-    message(STATUS "spmd: CUDA kernels off (nvcc not found or SPMD_CUDA=OFF)")
+    if(SPMD_CUDA)
+      spmd_part("CUDA kernels" "skipped (no nvcc found: on PATH, in CUDACXX or /usr/local/cuda/bin)")
+    else()
+      spmd_part("CUDA kernels" "skipped (SPMD_CUDA=OFF)")
+    endif()
     execute_process(COMMAND ${CMAKE_COMMAND} -DOUT=${generated} -DFATBINS= -DARCHS= -P ${script})
     set(${out} ${generated} PARENT_SCOPE)
     set(SPMD_CUDA_KERNELS OFF PARENT_SCOPE)
@@ -37,7 +42,7 @@ function(spmd_cuda_kernels out)
       string(APPEND archs "sm_${arch} ")
     endif()
   endforeach()
-  message(STATUS "spmd: CUDA kernels on (${SPMD_NVCC}: ${archs})")
+  spmd_part("CUDA kernels" "built (${SPMD_NVCC}: ${archs})")
 
   file(GLOB sources CONFIGURE_DEPENDS ${src}/kernels/cuda/*.cu)
   set(headers ${src}/kernels/cuda/common.cuh ${src}/kernels/cuda/kernel_args.h ${src}/base/half_bits.h)

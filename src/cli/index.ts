@@ -2,6 +2,7 @@ import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
+import { buildCommand } from "./commands/build.js";
 import { compareCommand } from "./commands/compare.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
@@ -26,8 +27,9 @@ export async function main(argv: string[]): Promise<void> {
       .command(validateCommand)
       .command(infoCommand)
       .command(compareCommand)
+      .command(buildCommand)
       .strict()
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, compare)")
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, compare, build)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))

@@ -1,4 +1,5 @@
 // The native addon's surface, typed in one place (the only file that loads it).
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
@@ -260,11 +261,66 @@ interface NativeModule {
   cudaKernels: { archs: string; bytes: number } | null;
 }
 
-const addonPath = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../native/build/Release/spmd_native.node");
+/** The package's root, in a checkout or installed (this file is dist/comm/native.js). */
+export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+/** Where `runner build` (and `npm ci` in a checkout) builds the addon. */
+export const BUILD_DIR = path.join(PACKAGE_ROOT, "native/build");
+/** The platform an addon is built for, as the packed package names its prebuilt one. */
+export const PLATFORM = `${process.platform}-${process.arch}`;
+const ADDON = "spmd_native.node";
 
-let loaded: NativeModule | undefined;
+/** The addon in use: where it was found and how it got there. */
+export interface AddonSource {
+  path: string;
+  origin: "built here" | `prebuilt for ${string}`;
+}
+
+/**
+ * Where an addon may be, best first: the one built on this machine (it has this machine's MPI and CUDA), then
+ * the one the packed package carries for this platform.
+ */
+function addonCandidates(): AddonSource[] {
+  return [
+    { path: path.join(BUILD_DIR, "Release", ADDON), origin: "built here" },
+    { path: path.join(PACKAGE_ROOT, "prebuilds", PLATFORM, ADDON), origin: `prebuilt for ${PLATFORM}` },
+  ];
+}
+
+/** How the user runs the build: the installed command's name, else the checkout's `node runner`. */
+export function buildCommandLine(): string {
+  return path.basename(process.argv[1] ?? "") === "spmd-runner" ? "spmd-runner build" : "node runner build";
+}
+
+/** No addon that loads here (none built, none packed for this platform, or one missing a library). */
+export class AddonMissingError extends Error {
+  readonly exitCode = 2;
+}
+
+let loaded: { module: NativeModule; source: AddonSource } | undefined;
+
+function load(): { module: NativeModule; source: AddonSource } {
+  const require = createRequire(import.meta.url);
+  const refused: string[] = [];
+  for (const source of addonCandidates()) {
+    if (!existsSync(source.path)) continue;
+    try {
+      return { module: require(source.path) as NativeModule, source };
+    } catch (err) {
+      // The loader's reason, e.g. "libmpi.so.40: cannot open shared object file": one line of it is enough.
+      refused.push(`the addon ${source.origin} does not load: ${String((err as Error).message).split("\n")[0]}`);
+    }
+  }
+  const why = refused.length ? refused.join("; ") : `no native addon built or packed for ${PLATFORM}`;
+  throw new AddonMissingError(`${why}; run \`${buildCommandLine()}\` (needs CMake and a C++ compiler)`);
+}
 
 export function native(): NativeModule {
-  loaded ??= createRequire(import.meta.url)(addonPath) as NativeModule;
-  return loaded;
+  loaded ??= load();
+  return loaded.module;
+}
+
+/** Where the loaded addon came from (loading it if need be). */
+export function addonSource(): AddonSource {
+  native();
+  return loaded!.source;
 }

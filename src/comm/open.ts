@@ -7,7 +7,7 @@ import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";
 import { hostIdentity, type HostIdentity } from "./host.js";
-import { native, type NativeCommunicator } from "./native.js";
+import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
 import { startTcp } from "./start-tcp.js";
 import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
@@ -115,6 +115,16 @@ export function planStart(input: PlanInput): StartPlan {
     `rendezvous: ${place.size} ranks need MASTER_ADDR and MASTER_PORT (or rendezvous.addr/port in the run config)` +
       (byMpi ? `; meeting over MPI instead needs the mpi backend, which is not built (see "node runner info")` : ""),
   );
+}
+
+/**
+ * Said first (by `runner info` and by a run) when an MPI launcher started this process but the addon has no
+ * MPI backend, as when MPI was installed after the build: how to get one.
+ */
+export function mpiNotBuiltNote(place: Place, env: NodeJS.ProcessEnv, built: readonly string[]): string | undefined {
+  if (!launchedByMpi(place, env) || built.includes("mpi")) return undefined;
+  return `launched by ${place.launcher}, but this build has no MPI backend (CMake found no MPI when it was built); ` +
+    `to run over MPI, install it (e.g. openmpi-bin libopenmpi-dev) and run \`${buildCommandLine()}\``;
 }
 
 function mpiThreadLevel(env: NodeJS.ProcessEnv): boolean {

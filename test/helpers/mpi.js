@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { test } from "node:test";
-import { REPO, RUNNER } from "./ranks.js";
+import { envForMpi, REPO, RUNNER } from "./ranks.js";
 
 function unavailable() {
   if (spawnSync("mpirun", ["--version"], { stdio: "ignore" }).error) return "mpirun not found (install Open MPI: openmpi-bin, libopenmpi-dev)";
@@ -23,9 +23,6 @@ export function mpiTest(name, fn) {
   });
 }
 
-// The launcher's variables win over MPI's in discovery; a test started from such a shell must not leak them.
-const NOT_MPI = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SPMD_MPI_THREAD_LEVEL"];
-
 /**
  * `mpirun -np W node runner <args>`; resolves with the launcher's code and the ranks' merged output.
  * `onStarted(child, stderr)` runs once mpirun is spawned (a fault test then acts on the ranks); `wrap`
@@ -37,9 +34,7 @@ export function mpirun(W, args, opts = {}) {
 
 /** Several programs in one MPI job: `mpirun -np n1 node runner <args1> : -np n2 node runner <args2> ...`. */
 export function mpmd(apps, { env = {}, timeoutMs = 300_000, onStarted, wrap = [] } = {}) {
-  const childEnv = { ...process.env };
-  for (const name of NOT_MPI) delete childEnv[name];
-  Object.assign(childEnv, env);
+  const childEnv = { ...envForMpi(), ...env };
   const appArgs = apps.flatMap(({ np, args }, i) => [...(i ? [":"] : []), "-np", String(np), process.execPath, RUNNER, ...args]);
   return new Promise((resolve) => {
     const started = Date.now();

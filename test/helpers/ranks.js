@@ -9,6 +9,14 @@ import { fileURLToPath } from "node:url";
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const RUNNER = path.join(REPO, "runner");
 
+// The launcher's variables win over MPI's in discovery; a test started from such a shell must not leak them.
+const NOT_MPI = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SPMD_MPI_THREAD_LEVEL"];
+
+/** This process's environment without the variables that would override an MPI launcher's. */
+export function envForMpi() {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !NOT_MPI.includes(name)));
+}
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();

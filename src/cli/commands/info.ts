@@ -2,9 +2,9 @@
 import { readdirSync } from "node:fs";
 import os from "node:os";
 import type { CommandModule } from "yargs";
-import { native } from "../../comm/native.js";
+import { addonSource, native } from "../../comm/native.js";
 import { describeLibrary } from "../../comm/vendor-library.js";
-import { planStart } from "../../comm/open.js";
+import { mpiNotBuiltNote, planStart } from "../../comm/open.js";
 import { discoverPlace } from "../../env/discover.js";
 import { VERSION } from "../../version.js";
 
@@ -44,8 +44,12 @@ export const infoCommand: CommandModule<object, object> = {
     } catch (err) {
       auto = (err as Error).message;
     }
+    const note = mpiNotBuiltNote(place, process.env, built);
+    const addon = addonSource();
     const lines = [
+      ...(note ? [note] : []),
       `spmd-runner ${VERSION} (node ${process.version}, ${os.platform()}-${os.arch()})`,
+      `addon: ${addon.path} (${addon.origin})`,
       `backends: ${ALL_BACKENDS.map((b) => `${b}=${built.includes(b) ? "built" : "not built"}`).join(" ")}`,
       ...(mpiLibrary ? [`mpi: ${mpiLibrary.split("\n")[0]!.replace(/\s+/g, " ").trim()}`] : []),
       ...(["nccl", "hccl"] as const).filter((b) => built.includes(b)).map((b) => `${b}: ${describeLibrary(b, process.env)}`),

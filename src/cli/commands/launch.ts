@@ -3,6 +3,7 @@
 
 import { fileURLToPath } from "node:url";
 import type { Argv, CommandModule } from "yargs";
+import { native } from "../../comm/native.js";
 import { launch } from "../../launch/launcher.js";
 import { interactive, progressBar } from "../../report/progress.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
@@ -58,6 +59,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ),
   handler: async (argv) => {
+    native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const result = await launch({

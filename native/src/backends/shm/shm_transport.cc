@@ -69,8 +69,18 @@ void ShmTransport::ring(int peer) {
   if (b.sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(&b.seq);
 }
 
+// The CPU's spin-wait hint: it frees the core's pipeline for a sibling hyperthread (and saves power)
+// without giving up the time slice.
+static inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 void ShmTransport::relax() const {
-  if (spinLimit_ <= 2) sched_yield(); else __builtin_ia32_pause();
+  if (spinLimit_ <= 2) sched_yield(); else cpuRelax();
 }
 
 template <class Blocked>

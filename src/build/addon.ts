@@ -1,0 +1,31 @@
+// Building the native addon from the package's own sources (native/) with cmake-js, a dependency of the
+// package, so a checkout and an installed package build alike.
+import { spawnSync } from "node:child_process";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { PACKAGE_ROOT } from "../comm/native.js";
+
+export interface BuildOptions {
+  /** The CMake build directory. */
+  out: string;
+  /** Only this CMake target (and what it needs), e.g. spmd_native for the addon alone. */
+  target?: string;
+  /** CMake cache entries, NAME=VALUE. */
+  defines: readonly string[];
+}
+
+/**
+ * Configures, then builds; returns the exit code. Configuring every time (cmake-js `build` alone does not
+ * once a build directory exists) is what finds MPI or nvcc installed since the last build: CMake prints
+ * which optional parts it built and why it skipped the others.
+ */
+export function buildAddon({ out, target, defines }: BuildOptions): number {
+  const cmakeJs = createRequire(import.meta.url).resolve("cmake-js/bin/cmake-js");
+  const common = ["--directory", path.join(PACKAGE_ROOT, "native"), "--out", out, ...defines.map((d) => `--CD${d}`)];
+  for (const step of [["configure"], ["build", ...(target ? ["--target", target] : [])]]) {
+    const run = spawnSync(process.execPath, [cmakeJs, ...step, ...common], { stdio: "inherit" });
+    if (run.error) throw run.error;
+    if (run.status !== 0) return run.status ?? 1;
+  }
+  return 0;
+}
