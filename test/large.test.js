@@ -81,7 +81,7 @@ for (const W of [3, 4]) {
         tensors: { g: { dtype: "float32", count: n, fill: { kind: "normal", seed: 21 } } },
         stages: [{ id: "onebit", op: "compressed_allreduce", input: "g" }],
       };
-      const { doc, file } = await runJob(W, job);
+      const { doc, file } = await runJob(W, job, { typed: true });
       verifyStage(file, "onebit", W, 2);
       assert.equal(doc.results[0].count, n);
     }

@@ -14,7 +14,8 @@ function bf16(b) {
   return f[0];
 }
 
-export function readNpy(file, { bfloat16 = false } = {}) {
+/** `typed`: float32/float64 values as the typed array itself (large dumps), not a plain array. */
+export function readNpy(file, { bfloat16 = false, typed = false } = {}) {
   const buf = readFileSync(file);
   if (buf.toString("latin1", 0, 6) !== "\x93NUMPY") throw new Error(`${file}: not a .npy file`);
   const headerLen = buf.readUInt16LE(8);
@@ -25,8 +26,8 @@ export function readNpy(file, { bfloat16 = false } = {}) {
   const ab = body.buffer.slice(body.byteOffset, body.byteOffset + body.length);
   let values;
   switch (descr) {
-    case "<f4": values = Array.from(new Float32Array(ab)); break;
-    case "<f8": values = Array.from(new Float64Array(ab)); break;
+    case "<f4": values = typed ? new Float32Array(ab) : Array.from(new Float32Array(ab)); break;
+    case "<f8": values = typed ? new Float64Array(ab) : Array.from(new Float64Array(ab)); break;
     case "<i4": values = Array.from(new Int32Array(ab)); break;
     case "<i8": values = Array.from(new BigInt64Array(ab), Number); break;
     case "<f2": values = Array.from(new Uint16Array(ab), half); break;

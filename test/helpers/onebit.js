@@ -40,7 +40,7 @@ export function reference(inputs, steps, { round = Math.fround, resetEvery = 0 }
     worker.forEach((x, r) => {
       for (let i = 0; i < n; i++) x[i] = round(inputs[r][i] + x[i]);
       const s = round(Math.sqrt(sumSquares(x) / P));
-      signs.push(Array.from(x, sign));
+      signs.push(Int8Array.from(x, sign));
       for (let i = 0; i < P; i++) x[i] = round(x[i] - s * sign(x[i]));
       scales.push(s);
     });
@@ -52,12 +52,12 @@ export function reference(inputs, steps, { round = Math.fround, resetEvery = 0 }
         for (let e = 0; e < L; e++) c[e] = round(c[e] + w * signs[j][i * L + e]);
       }
       const s = round(Math.sqrt(sumSquares(c) / L));
-      serverSigns.push(Array.from(c, sign));
+      serverSigns.push(Int8Array.from(c, sign));
       for (let e = 0; e < L; e++) c[e] = round(c[e] - s * sign(c[e]));
       serverScales.push(s);
     });
     // 4. chunk j of the output is s_s(j)·sign_j, trimmed to n.
-    out = Array.from({ length: n }, (_, k) => serverScales[Math.floor(k / L)] * serverSigns[Math.floor(k / L)][k % L]);
+    out = Float64Array.from({ length: n }, (_, k) => serverScales[Math.floor(k / L)] * serverSigns[Math.floor(k / L)][k % L]);
   }
   return { out, worker, server, P };
 }
@@ -69,9 +69,9 @@ export const normal = (seed) => ({ kind: "normal", seed });
 /**
  * Runs the job on W ranks in a fresh directory and returns the result document and the dumps of its stages
  * (file(stage, rank, what) gives the values). The dumps come from --dump-dir, or with `stageDumpDir` from
- * each stage's own dumpDir option.
+ * each stage's own dumpDir option; `typed`: float values as typed arrays (dumps of millions of elements).
  */
-export async function runJob(W, job, { stageDumpDir = false } = {}) {
+export async function runJob(W, job, { stageDumpDir = false, typed = false } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-"));
   try {
     const dumpDir = path.join(dir, "dump");
@@ -87,7 +87,7 @@ export async function runJob(W, job, { stageDumpDir = false } = {}) {
     for (const stage of job.stages) {
       for (let r = 0; r < W; r++) {
         for (const what of ["input", "output", "worker_error", "server_error"]) {
-          files[`${stage.id}/${r}/${what}`] = readNpy(path.join(dumpDir, stage.id, `rank${r}.${what}.npy`), { bfloat16: true }).values;
+          files[`${stage.id}/${r}/${what}`] = readNpy(path.join(dumpDir, stage.id, `rank${r}.${what}.npy`), { bfloat16: true, typed }).values;
         }
       }
     }
@@ -119,8 +119,8 @@ export function verifyStage(file, stage, W, steps, { outRound = (v) => v, ...opt
   const ref = reference(inputs, steps, options);
   for (let r = 0; r < W; r++) {
     assertClose(file(stage, r, "output"), ref.out.map(outRound), `${stage} rank ${r} output`, options);
-    assertClose(file(stage, r, "worker_error"), Array.from(ref.worker[r]), `${stage} rank ${r} worker_error`, options);
-    assertClose(file(stage, r, "server_error"), Array.from(ref.server[r]), `${stage} rank ${r} server_error`, options);
+    assertClose(file(stage, r, "worker_error"), ref.worker[r], `${stage} rank ${r} worker_error`, options);
+    assertClose(file(stage, r, "server_error"), ref.server[r], `${stage} rank ${r} server_error`, options);
   }
   return ref;
 }
