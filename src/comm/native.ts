@@ -22,6 +22,8 @@ export const NATIVE_ERROR_CODES = [
   /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
   "ERR_SPMD_DESYNC",
   "ERR_SPMD_NCCL", "ERR_SPMD_HCCL", "ERR_SPMD_DEVICE",
+  /** An allocation failed; the message names the stage or tensor and the bytes. */
+  "ERR_SPMD_NOMEM",
 ] as const;
 export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];
 
@@ -70,6 +72,14 @@ export interface NativeOp {
   /** quantized: each quantization carries its error into the next step, weighted by beta. */
   errorFeedback?: boolean;
   beta?: number;
+}
+
+/** A peer as a presence board last saw it: `answered` false when it could not be asked. */
+export interface PeerSighting {
+  rank: number;
+  answered: boolean;
+  position: number;
+  silentSec: number;
 }
 
 export interface NativeProgram {
@@ -237,6 +247,10 @@ export interface NativeCommunicator {
   connect(peers?: TcpPeer[], timeoutMs?: number): Promise<void>;
   /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
   flightRecord(): FlightEntry[];
+  /** Lane 0's place in the op sequence ((seq << 1) | 1 inside op seq), readable while ops run. */
+  readonly position: number;
+  /** What peers showed of themselves (a presence board), as a deadline's message names stragglers; "" if none. */
+  stragglers(sightings: PeerSighting[]): string;
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;
