@@ -1,5 +1,3 @@
-import yargs from "yargs";
-import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
@@ -19,7 +17,10 @@ function fail(err: unknown): never {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // Scripts ask for the version often, and it needs neither the parser nor any command.
+  if (argv.length === 1 && argv[0] === "--version") return void console.log(VERSION);
   try {
+    const { default: yargs } = await import("yargs");
     await yargs(argv)
       .scriptName("runner")
       .command(runCommand)
@@ -43,4 +44,4 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-await main(hideBin(process.argv));
+await main(process.argv.slice(2));
