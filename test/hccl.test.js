@@ -3,7 +3,8 @@
 // that layer in depth), so this holds HCCL's own parts: its 4108-byte root info, its enums (the matrix
 // checks every dtype and reduction), HcclBatchSendRecv, its error text, and a deadline without an abort.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
@@ -30,7 +31,7 @@ test("every stage over the HCCL double, W=3: exact element by element", async ()
   }
 });
 
-async function small(env, { timeoutSec } = {}) {
+async function small(env, { timeoutSec, args = [] } = {}) {
   const job = {
     name: "hccl-fault", iterations: 1, warmup: 0, ...(timeoutSec ? { timeoutSec } : {}),
     tensors: { t: { dtype: "float32", count: 64 } },
@@ -38,7 +39,7 @@ async function small(env, { timeoutSec } = {}) {
   };
   const { dir, run } = prepareJob(2, job, {
     launch: (world, args) => runRanks(world, args, { env: { HCCL_LIBRARY: DOUBLE, ...env } }),
-    extraArgs: ["--backend", "hccl"],
+    extraArgs: ["--backend", "hccl", ...args],
   });
   try {
     return await run();
@@ -60,6 +61,23 @@ test("HCCL errors: a failing HcclCommInitRootInfo, an asynchronous error, a dead
   for (const p of stalled) assert.notEqual(p.code, 0);
   assert.match(stalled[1].stderr, /deadline passed while waiting for HcclAllReduce/);
 });
+test("an init that never returns ends every rank at the connect deadline, naming the step", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-hccl-init-"));
+  try {
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
+    const started = Date.now();
+    const ranks = await small({ SPMD_DOUBLE_STALL_INIT_RANK: "1" }, { args: ["--config", config] });
+    for (const p of ranks) {
+      assert.equal(p.code, 1, p.stderr);
+      assert.match(p.stderr, /hccl: HcclCommInitRootInfo did not finish within 3 s; every rank reached it/);
+    }
+    assert.ok(Date.now() - started < 20_000, "ended at the deadline, not the double's 30 s");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 
 test("the binding: root info of 4108 bytes; runner info reports hccl", async () => {
   const { native } = await import("../dist/comm/native.js");

@@ -4,7 +4,8 @@
 // ncclCommInitRank, an asynchronous error and a deadline each ending the job with an error that names
 // NCCL; a library without the optional ncclCommGetAsyncError still running the matrix.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
@@ -47,7 +48,7 @@ for (const W of [2, 4]) {
 test("a library without ncclCommGetAsyncError and ncclGetErrorString still runs every stage (W=2)", () => matrix(2, MINIMAL));
 
 /** A small job on 2 ranks over the double with extra environment; resolves with the ranks. */
-async function small(env, { timeoutSec } = {}) {
+async function small(env, { timeoutSec, args = [] } = {}) {
   const job = {
     name: "nccl-fault",
     iterations: 1,
@@ -58,7 +59,7 @@ async function small(env, { timeoutSec } = {}) {
   };
   const { dir, run } = prepareJob(2, job, {
     launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: FULL, ...env } }),
-    extraArgs: ["--backend", "nccl"],
+    extraArgs: ["--backend", "nccl", ...args],
   });
   try {
     return await run();
@@ -79,6 +80,23 @@ test("an asynchronous NCCL error ends the op with an error naming NCCL, not a ha
   for (const p of ranks) {
     assert.notEqual(p.code, 0);
     assert.match(p.stderr, /NCCL reported an asynchronous error while waiting for ncclAllReduce of \d+ bytes: ncclRemoteError \(6\)/);
+  }
+});
+
+test("an init that never returns ends every rank at the connect deadline, naming the step", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-nccl-init-"));
+  try {
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
+    const started = Date.now();
+    const ranks = await small({ SPMD_DOUBLE_STALL_INIT_RANK: "1" }, { args: ["--config", config] });
+    for (const p of ranks) {
+      assert.equal(p.code, 1, p.stderr);
+      assert.match(p.stderr, /nccl: ncclCommInitRank did not finish within 3 s; every rank reached it/);
+    }
+    assert.ok(Date.now() - started < 20_000, "ended at the deadline, not the double's 30 s");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
