@@ -39,7 +39,7 @@ test("a tensor too big for memory: validate -n and every rank refuse it before m
     const file = job(dir, HUGE(), AR);
     const v = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", file], { cwd: REPO, encoding: "utf8" });
     oneLine({ code: v.status, stderr: v.stderr }, 2, NEEDS);
-    const [, needed, available] = NEEDS.exec(v.stderr);
+    const [, needed, available] = NEEDS.exec(v.stderr.trim());
     assert.ok(Number(needed) > Number(available));
     // Tensor, output and reduction workspace: three times the tensor's 256 GiB at least.
     assert.ok(Number(needed) >= 3 * 274877906944, needed);
