@@ -111,6 +111,29 @@ for (const [backend, W] of [["shm", 3], ["tcp", 4]]) {
     }));
 }
 
+test("a rank stopped before the ranks meet: every other rank ends at the connect deadline naming it", T, () =>
+  withDir(async (dir) => {
+    const W = 4, stopped = 2;
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
+    const port = await freePort();
+    const ranks = Array.from({ length: W }, (_, rank) => spawnRunner([longJob(dir, 3), "--out", dir, "--config", config], rankEnv(rank, W, port)));
+    ranks[stopped].child.kill("SIGSTOP");
+    const startedAt = Date.now();
+    try {
+      const others = await Promise.all(ranks.filter((_, r) => r !== stopped).map((r) => r.exited));
+      assert.ok(Date.now() - startedAt < 3000 + SLACK_MS);
+      for (const r of others) {
+        assert.equal(r.code, 1, r.stderr);
+        assert.match(r.stderr, /rendezvous: barrier "rendezvous\/joined" timed out after 3000 ms with 3 of 4 ranks arrived; not arrived: rank 2$/m);
+      }
+    } finally {
+      ranks[stopped].child.kill("SIGKILL");
+      ranks[stopped].child.kill("SIGCONT");
+    }
+    await ranks[stopped].exited;
+  }));
+
 test("runner launch: kill -9 of one rank ends the launch non-zero, the others name it, nothing is left behind", T, () =>
   withDir(async (dir) => {
     const W = 3, victim = 1;

@@ -24,6 +24,7 @@ export interface Rendezvous {
 }
 
 const JOINED = "rendezvous/joined";
+const JOIN_GRACE_MS = 2000;
 const CLOSED = "rendezvous/closed";
 const ALL_CLOSED = "rendezvous/closed/all";
 
@@ -48,6 +49,9 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
     await store.barrier(JOINED, opts.size, opts.timeoutMs);
   } catch (err) {
     store?.close();
+    // The others' deadlines pass a moment after rank 0's (they connected later): serving them a little
+    // longer lets each read who never arrived, instead of finding the store gone.
+    if (server) await new Promise((resolve) => setTimeout(resolve, JOIN_GRACE_MS));
     await server?.close();
     throw err;
   }
