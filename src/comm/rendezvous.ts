@@ -24,7 +24,12 @@ export interface Rendezvous {
 }
 
 const JOINED = "rendezvous/joined";
-const JOIN_GRACE_MS = 2000;
+/**
+ * How long rank 0 keeps serving after a failure: the others' deadlines pass a moment after its own, and
+ * they read the store then (who never arrived, the presence board), which would otherwise be gone.
+ */
+const GRACE_MS = 2000;
+const grace = () => new Promise((resolve) => setTimeout(resolve, GRACE_MS));
 const CLOSED = "rendezvous/closed";
 const ALL_CLOSED = "rendezvous/closed/all";
 
@@ -49,9 +54,7 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
     await store.barrier(JOINED, opts.size, opts.timeoutMs);
   } catch (err) {
     store?.close();
-    // The others' deadlines pass a moment after rank 0's (they connected later): serving them a little
-    // longer lets each read who never arrived, instead of finding the store gone.
-    if (server) await new Promise((resolve) => setTimeout(resolve, JOIN_GRACE_MS));
+    if (server) await grace();
     await server?.close();
     throw err;
   }
@@ -66,7 +69,10 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
 
 async function leave(store: StoreClient, server: StoreServer | undefined, opts: RendezvousOptions, abandon: boolean): Promise<void> {
   try {
-    if (abandon) return;
+    if (abandon) {
+      if (server) await grace();
+      return;
+    }
     if ((await store.add(CLOSED, 1)) === opts.size) await store.set(ALL_CLOSED, "1");
     // Rank 0 keeps the store up until every rank is done with it, but only for the
     // timeout: a rank that died will never say so.

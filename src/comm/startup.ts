@@ -17,8 +17,9 @@ const key = (step: string, rank: number) => `startup/${step}/${rank}`;
 async function arrivals(boot: Bootstrap, step: string, size: number): Promise<string> {
   const { store } = boot;
   if (!store) return "";
-  const absent = await Promise.all(Array.from({ length: size }, (_, r) => store.get(key(step, r), 0).then(() => -1, () => r)));
-  return notArrived(absent.filter((r) => r >= 0)) || "; every rank reached it";
+  const absent = await store.absent(Array.from({ length: size }, (_, r) => key(step, r)));
+  if (!absent) return "; the store on rank 0 is gone, so who arrived is unknown";
+  return notArrived(absent) || "; every rank reached it";
 }
 
 /** Runs `work` (step `step` of rank `rank` of `size`) and fails at `timeoutMs` naming the ranks that never came. */

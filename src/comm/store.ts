@@ -424,9 +424,16 @@ export class StoreClient {
       if (this.failure) throw err;
       // Say how far the barrier got: it tells which side of a hang to look at.
       const count = await this.get(countKey, 0).then((v) => v.toString(), () => "?");
-      const absent = await Promise.all(Array.from({ length: size }, (_, r) => this.get(arrivedKey(r), 0).then(() => -1, () => r)));
-      throw new Error(`rendezvous: barrier ${JSON.stringify(name)} timed out after ${timeoutMs} ms with ${count} of ${size} ranks arrived${notArrived(absent.filter((r) => r >= 0))}`);
+      const absent = await this.absent(Array.from({ length: size }, (_, r) => arrivedKey(r)));
+      throw new Error(`rendezvous: barrier ${JSON.stringify(name)} timed out after ${timeoutMs} ms with ${count} of ${size} ranks arrived${notArrived(absent ?? [])}`);
     }
+  }
+
+  /** The indices of `keys` that do not exist (now), or undefined when the store cannot say (it is gone). */
+  async absent(keys: string[]): Promise<number[] | undefined> {
+    // A missing key is answered with the store's timeout; any other failure is the store's own.
+    const seen = await Promise.all(keys.map((k, i) => this.get(k, 0).then(() => -1, (e: Error) => (e.message.startsWith("rendezvous: timed out") ? i : -2))));
+    return seen.includes(-2) ? undefined : seen.filter((i) => i >= 0);
   }
 
   close(): void {
