@@ -54,7 +54,8 @@ export function startPresence(comm: NativeCommunicator, store: Store): PresenceB
     },
     stop: async (failed) => {
       clearInterval(timer);
-      if (failed) await post({ left: true });
+      // Bounded: a store behind a link that went down answers nothing, not even an error.
+      if (failed) await Promise.race([post({ left: true }), new Promise((resolve) => setTimeout(resolve, ASK_MS).unref())]);
     },
   };
 }
