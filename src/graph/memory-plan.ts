@@ -47,13 +47,13 @@ function workspaces(op: NativeOp, count: number, es: number, w: number, counts: 
     const padded = op.inputs.reduce((n, i) => n + block(counts[i]!, w), 0);
     items.push(["coalesced buffers", padded * (w + 1) * es]);
   }
-  const reduces = op.kind === "allreduce" || op.kind === "reduce" || op.kind === "reduce_scatter";
-  // Reductions receive a peer's chunk before adding it in; 16-bit types widen to float32 first.
-  if (reduces) items.push(["reduction workspace", count * (es < 4 ? 4 * 2 : es)]);
   if (op.compression === "onebit" || op.compression === "quantized") {
     items.push(["error-feedback buffers", (count + block(count, w)) * 4]);
-    // The exact result, the running sum and the squared errors the estimates are measured against.
-    items.push(["error reference", count * 8 * 3]);
+    // The exact result and the running sum of the estimates (float64), which the error is measured against.
+    items.push(["error reference", count * 8 * 2]);
+  } else if (op.kind === "allreduce" || op.kind === "reduce" || op.kind === "reduce_scatter") {
+    // Reductions receive a peer's chunk before adding it in; 16-bit types widen to float32 first.
+    items.push(["reduction workspace", count * (es < 4 ? 4 * 2 : es)]);
   }
   return items;
 }
