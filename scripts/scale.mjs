@@ -10,11 +10,11 @@
 // Linux only (/proc, GNU time at /usr/bin/time).
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { freePort } from "./soak.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const RUNNER = path.join(REPO, "runner");
@@ -30,16 +30,6 @@ const JOB = {
     { id: "ga", op: "gather", input: "t", root: 0, algorithm: "tree" },
   ],
 };
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** The node process under a wrapper (GNU time, strace): the wrapper's first child, once it exists. */
 function nodePid(wrapper) {

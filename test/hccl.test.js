@@ -3,10 +3,10 @@
 // that layer in depth), so this holds HCCL's own parts: its 4108-byte root info, its enums (the matrix
 // checks every dtype and reduction), HcclBatchSendRecv, its error text, and a deadline without an abort.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { assertInitDeadline } from "./helpers/library.js";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -61,23 +61,8 @@ test("HCCL errors: a failing HcclCommInitRootInfo, an asynchronous error, a dead
   for (const p of stalled) assert.notEqual(p.code, 0);
   assert.match(stalled[1].stderr, /deadline passed while waiting for HcclAllReduce/);
 });
-test("an init that never returns ends every rank at the connect deadline, naming the step", async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-hccl-init-"));
-  try {
-    const config = path.join(dir, "run.json");
-    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
-    const started = Date.now();
-    const ranks = await small({ SPMD_DOUBLE_STALL_INIT_RANK: "1" }, { args: ["--config", config] });
-    for (const p of ranks) {
-      assert.equal(p.code, 1, p.stderr);
-      assert.match(p.stderr, /hccl: HcclCommInitRootInfo did not finish within 3 s; every rank reached it/);
-    }
-    assert.ok(Date.now() - started < 20_000, "ended at the deadline, not the double's 30 s");
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
 
+test("an init that never returns ends every rank at the connect deadline, naming the step", () => assertInitDeadline(small, "hccl: HcclCommInitRootInfo"));
 
 test("the binding: root info of 4108 bytes; runner info reports hccl", async () => {
   const { native } = await import("../dist/comm/native.js");

@@ -4,12 +4,12 @@
 // ncclCommInitRank, an asynchronous error and a deadline each ending the job with an error that names
 // NCCL; a library without the optional ncclCommGetAsyncError still running the matrix.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
+import { assertInitDeadline } from "./helpers/library.js";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -83,22 +83,7 @@ test("an asynchronous NCCL error ends the op with an error naming NCCL, not a ha
   }
 });
 
-test("an init that never returns ends every rank at the connect deadline, naming the step", async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-nccl-init-"));
-  try {
-    const config = path.join(dir, "run.json");
-    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
-    const started = Date.now();
-    const ranks = await small({ SPMD_DOUBLE_STALL_INIT_RANK: "1" }, { args: ["--config", config] });
-    for (const p of ranks) {
-      assert.equal(p.code, 1, p.stderr);
-      assert.match(p.stderr, /nccl: ncclCommInitRank did not finish within 3 s; every rank reached it/);
-    }
-    assert.ok(Date.now() - started < 20_000, "ended at the deadline, not the double's 30 s");
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+test("an init that never returns ends every rank at the connect deadline, naming the step", () => assertInitDeadline(small, "nccl: ncclCommInitRank"));
 
 test("a rank that never completes: the deadline aborts the NCCL communicator", async () => {
   const started = Date.now();
