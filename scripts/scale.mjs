@@ -99,8 +99,8 @@ export async function measure(world) {
     const args = [job, "--backend", "tcp", "--out", dir, "--quiet", "--log-level", "debug", "--log-all-ranks"];
     const t0 = Date.now();
     const ranks = await Promise.all(Array.from({ length: world }, (_, r) => startRank(r, world, port, dir, args)));
-    const failed = ranks.find((r) => r.code !== 0);
-    if (failed) throw new Error(`W=${world}: rank ${failed.rank} exited ${failed.code}: ${failed.stderr}`);
+    const failed = ranks.filter((r) => r.code !== 0);
+    if (failed.length) throw new Error(`W=${world}: ${failed.map((r) => `rank ${r.rank} exited ${r.code}: ${r.stderr.trim().split("\n").at(-1)}`).join("\n")}`);
     const plain = ranks.filter((r) => r.files === undefined);  // rank 1 under strace runs slower
     const col = (k) => plain.map((r) => r[k]);
     return {
