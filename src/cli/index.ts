@@ -1,3 +1,5 @@
+import yargs from "yargs";
+import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
@@ -17,10 +19,7 @@ function fail(err: unknown): never {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  // Scripts ask for the version often, and it needs neither the parser nor any command.
-  if (argv.length === 1 && argv[0] === "--version") return void console.log(VERSION);
   try {
-    const { default: yargs } = await import("yargs");
     await yargs(argv)
       .scriptName("runner")
       .command(runCommand)
@@ -44,4 +43,4 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-await main(process.argv.slice(2));
+await main(hideBin(process.argv));

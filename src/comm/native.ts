@@ -1,8 +1,8 @@
 // The native addon's surface, typed in one place (the only file that loads it).
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
 import path from "node:path";
+import { PACKAGE_ROOT } from "../version.js";
 import type { z } from "zod";
 import type { dtypeSchema } from "../config/job.js";
 
@@ -275,8 +275,6 @@ interface NativeModule {
   cudaKernels: { archs: string; bytes: number } | null;
 }
 
-/** The package's root, in a checkout or installed (this file is dist/comm/native.js). */
-export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** Where `runner build` (and `npm ci` in a checkout) builds the addon. */
 export const BUILD_DIR = path.join(PACKAGE_ROOT, "native/build");
 /** The platform an addon is built for, as the packed package names its prebuilt one. */

@@ -1,12 +1,12 @@
 // `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
 // `runner run JOB.json [run options]`.
 
-import { fileURLToPath } from "node:url";
+import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
+import { PACKAGE_ROOT } from "../../version.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
-// dist/cli/commands/launch.js -> <repo>/runner/index.js
-const RUNNER_ENTRY = fileURLToPath(new URL("../../../runner/index.js", import.meta.url));
+const RUNNER_ENTRY = path.join(PACKAGE_ROOT, "runner/index.js");
 
 type RunOptionName = keyof typeof RUN_OPTIONS;
 
