@@ -25,8 +25,9 @@ export interface Rendezvous {
 
 const JOINED = "rendezvous/joined";
 /**
- * How long rank 0 keeps serving after a failure: the others' deadlines pass a moment after its own, and
- * they read the store then (who never arrived, the presence board), which would otherwise be gone.
+ * How long rank 0 keeps serving after the ranks failed to meet: the others' deadlines pass a moment after
+ * its own (they connected later), and each then reads who never arrived. Only here: after a failure later
+ * on, a launcher ends the other ranks as soon as one exits, and waiting would cost rank 0 its own message.
  */
 const GRACE_MS = 2000;
 const grace = () => new Promise((resolve) => setTimeout(resolve, GRACE_MS));
@@ -69,10 +70,7 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
 
 async function leave(store: StoreClient, server: StoreServer | undefined, opts: RendezvousOptions, abandon: boolean): Promise<void> {
   try {
-    if (abandon) {
-      if (server) await grace();
-      return;
-    }
+    if (abandon) return;
     if ((await store.add(CLOSED, 1)) === opts.size) await store.set(ALL_CLOSED, "1");
     // Rank 0 keeps the store up until every rank is done with it, but only for the
     // timeout: a rank that died will never say so.
