@@ -53,7 +53,8 @@ function soakJob(steps, runs) {
   };
 }
 
-function freePort() {
+/** A TCP port free on 127.0.0.1 now, for the ranks' store. */
+export function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer().once("error", reject);
     s.listen(0, "127.0.0.1", () => {

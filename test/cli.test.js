@@ -114,7 +114,7 @@ test("validate --backend mpi refuses a stage past MPI's int counts, at the sweep
     const file = path.join(dir, "limit.json");
     writeFileSync(file, JSON.stringify(job));
     // The limit is MPI's: other backends take the job.
-    assert.equal((await runNode([RUNNER, "validate", "-n", "2", "--backend", "shm", file])).code, 0);
+    assert.equal((await runNode([RUNNER, "validate", "--backend", "shm", file])).code, 0);
     const p = await runNode([RUNNER, "validate", "-n", "2", "--backend", "mpi", file]);
     assertOneLineError(p, /limit\.json: stages\[0\]: stage "fine" moves 2147483648 elements in one MPI call at sweep count 2147483648, more than MPI's int count allows \(2147483647\)/);
   } finally {

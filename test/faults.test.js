@@ -45,10 +45,10 @@ async function withDir(body) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** W ranks started the way a user would in W shells; resolves once every rank runs the job's steps. */
-async function startRanks(W, job, dir) {
+async function startRanks(W, job, dir, extra = []) {
   const port = await freePort();
   const ranks = Array.from({ length: W }, (_, rank) =>
-    spawnRunner([job, "--out", dir, "--log-level", "debug", "--log-all-ranks"], rankEnv(rank, W, port)),
+    spawnRunner([job, "--out", dir, "--log-level", "debug", "--log-all-ranks", ...extra], rankEnv(rank, W, port)),
   );
   await Promise.all(ranks.map((r) => r.seen(RUNNING)));
   await sleep(300);
@@ -81,30 +81,57 @@ test("kill -9 of one rank mid-run: the others exit non-zero within seconds namin
     assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
   }));
 
-test("a stopped rank (SIGSTOP): the others give up at the deadline naming it, with their flight records (shm)", T, () =>
+// tcp ranks cannot see each other as shm ranks do; they read the presence board on the store instead.
+for (const [backend, W] of [["shm", 3], ["tcp", 4]]) {
+  test(`a stopped rank (SIGSTOP): the others give up at the deadline naming it, with their flight records (${backend})`, T, () =>
+    withDir(async (dir) => {
+      const stopped = 2, timeoutSec = 3;
+      const ranks = await startRanks(W, longJob(dir, timeoutSec), dir, ["--backend", backend]);
+      const stoppedAt = Date.now();
+      ranks[stopped].child.kill("SIGSTOP");
+      try {
+        const others = await Promise.all(ranks.filter((_, r) => r !== stopped).map((r) => r.exited));
+        const took = Date.now() - stoppedAt;
+        assert.ok(took < timeoutSec * 1000 + SLACK_MS, `the others took ${took} ms to exit`);
+        for (const r of others) {
+          assert.equal(r.code, 1, r.stderr);
+          assert.match(r.stderr, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 silent for \d+\.\d s/, r.stderr);
+          assert.doesNotMatch(r.stderr, /holding up [^\n]*rank [013] silent/, "only the stopped rank is blamed");
+          assert.match(r.stderr, FLIGHT_RECORD);
+          assert.match(r.stderr, /: (timed out|aborted|peer gone) after \d/, "the op that failed is marked in the record");
+        }
+      } finally {
+        ranks[stopped].child.kill("SIGCONT");
+      }
+      // Woken up, it finds the job aborted rather than waiting for peers that are gone.
+      const late = await ranks[stopped].exited;
+      assert.equal(late.code, 1);
+      if (backend === "shm") assert.match(late.stderr, /rank \d aborted the job: .*rank 2 silent/);
+      assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
+    }));
+}
+
+test("a rank stopped before the ranks meet: every other rank ends at the connect deadline naming it", T, () =>
   withDir(async (dir) => {
-    const W = 3, stopped = 2, timeoutSec = 3;
-    const ranks = await startRanks(W, longJob(dir, timeoutSec), dir);
-    const stoppedAt = Date.now();
+    const W = 4, stopped = 2;
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 3 }));
+    const port = await freePort();
+    const ranks = Array.from({ length: W }, (_, rank) => spawnRunner([longJob(dir, 3), "--out", dir, "--config", config], rankEnv(rank, W, port)));
     ranks[stopped].child.kill("SIGSTOP");
+    const startedAt = Date.now();
     try {
       const others = await Promise.all(ranks.filter((_, r) => r !== stopped).map((r) => r.exited));
-      const took = Date.now() - stoppedAt;
-      assert.ok(took < timeoutSec * 1000 + SLACK_MS, `the others took ${took} ms to exit`);
+      assert.ok(Date.now() - startedAt < 3000 + SLACK_MS);
       for (const r of others) {
         assert.equal(r.code, 1, r.stderr);
-        assert.match(r.stderr, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 silent for \d+\.\d s/, r.stderr);
-        assert.match(r.stderr, FLIGHT_RECORD);
-        assert.match(r.stderr, /: (timed out|aborted) after \d/, "the op that failed is marked in the record");
+        assert.match(r.stderr, /rendezvous: barrier "rendezvous\/joined" timed out after 3000 ms with 3 of 4 ranks arrived; not arrived: rank 2$/m);
       }
     } finally {
+      ranks[stopped].child.kill("SIGKILL");
       ranks[stopped].child.kill("SIGCONT");
     }
-    // Woken up, it finds the job aborted rather than waiting for peers that are gone.
-    const late = await ranks[stopped].exited;
-    assert.equal(late.code, 1);
-    assert.match(late.stderr, /rank \d aborted the job: .*rank 2 silent/);
-    assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
+    await ranks[stopped].exited;
   }));
 
 test("runner launch: kill -9 of one rank ends the launch non-zero, the others name it, nothing is left behind", T, () =>

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { assertInitDeadline } from "./helpers/library.js";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -30,7 +31,7 @@ test("every stage over the HCCL double, W=3: exact element by element", async ()
   }
 });
 
-async function small(env, { timeoutSec } = {}) {
+async function small(env, { timeoutSec, args = [] } = {}) {
   const job = {
     name: "hccl-fault", iterations: 1, warmup: 0, ...(timeoutSec ? { timeoutSec } : {}),
     tensors: { t: { dtype: "float32", count: 64 } },
@@ -38,7 +39,7 @@ async function small(env, { timeoutSec } = {}) {
   };
   const { dir, run } = prepareJob(2, job, {
     launch: (world, args) => runRanks(world, args, { env: { HCCL_LIBRARY: DOUBLE, ...env } }),
-    extraArgs: ["--backend", "hccl"],
+    extraArgs: ["--backend", "hccl", ...args],
   });
   try {
     return await run();
@@ -60,6 +61,8 @@ test("HCCL errors: a failing HcclCommInitRootInfo, an asynchronous error, a dead
   for (const p of stalled) assert.notEqual(p.code, 0);
   assert.match(stalled[1].stderr, /deadline passed while waiting for HcclAllReduce/);
 });
+
+test("an init that never returns ends every rank at the connect deadline, naming the step", () => assertInitDeadline(small, "hccl: HcclCommInitRootInfo"));
 
 test("the binding: root info of 4108 bytes; runner info reports hccl", async () => {
   const { native } = await import("../dist/comm/native.js");

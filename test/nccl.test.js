@@ -9,6 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
+import { assertInitDeadline } from "./helpers/library.js";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -47,7 +48,7 @@ for (const W of [2, 4]) {
 test("a library without ncclCommGetAsyncError and ncclGetErrorString still runs every stage (W=2)", () => matrix(2, MINIMAL));
 
 /** A small job on 2 ranks over the double with extra environment; resolves with the ranks. */
-async function small(env, { timeoutSec } = {}) {
+async function small(env, { timeoutSec, args = [] } = {}) {
   const job = {
     name: "nccl-fault",
     iterations: 1,
@@ -58,7 +59,7 @@ async function small(env, { timeoutSec } = {}) {
   };
   const { dir, run } = prepareJob(2, job, {
     launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: FULL, ...env } }),
-    extraArgs: ["--backend", "nccl"],
+    extraArgs: ["--backend", "nccl", ...args],
   });
   try {
     return await run();
@@ -81,6 +82,8 @@ test("an asynchronous NCCL error ends the op with an error naming NCCL, not a ha
     assert.match(p.stderr, /NCCL reported an asynchronous error while waiting for ncclAllReduce of \d+ bytes: ncclRemoteError \(6\)/);
   }
 });
+
+test("an init that never returns ends every rank at the connect deadline, naming the step", () => assertInitDeadline(small, "nccl: ncclCommInitRank"));
 
 test("a rank that never completes: the deadline aborts the NCCL communicator", async () => {
   const started = Date.now();

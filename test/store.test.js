@@ -163,12 +163,12 @@ describe("store server and client", () => {
       assert.equal(released.length, 4);
     }));
 
-  test("barrier timeout says how many arrived", T, () =>
+  test("barrier timeout says how many arrived, and which did not", T, () =>
     withStore(async ({ connect }) => {
-      const c = await connect();
+      const c = await connect(1);
       await assert.rejects(
         c.barrier("lonely", 3, 150),
-        { message: 'rendezvous: barrier "lonely" timed out after 150 ms with 1 of 3 ranks arrived' },
+        { message: 'rendezvous: barrier "lonely" timed out after 150 ms with 1 of 3 ranks arrived; not arrived: rank 0, rank 2' },
       );
     }));
 

@@ -3,7 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { PACKAGE_ROOT } from "../comm/native.js";
+import { PACKAGE_ROOT } from "../version.js";
 
 export interface BuildOptions {
   /** The CMake build directory. */

@@ -8,6 +8,7 @@ export async function tcpBootstrap(o: RendezvousOptions): Promise<Bootstrap> {
   const read = async (key: string) => (await store.get(key, o.timeoutMs)).toString();
   return {
     kind: "tcp",
+    store,
     allGather: async (key, value) => {
       await store.set(`${key}/${o.rank}`, value);
       return Promise.all(Array.from({ length: o.size }, (_, r) => read(`${key}/${r}`)));

@@ -2,6 +2,8 @@
 // on (host names, the shm segment's name, the run directory): over the TCP store that rank 0 hosts, or
 // over MPI when an MPI launcher started the job. A rank alone needs neither.
 
+import type { StoreClient } from "./store.js";
+
 export interface Bootstrap {
   readonly kind: "none" | "tcp" | "mpi";
   /** Every rank's `value`, in rank order. `key` names the exchange; each key is used once per job. */
@@ -9,6 +11,8 @@ export interface Bootstrap {
   /** Rank 0's `value` on every rank (the others pass undefined). */
   broadcast(key: string, value: string | undefined): Promise<string>;
   barrier(key: string): Promise<void>;
+  /** The TCP store the ranks met over (tcp bootstrap only), for small keys while the job runs. */
+  readonly store?: Pick<StoreClient, "set" | "get" | "absent">;
   /**
    * Every rank calls it once, after closing the communicator it started. `failed`: leave at once, not
    * waiting for peers that may be dead (the TCP store; under MPI the launcher ends a job whose rank died).

@@ -1,8 +1,8 @@
 // The native addon's surface, typed in one place (the only file that loads it).
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { fileURLToPath } from "node:url";
 import path from "node:path";
+import { PACKAGE_ROOT } from "../version.js";
 import type { z } from "zod";
 import type { dtypeSchema } from "../config/job.js";
 
@@ -22,6 +22,8 @@ export const NATIVE_ERROR_CODES = [
   /** A peer's messages do not match this rank's (tcp: another op or size at the same place). */
   "ERR_SPMD_DESYNC",
   "ERR_SPMD_NCCL", "ERR_SPMD_HCCL", "ERR_SPMD_DEVICE",
+  /** An allocation failed; the message names the stage or tensor and the bytes. */
+  "ERR_SPMD_NOMEM",
 ] as const;
 export type NativeErrorCode = (typeof NATIVE_ERROR_CODES)[number];
 
@@ -70,6 +72,14 @@ export interface NativeOp {
   /** quantized: each quantization carries its error into the next step, weighted by beta. */
   errorFeedback?: boolean;
   beta?: number;
+}
+
+/** A peer as a presence board last saw it: `answered` false when it could not be asked. */
+export interface PeerSighting {
+  rank: number;
+  answered: boolean;
+  position: number;
+  silentSec: number;
 }
 
 export interface NativeProgram {
@@ -237,6 +247,10 @@ export interface NativeCommunicator {
   connect(peers?: TcpPeer[], timeoutMs?: number): Promise<void>;
   /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
   flightRecord(): FlightEntry[];
+  /** Lane 0's place in the op sequence ((seq << 1) | 1 inside op seq), readable while ops run. */
+  readonly position: number;
+  /** What peers showed of themselves (a presence board), as a deadline's message names stragglers; "" if none. */
+  stragglers(sightings: PeerSighting[]): string;
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;
@@ -261,8 +275,6 @@ interface NativeModule {
   cudaKernels: { archs: string; bytes: number } | null;
 }
 
-/** The package's root, in a checkout or installed (this file is dist/comm/native.js). */
-export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** Where `runner build` (and `npm ci` in a checkout) builds the addon. */
 export const BUILD_DIR = path.join(PACKAGE_ROOT, "native/build");
 /** The platform an addon is built for, as the packed package names its prebuilt one. */

@@ -9,6 +9,7 @@ import { BackendError } from "./errors.js";
 import { hostIdentity, type HostIdentity } from "./host.js";
 import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
+import { StartupTimeout, underDeadline } from "./startup.js";
 import { startTcp } from "./start-tcp.js";
 import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
 import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
@@ -165,16 +166,17 @@ function byTopology(topo: Topology): "shm" | "tcp" | "shm+tcp" {
  * communicator's progress thread (connect()): rank 0's event loop stays free to serve the TCP store the
  * others read the id from.
  */
-async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
+async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<NativeCommunicator> {
   const library = vendorLibrary(backend, env).path;
   const mine = place.rank === 0 ? native().libraryId(backend, library).toString("base64") : undefined;
   const id = Buffer.from(await boot.broadcast(`${backend}/id`, mine), "base64");
   const comm = new (native().Communicator)({ backend, rank: place.rank, size: place.size, localRank: place.localRank, library, id });
+  const init = backend === "nccl" ? "nccl: ncclCommInitRank" : "hccl: HcclCommInitRootInfo";
   try {
-    await comm.connect();
+    await underDeadline(init, boot, place, timeoutMs, () => comm.connect());
     return comm;
   } catch (err) {
-    comm.close();
+    if (!(err instanceof StartupTimeout)) comm.close();
     throw err;
   }
 }
@@ -197,7 +199,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   try {
     await agree(boot, o.place.rank, o.fingerprint);
     if (plan.backend === "nccl" || plan.backend === "hccl") {
-      comm = await startLibrary(plan.backend, boot, o.place, input.env);
+      comm = await startLibrary(plan.backend, boot, o.place, input.env, o.timeoutMs);
     } else if (plan.backend === "mpi") {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;

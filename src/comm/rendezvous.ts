@@ -24,6 +24,13 @@ export interface Rendezvous {
 }
 
 const JOINED = "rendezvous/joined";
+/**
+ * How long rank 0 keeps serving after the ranks failed to meet: the others' deadlines pass a moment after
+ * its own (they connected later), and each then reads who never arrived. Only here: after a failure later
+ * on, a launcher ends the other ranks as soon as one exits, and waiting would cost rank 0 its own message.
+ */
+const GRACE_MS = 2000;
+const grace = () => new Promise((resolve) => setTimeout(resolve, GRACE_MS));
 const CLOSED = "rendezvous/closed";
 const ALL_CLOSED = "rendezvous/closed/all";
 
@@ -48,6 +55,7 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
     await store.barrier(JOINED, opts.size, opts.timeoutMs);
   } catch (err) {
     store?.close();
+    if (server) await grace();
     await server?.close();
     throw err;
   }

@@ -333,6 +333,13 @@ function handshake(
   });
 }
 
+/** "; not arrived: rank 2, rank 5" (the first few of them), or "" when the store could not say. */
+export function notArrived(ranks: number[]): string {
+  if (ranks.length === 0) return "";
+  const shown = ranks.slice(0, 8).map((r) => `rank ${r}`).join(", ");
+  return `; not arrived: ${shown}${ranks.length > 8 ? ` and ${ranks.length - 8} more` : ""}`;
+}
+
 export class StoreClient {
   private readonly queue: Pending[] = [];
   private failure?: Error;
@@ -342,6 +349,8 @@ export class StoreClient {
     reader: FrameReader,
     readonly address: string,
     private readonly timeoutMs: number,
+    /** The rank this client speaks for: barriers note who arrived under it. */
+    private readonly rank: number,
   ) {
     // The server is authenticated now; values it returns are bounded by what ranks stored.
     reader.maxFrameBytes = U32_MAX;
@@ -366,7 +375,7 @@ export class StoreClient {
     const deadline = Date.now() + opts.timeoutMs;
     for (let delay = 50; ; delay = Math.min(2 * delay, 1000)) {
       const outcome = await handshake(opts, address, deadline - Date.now());
-      if (outcome.kind === "ok") return new StoreClient(outcome.socket, outcome.reader, address, opts.timeoutMs);
+      if (outcome.kind === "ok") return new StoreClient(outcome.socket, outcome.reader, address, opts.timeoutMs, opts.rank);
       if (outcome.kind === "fatal") throw outcome.error;
       const left = deadline - Date.now();
       if (left <= 0) {
@@ -402,6 +411,8 @@ export class StoreClient {
     const deadline = Date.now() + timeoutMs;
     const countKey = `${name}/count`;
     const doneKey = `${name}/done`;
+    const arrivedKey = (r: number) => `${name}/arrived/${r}`;
+    await this.set(arrivedKey(this.rank), "");
     const arrived = await this.add(countKey, 1);
     if (arrived > size) {
       throw new Error(`rendezvous: barrier ${JSON.stringify(name)} entered ${arrived} times for ${size} ranks (was the name reused?)`);
@@ -413,8 +424,16 @@ export class StoreClient {
       if (this.failure) throw err;
       // Say how far the barrier got: it tells which side of a hang to look at.
       const count = await this.get(countKey, 0).then((v) => v.toString(), () => "?");
-      throw new Error(`rendezvous: barrier ${JSON.stringify(name)} timed out after ${timeoutMs} ms with ${count} of ${size} ranks arrived`);
+      const absent = await this.absent(Array.from({ length: size }, (_, r) => arrivedKey(r)));
+      throw new Error(`rendezvous: barrier ${JSON.stringify(name)} timed out after ${timeoutMs} ms with ${count} of ${size} ranks arrived${notArrived(absent ?? [])}`);
     }
+  }
+
+  /** The indices of `keys` that do not exist (now), or undefined when the store cannot say (it is gone). */
+  async absent(keys: string[]): Promise<number[] | undefined> {
+    // A missing key is answered with the store's timeout; any other failure is the store's own.
+    const seen = await Promise.all(keys.map((k, i) => this.get(k, 0).then(() => -1, (e: Error) => (e.message.startsWith("rendezvous: timed out") ? i : -2))));
+    return seen.includes(-2) ? undefined : seen.filter((i) => i >= 0);
   }
 
   close(): void {

@@ -16,6 +16,8 @@ const tensorName = nameSchema("tensor");
 const stageId = nameSchema("stage");
 
 export const dtypeSchema = z.enum(["float32", "float64", "int32", "int64", "float16", "bfloat16"]);
+/** Bytes per element of each dtype. */
+export const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const satisfies Record<z.output<typeof dtypeSchema>, number>;
 export const reduceOpSchema = z.enum(["sum", "mean", "max", "min"]);
 
 const seed = z.int().min(0).default(0);

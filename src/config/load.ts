@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import jsonc from "jsonc-parser";
+import * as jsonc from "jsonc-parser";
 import type { z } from "zod";
 import { ConfigError, configErrorFromZod, issueMessage } from "./errors.js";
 import { jobSchema, type Job } from "./job.js";

@@ -1,4 +1,5 @@
 import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
+import { ELEMENT_BYTES } from "../config/job.js";
 import type { Plan } from "../plan.js";
 import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
@@ -6,8 +7,6 @@ import { estimateErrors } from "./estimate.js";
 import { overlapPercent } from "./overlap.js";
 import { perRankAverages, stragglerUs } from "./ranks.js";
 import { mean, timeStats } from "./stats.js";
-
-const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const;
 
 const last = <T>(a: readonly T[]): T | null => (a.length ? a[a.length - 1]! : null);
 

@@ -1,5 +1,25 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+
+/**
+ * `mkdir -p` one level at a time, from the deepest directory that exists. Node's recursive mkdir retries
+ * forever (at 100% CPU, deaf to signals) on procfs and sysfs, where mkdir says ENOENT under a parent that
+ * exists; here the first level that cannot be made throws, with the OS's reason.
+ */
+export function makeDirectory(dir: string): void {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); !statSync(at, { throwIfNoEntry: false }); at = path.dirname(at)) {
+    missing.push(at);
+    if (path.dirname(at) === at) break;
+  }
+  for (const d of missing.reverse()) {
+    try {
+      mkdirSync(d);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+  }
+}
 
 /**
  * Writes via a temporary file in the same directory and a rename, so a reader (or a run that crashed
@@ -8,7 +28,7 @@ import path from "node:path";
  */
 export function writeFileAtomic(file: string, content: string | Uint8Array): void {
   const dir = path.dirname(file);
-  mkdirSync(dir, { recursive: true });
+  makeDirectory(dir);
   const tmp = `${file}.${process.pid}.tmp`;
   const fd = openSync(tmp, "w");
   try {

@@ -7,21 +7,26 @@ import type winston from "winston";
 import { transports, format } from "winston";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
+import { startPresence, type PresenceBoard } from "../comm/presence.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
+import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
 import { execute } from "../graph/execute.js";
+import { checkMemory, dumpBytes } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
+import { formatTable } from "../report/table.js";
 import type { ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
 import { resolveRun, type RunRequest } from "./request.js";
+import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
 
 /** Failures after which this rank's flight record says where the job stood. */
@@ -79,22 +84,51 @@ async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cf
   return runDir!;
 }
 
+/** tcp ranks cannot see each other's progress, so they post it on the store they met over. */
+function presenceBoard(opened: OpenCommunicator): PresenceBoard | undefined {
+  const { store } = opened.bootstrap;
+  return store && opened.comm.backend.endsWith("tcp") && opened.comm.size > 1 ? startPresence(opened.comm, store) : undefined;
+}
+
 async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
-  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
-    // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
-    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm));
+  const board = presenceBoard(opened);
+  let failed = false;
+  try {
+    return await execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress });
+  } catch (err) {
+    failed = true;
+    // A deadline, a dead peer or an abort: who held the job up (where the backend could not say), and this
+    // rank's last ops, which say where the job stood.
+    const e = err as { code?: string; message: string };
+    if (!FAULT_CODES.has(e.code ?? "")) throw err;
+    if (board && !e.message.includes("; holding up ")) e.message += await board.stragglers();
+    log.error(flightRecordText(opened.comm));
     throw err;
-  });
+  } finally {
+    await board?.stop(failed);
+  }
 }
 
 /** Rank 0's part: the result document, written to the run directory, and the table on the console. */
 async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: string, r: RunRequest, log: winston.Logger): Promise<void> {
-  const table = await writeResults(doc, runDir, cfg.output, job.iterations);
+  // The table reaches the console even when the disk refuses the files (ENOSPC after a long run).
+  const table = formatTable(doc);
   if (!r.quiet) process.stdout.write(table);
+  try {
+    await writeResults(doc, table, runDir, cfg.output, job.iterations);
+  } catch (err) {
+    const where = cfg.output.json ? `${runDir} and ${cfg.output.json}` : runDir;
+    throw new Error(`the results could not be written to ${where}: ${osReason(err)}`);
+  }
   const ranks = doc.ranks ?? [];
   log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
+}
+
+/** The command line or a stage asks for .npy dumps (each output then also copied out). */
+function wantsDumps(job: Job, r: RunRequest): boolean {
+  return !!r.dumpDir || job.stages.some((s) => "dumpDir" in s && !!s.dumpDir);
 }
 
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
@@ -103,6 +137,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   const place = discoverPlace(process.env);
   validateGraph(job, r.job, place.size, place.localSize);
   validateBackend(job, r.job, cfg.backend, place.size);
+  const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
+  prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);
   if (note) log.warn(note);

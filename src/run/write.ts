@@ -6,14 +6,13 @@ import type { RunConfig } from "../config/run-config.js";
 import { formatCsv } from "../report/csv.js";
 import { formatHtml } from "../report/html.js";
 import { formatSummary } from "../report/summary.js";
-import { formatTable } from "../report/table.js";
-import { writeFileAtomic } from "../report/write-atomic.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import type { ResultDocument } from "../results.js";
 
 /** A new directory per run, never reusing one: `<out>/<job>-<UTC time>[-n]`. */
 export function createRunDir(outDir: string, jobName: string): string {
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  mkdirSync(outDir, { recursive: true });
+  makeDirectory(outDir);
   for (let n = 1; ; n++) {
     const dir = path.join(outDir, `${jobName}-${stamp}${n > 1 ? `-${n}` : ""}`);
     try {
@@ -25,9 +24,8 @@ export function createRunDir(outDir: string, jobName: string): string {
   }
 }
 
-/** Writes every report of `doc` into `runDir` (and the JSON where the configuration asks); returns the table. */
-export async function writeResults(doc: ResultDocument, runDir: string, output: RunConfig["output"], iterations: number): Promise<string> {
-  const table = formatTable(doc);
+/** Writes every report of `doc`, whose `table` is already formatted, into `runDir` (and the JSON where the configuration asks). */
+export async function writeResults(doc: ResultDocument, table: string, runDir: string, output: RunConfig["output"], iterations: number): Promise<void> {
   const json = JSON.stringify(doc, null, 2) + "\n";
   writeFileAtomic(path.join(runDir, "results.json"), json);
   writeFileAtomic(path.join(runDir, "table.txt"), table);
@@ -36,5 +34,4 @@ export async function writeResults(doc: ResultDocument, runDir: string, output: 
   writeFileAtomic(path.join(runDir, "summary.txt"), summary);
   writeFileAtomic(path.join(runDir, "report.html"), await formatHtml(doc, table, summary));
   if (output.json) writeFileAtomic(output.json, json);
-  return table;
 }

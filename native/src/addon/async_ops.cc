@@ -36,12 +36,9 @@ Napi::Value AsyncOps::submit(Napi::Env env, Napi::Object owner, OpQueue& queue, 
   queue.submit([this, raw] {
     try {
       raw->work();
-    } catch (const CommError& e) {
-      raw->errorCode = e.code();
-      raw->errorMessage = e.what();
     } catch (const std::exception& e) {
-      raw->errorCode = code::kSystem;
-      raw->errorMessage = e.what();
+      raw->errorCode = codeOf(e);
+      raw->errorMessage = describe(e);
     }
     tsfn_.BlockingCall(raw);
   });

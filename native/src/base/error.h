@@ -1,5 +1,6 @@
 // Errors raised by native code. The code string travels to JavaScript as err.code (zeromq.js style).
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -17,8 +18,9 @@ inline constexpr const char* kDesync = "ERR_SPMD_DESYNC";          // a peer's m
 inline constexpr const char* kNccl = "ERR_SPMD_NCCL";              // NCCL returned or reported an error
 inline constexpr const char* kHccl = "ERR_SPMD_HCCL";              // HCCL returned or reported an error
 inline constexpr const char* kDevice = "ERR_SPMD_DEVICE";          // the CUDA or Ascend runtime failed
+inline constexpr const char* kNoMem = "ERR_SPMD_NOMEM";            // an allocation failed (std::bad_alloc)
 // Every code above, for the addon to export.
-inline constexpr const char* kAll[] = {kInvalid, kTimeout, kPeerGone, kSystem, kUnsupported, kAborted, kDesync, kNccl, kHccl, kDevice};
+inline constexpr const char* kAll[] = {kInvalid, kTimeout, kPeerGone, kSystem, kUnsupported, kAborted, kDesync, kNccl, kHccl, kDevice, kNoMem};
 }  // namespace code
 
 class CommError : public std::runtime_error {
@@ -32,5 +34,14 @@ class CommError : public std::runtime_error {
 
 // Throws kSystem with strerror(errno) appended.
 [[noreturn]] void throwSystemError(const std::string& what);
+
+// Throws kNoMem: `what` (a stage, a tensor) could not get `bytes`.
+[[noreturn]] void throwNoMemory(const std::string& what, size_t bytes);
+
+// The code of a failure: a CommError's own, kNoMem for std::bad_alloc, kSystem for anything else.
+const char* codeOf(const std::exception& e);
+
+// The failure in words: e.what(), except "out of memory" for std::bad_alloc (whose what() names a C++ type).
+std::string describe(const std::exception& e);
 
 }  // namespace spmd

@@ -22,12 +22,6 @@ double microsBetween(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count();
 }
 
-// A failure's code, for the error that says where it happened.
-const char* failedCode(const std::exception& e) {
-  const auto* ce = dynamic_cast<const CommError*>(&e);
-  return ce ? ce->code() : code::kSystem;
-}
-
 Clock::time_point deadlineIn(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
@@ -131,14 +125,19 @@ Executor::Prepared Executor::prepare(const OpSpec& s) {
         outCount += pi.count(r);
         p.block += pi.block();
       }
-      if (s.coalesced) {
-        p.flatIn = Buffer::zeros(memory_, p.block * W * es);  // touched here, outside the timing
-        p.flatOut = Buffer::zeros(memory_, p.block * es);
-      }
       break;
     case OpKind::Barrier: case OpKind::Compute: break;
   }
-  p.out = Output(memory_, outCount * es);
+  const bool flat = s.kind == OpKind::ReduceScatter && s.coalesced;
+  try {
+    if (flat) {
+      p.flatIn = Buffer::zeros(memory_, p.block * W * es);  // touched here, outside the timing
+      p.flatOut = Buffer::zeros(memory_, p.block * es);
+    }
+    p.out = Output(memory_, outCount * es);
+  } catch (const std::bad_alloc&) {
+    throwNoMemory("stage " + s.stage + ": output", (outCount + (flat ? p.block * (W + 1) : 0)) * es);
+  }
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
   if (s.kind == OpKind::Broadcast && r == s.root) memory_.copy(p.out.data(), p.in, p.count * es);
   return p;
@@ -212,7 +211,7 @@ struct Executor::Run {
 namespace {
 
 CommError inStage(const OpSpec& s, const std::exception& e) {
-  return CommError(failedCode(e), "stage " + s.stage + ": " + e.what());
+  return CommError(codeOf(e), "stage " + s.stage + ": " + describe(e));
 }
 
 }  // namespace
@@ -220,7 +219,12 @@ CommError inStage(const OpSpec& s, const std::exception& e) {
 void Executor::fillTensors() {
   tensors_.clear();
   for (const TensorSpec& t : program_.tensors) {
-    tensors_.emplace_back(t.count * elementSize(t.dtype));
+    const size_t bytes = t.count * elementSize(t.dtype);
+    try {
+      tensors_.emplace_back(bytes);
+    } catch (const std::bad_alloc&) {
+      throwNoMemory("tensor " + t.name, bytes);
+    }
     kernels::fillBuffer(t.fill, t.dtype, lane0_.rank(), tensors_.back().data(), t.count);
   }
   placeTensors();
@@ -278,7 +282,7 @@ void Executor::stepStart(int step) {
   try {
     recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
   } catch (const std::exception& e) {
-    throw CommError(failedCode(e), "at the start of step " + std::to_string(step) + ": " + e.what());
+    throw CommError(codeOf(e), "at the start of step " + std::to_string(step) + ": " + e.what());
   }
 }
 

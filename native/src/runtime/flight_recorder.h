@@ -74,7 +74,9 @@ class FlightRecorder {
   void noteAllPeers();
 
   // The op this lane is in (or last ran), and its entry's text "stage ar, step 12" if still recorded.
-  uint64_t currentSeq() const { return positionSeq(self_.position.load(std::memory_order_relaxed)); }
+  uint64_t currentSeq() const { return positionSeq(position()); }
+  // Presence::position of this lane; any thread may read it while the lane runs.
+  uint64_t position() const { return self_.position.load(std::memory_order_relaxed); }
   std::string describe(uint64_t seq) const;
 
   // Where peers see this lane's position too (shm: a slot in the segment; MPI: the roll-call answerer).

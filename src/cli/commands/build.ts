@@ -1,6 +1,5 @@
 // `runner build`: (re)builds the native addon where none fits, or to pick up MPI or CUDA installed since.
 import type { Argv, CommandModule } from "yargs";
-import { buildAddon } from "../../build/addon.js";
 import { BUILD_DIR } from "../../comm/native.js";
 
 interface BuildArgs {
@@ -27,7 +26,8 @@ export const buildCommand: CommandModule<object, BuildArgs> = {
       .example("$0 build", "after installing the package, or after installing MPI or CUDA")
       .example("$0 build -D MPI_C_COMPILER=mpicc.mpich", "for MPICH where Open MPI is installed too")
       .example("$0 build -D SPMD_CUDA=OFF", "without the CUDA kernels even where nvcc is"),
-  handler: (argv) => {
+  handler: async (argv) => {
+    const { buildAddon } = await import("../../build/addon.js");
     process.exitCode = buildAddon({ out: argv.out, target: argv.target, defines: argv.define });
   },
 };

@@ -1,6 +1,5 @@
 // `runner compare A.json B.json`: per-row ratios of two result files; exit 1 on a regression (a CI gate).
 import type { Argv, CommandModule } from "yargs";
-import { compareResults, formatComparison, loadResults } from "../../report/compare.js";
 
 export interface CompareArgs {
   before: string;
@@ -21,7 +20,8 @@ export const compareCommand: CommandModule<object, CompareArgs> = {
         return true;
       })
       .example("$0 compare base/results.json new/results.json --threshold 0.1", "fail if any row is >10% slower") as Argv<CompareArgs>,
-  handler: (args) => {
+  handler: async (args) => {
+    const { compareResults, formatComparison, loadResults } = await import("../../report/compare.js");
     const a = loadResults(args.before);
     const b = loadResults(args.after);
     const rows = compareResults(a.results, b.results, args.threshold);

@@ -2,10 +2,6 @@
 import { readdirSync } from "node:fs";
 import os from "node:os";
 import type { CommandModule } from "yargs";
-import { addonSource, native } from "../../comm/native.js";
-import { describeLibrary } from "../../comm/vendor-library.js";
-import { mpiNotBuiltNote, planStart } from "../../comm/open.js";
-import { discoverPlace } from "../../env/discover.js";
 import { VERSION } from "../../version.js";
 
 const ALL_BACKENDS = ["shm", "tcp", "mpi", "nccl", "hccl"];
@@ -33,7 +29,10 @@ export const infoCommand: CommandModule<object, object> = {
     yargs
       .example("$0 info", "on this machine")
       .example("mpirun -np 2 node runner info", "what each rank of an MPI launch would see"),
-  handler: () => {
+  handler: async () => {
+    const [{ addonSource, native }, { describeLibrary }, { mpiNotBuiltNote, planStart }, { discoverPlace }] = await Promise.all([
+      import("../../comm/native.js"), import("../../comm/vendor-library.js"), import("../../comm/open.js"), import("../../env/discover.js"),
+    ]);
     const { backends: built, mpiLibrary, cudaKernels } = native();
     const place = discoverPlace(process.env);
     let auto: string;

@@ -1,15 +1,12 @@
 // `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
 // `runner run JOB.json [run options]`.
 
-import { fileURLToPath } from "node:url";
+import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
-import { native } from "../../comm/native.js";
-import { launch } from "../../launch/launcher.js";
-import { interactive, progressBar } from "../../report/progress.js";
+import { PACKAGE_ROOT } from "../../version.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
-// dist/cli/commands/launch.js -> <repo>/runner/index.js
-const RUNNER_ENTRY = fileURLToPath(new URL("../../../runner/index.js", import.meta.url));
+const RUNNER_ENTRY = path.join(PACKAGE_ROOT, "runner/index.js");
 
 type RunOptionName = keyof typeof RUN_OPTIONS;
 
@@ -59,6 +56,9 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ),
   handler: async (argv) => {
+    const [{ native }, { launch }, { interactive, progressBar }] = await Promise.all([
+      import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../report/progress.js"),
+    ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;

@@ -1,6 +1,5 @@
 // `runner run JOB.json` (also the default command): this process is one rank of the job.
 import type { Argv, CommandModule } from "yargs";
-import { runRank } from "../../run/rank.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
 export interface RunArgs extends RunOptionArgs {
@@ -21,6 +20,8 @@ export const runCommand: CommandModule<object, RunArgs> = {
         "one rank of a torchrun-style start",
       ) as Argv<RunArgs>,
   handler: async (a) => {
+    // Loaded here, not at the top: `runner --version` and --help need none of a rank's code.
+    const { runRank } = await import("../../run/rank.js");
     process.exitCode = await runRank({
       job: a.job, config: a.config, backend: a.backend, iface: a.iface, check: a.check, iterations: a.iterations, warmup: a.warmup,
       timeout: a.timeout, out: a.out, json: a.json, dumpDir: a["dump-dir"], logLevel: a["log-level"], logAllRanks: a["log-all-ranks"],

@@ -49,6 +49,12 @@ DoubleComm::DoubleComm(std::shared_ptr<Shared> shared, std::unique_ptr<GroupTran
 std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks, int rank) {
   if (envIs("SPMD_DOUBLE_FAIL_INIT", "1") || nranks < 1 || rank < 0 || rank >= nranks) return nullptr;
   const auto giveUp = std::chrono::steady_clock::now() + 30s;
+  // A rank whose init never returns, as when the library waits on a peer that is not there.
+  const char* stallInit = std::getenv("SPMD_DOUBLE_STALL_INIT_RANK");
+  if (stallInit && std::atoi(stallInit) == rank) {
+    std::this_thread::sleep_until(giveUp);
+    return nullptr;
+  }
   std::shared_ptr<Shared> shared;
   // The others retry until rank 0's segment exists and is laid out (it may not be yet).
   while (!shared) {

@@ -9,6 +9,7 @@
 //   SPMD_DOUBLE_FAIL_INIT=1     joining fails
 //   SPMD_DOUBLE_ASYNC_ERROR=1   every op hangs and the async error query reports a remote error
 //   SPMD_DOUBLE_STALL_RANK=r    rank r's ops hang until the communicator is aborted
+//   SPMD_DOUBLE_STALL_INIT_RANK=r  rank r's join does not return (for 30 s): every rank's init blocks
 #pragma once
 #include <atomic>
 #include <functional>

@@ -1,0 +1,39 @@
+// A start-up step that waits on every rank inside a library that has no deadline of its own (NCCL's and
+// HCCL's init): each rank notes on the store that it reached the step, and a rank still waiting at the
+// deadline ends with the step and the ranks that never reached it. The library's call cannot be cancelled;
+// it stays blocked on the communicator's thread, so the communicator is left as it is and the process exits.
+import type { Bootstrap } from "./bootstrap.js";
+import type { NativeErrorCode } from "./native.js";
+import { notArrived } from "./store.js";
+
+/** A step passed its deadline: the communicator is stuck inside it and must not be closed (close waits on it). */
+export class StartupTimeout extends Error {
+  readonly code: NativeErrorCode = "ERR_SPMD_TIMEOUT";
+}
+
+const key = (step: string, rank: number) => `startup/${step}/${rank}`;
+
+/** "; not arrived: rank 2, rank 5", "; every rank reached it", or "" where no store can tell. */
+async function arrivals(boot: Bootstrap, step: string, size: number): Promise<string> {
+  const { store } = boot;
+  if (!store) return "";
+  const absent = await store.absent(Array.from({ length: size }, (_, r) => key(step, r)));
+  if (!absent) return "; the store on rank 0 is gone, so who arrived is unknown";
+  return notArrived(absent) || "; every rank reached it";
+}
+
+/** Runs `work` (step `step` of rank `rank` of `size`) and fails at `timeoutMs` naming the ranks that never came. */
+export async function underDeadline<T>(step: string, boot: Bootstrap, at: { rank: number; size: number }, timeoutMs: number, work: () => Promise<T>): Promise<T> {
+  await boot.store?.set(key(step, at.rank), "");
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      void arrivals(boot, step, at.size).then((who) => reject(new StartupTimeout(`${step} did not finish within ${timeoutMs / 1000} s${who}`)));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([work(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

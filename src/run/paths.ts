@@ -1,0 +1,66 @@
+// Where the run writes, made and tried before the ranks meet: a path that cannot be written fails in one
+// line naming the option, the path and the OS's reason (exit 2), not after a whole run, and never hangs.
+import { closeSync, openSync, rmSync, statfsSync } from "node:fs";
+import path from "node:path";
+import type { Job } from "../config/job.js";
+import type { RunConfig } from "../config/run-config.js";
+import { formatSize } from "../config/size.js";
+import { makeDirectory } from "../report/write-atomic.js";
+
+/** A path the run cannot write to: bad input, like a bad flag. */
+export class OutputPathError extends Error {
+  readonly exitCode = 2;
+}
+
+/** The OS's reason in a Node fs error ("EROFS: read-only file system, mkdir '/x'" -> its first part). */
+export function osReason(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e.code ? e.message.split(",")[0]! : String(e.message ?? err);
+}
+
+function fail(option: string, dir: string, what: string, err: unknown): never {
+  throw new OutputPathError(`${option} ${dir}: cannot ${what}: ${osReason(err)}`);
+}
+
+/** Makes `dir` and creates and removes a file in it; with `needBytes`, checks the filesystem has that free. */
+export function prepareDirectory(option: string, dir: string, needBytes = 0): void {
+  try {
+    makeDirectory(dir);
+  } catch (err) {
+    fail(option, dir, "create the directory", err);
+  }
+  const probe = path.join(dir, `.spmd-probe-${process.pid}`);
+  try {
+    closeSync(openSync(probe, "wx"));
+    rmSync(probe);
+  } catch (err) {
+    fail(option, dir, "write there", err);
+  }
+  const fs = statfsSync(dir);
+  const free = fs.bavail * fs.bsize;
+  if (needBytes > free) {
+    throw new OutputPathError(`${option} ${dir}: the dumps need about ${formatSize(needBytes)} (${needBytes} bytes) but ${formatSize(free)} (${free} bytes) is free there`);
+  }
+}
+
+/** Each directory dumps go to, with the option or stage field that names it. */
+function dumpDirectories(job: Job, dumpDir: string | undefined): Map<string, string> {
+  if (dumpDir) return new Map([[dumpDir, "--dump-dir"]]);
+  const dirs = new Map<string, string>();
+  job.stages.forEach((s) => {
+    if ("dumpDir" in s && s.dumpDir && !dirs.has(s.dumpDir)) dirs.set(s.dumpDir, `stage "${s.id}" dumpDir`);
+  });
+  return dirs;
+}
+
+/**
+ * Rank 0 writes the reports (--out, --json); every rank writes its own dumps, `dumpBytes` of them, as do the
+ * other `localSize - 1` ranks of its host, likely to the same filesystem.
+ */
+export function prepareOutputPaths(job: Job, output: RunConfig["output"], dumpDir: string | undefined, at: { rank: number; localSize: number }, dumpBytes: number): void {
+  if (at.rank === 0) {
+    prepareDirectory("--out", output.dir);
+    if (output.json) prepareDirectory("--json", path.dirname(path.resolve(output.json)));
+  }
+  for (const [dir, option] of dumpDirectories(job, dumpDir)) prepareDirectory(option, dir, dumpBytes * at.localSize);
+}
