@@ -1,6 +1,6 @@
 // Build step: regenerate schema/*.schema.json from the zod schemas so editors can validate
 // and complete job and run-configuration files ("$schema": "../schema/job.schema.json").
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { z } from "zod";
 import { jobSchema } from "./job.js";
 import { runConfigSchema } from "./run-config.js";
@@ -17,5 +17,8 @@ for (const [fileName, schema, title] of targets) {
   // "input" describes what a user writes: fields with defaults are optional.
   const generated = z.toJSONSchema(schema, { io: "input" });
   const jsonSchema = { $schema: generated.$schema, title, ...generated };
-  writeFileSync(new URL(fileName, outDir), `${JSON.stringify(jsonSchema, null, 2)}\n`);
+  const file = new URL(fileName, outDir);
+  const text = `${JSON.stringify(jsonSchema, null, 2)}\n`;
+  // Unchanged files are left alone: `npm pack` rebuilds while tests may be reading them.
+  if (readFileSync(file, { encoding: "utf8", flag: "a+" }) !== text) writeFileSync(file, text);
 }
