@@ -3,6 +3,7 @@
 // metrics/ reads it, so it lives apart from both.
 import type { NativeProgram } from "./comm/native.js";
 import type { DType, Stage } from "./config/job.js";
+import type { HostLayout } from "./graph/groups.js";
 import type { StageKind } from "./stages/index.js";
 
 /** A value a parameter sweep sets on a stage option. */
@@ -21,12 +22,21 @@ export interface PlannedStage {
   readonly estimates: boolean;
   /** Stages that can fall back to the exact collective: why they do at this point, or null. */
   readonly fallback?: string | null;
+  /** Its stream and that stream's lane (DESIGN.md, "Graphs, streams and groups"). */
+  readonly stream: string;
+  readonly lane: number;
+  /** Ranks per group: the world's size unless the stage runs in a group. */
+  readonly groupSize: number;
+  /** In a group: its name and how many groups ran the stage at once. */
+  readonly group?: { name: string; count: number };
 }
 
 /** How many ranks there are, and how many share a node (Place.localSize). */
 export interface World {
   size: number;
   localSize: number;
+  /** Which ranks share a host, where the communicator's topology says (graph/groups.ts hostsOf). */
+  topology?: HostLayout;
 }
 
 export interface Plan {

@@ -50,8 +50,12 @@ export interface NativeOp {
   algorithm?: NativeAlgorithm;
   shift?: number;
   computeUs?: number;
-  nonblocking?: boolean;
+  /** The stream's lane: 0 ("main") runs in order; others run concurrently on workers (graph/groups.ts). */
+  lane?: number;
+  /** Indices of earlier ops on other lanes (not 0) this op waits for. */
   waitFor?: number[];
+  /** A process group's partition of the ranks: the op runs inside the group holding this rank. */
+  groups?: number[][];
   timeoutSec?: number;
   /**
    * "onebit": the compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean).
@@ -84,6 +88,7 @@ export interface NativeProgram {
 export interface NativeOpResult {
   algorithm: NativeAlgorithm;
   timeUs: Float64Array; // per timed step, this rank
+  startUs: Float64Array; // per timed step: when it started, after the step's start
   overallUs: Float64Array; // nonblocking: post to completion
   concurrentUs: Float64Array; // nonblocking: other ops' time while in flight
   wrong: number;

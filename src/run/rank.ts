@@ -42,6 +42,8 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
   });
   try {
     validateBackend(job, file, opened.comm.backend, place.size);
+    // `split` groups again with the hosts the ranks found, before the job's first collective.
+    validateGraph(job, file, place.size, place.localSize, opened.topology);
   } catch (err) {
     await opened.close(true);
     throw err;
@@ -81,11 +83,14 @@ async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cf
 
 async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
-  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
+  const rows = await execute(job, opened.comm, { log, localSize: place.localSize, topology: opened.topology, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
     // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
     if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm));
     throw err;
   });
+  // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
+  if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
+  return rows;
 }
 
 /** Rank 0's part: the result document, written to the run directory, and the table on the console. */
