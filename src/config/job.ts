@@ -75,7 +75,7 @@ const common = {
   // DESIGN.md, "Graphs, streams and groups". No default stream here: igather's is its own (graph/streams.ts).
   group: groupName.optional(),
   stream: streamName.optional(),
-  inPlace: z.boolean().default(false),
+  inPlace: z.boolean().optional(),
 };
 const input = z.string();
 const root = z.int().min(0).default(0);
@@ -220,7 +220,7 @@ export const jobSchema = z.strictObject({
   check: z.boolean().default(false),
   timeoutSec: z.number().positive().default(300),
   tensors: z.record(tensorName, tensorSchema).default({}),
-  groups: z.record(groupName, groupSpecSchema).default({}),
+  groups: z.record(groupName, groupSpecSchema).optional(),
   // Optional: when given, every stage's stream must be "main" or one of these (a typo is then an error).
   streams: z.array(streamName).optional(),
   stages: z.array(stageSchema).min(1),

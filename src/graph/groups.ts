@@ -67,7 +67,7 @@ export function resolveGroups(spec: GroupSpec, worldSize: number, hosts: readonl
 
 /** Every group's partition for this world, by name (validateGraph has checked they resolve). */
 export function jobGroups(job: Job, worldSize: number, hosts: readonly (readonly number[])[]): Map<string, number[][]> {
-  return new Map(Object.entries(job.groups).map(([name, spec]) => {
+  return new Map(Object.entries(job.groups ?? {}).map(([name, spec]) => {
     const groups = resolveGroups(spec, worldSize, hosts);
     if (typeof groups === "string") throw new Error(`group "${name}": ${groups}; validate the job first`);
     return [name, groups];

@@ -62,8 +62,8 @@ function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: num
 
 /** Group, stream and inPlace: names that must resolve and options the op must have. */
 function checkGraphFields(job: Job, stage: Stage, fail: Fail): void {
-  if (stage.group !== undefined && !Object.hasOwn(job.groups, stage.group)) {
-    fail(["group"], `unknown group ${JSON.stringify(stage.group)} (${known("groups", Object.keys(job.groups))})`);
+  if (stage.group !== undefined && !Object.hasOwn(job.groups ?? {}, stage.group)) {
+    fail(["group"], `unknown group ${JSON.stringify(stage.group)} (${known("groups", Object.keys(job.groups ?? {}))})`);
   }
   if (stage.group !== undefined && (stage.op === "compressed_allreduce" || stage.op === "quantized_allreduce")) {
     fail(["group"], `${stage.op} runs over the whole world: "group" is for the exact collectives`);
@@ -129,7 +129,7 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
 function resolveAll(job: Job, file: string, worldSize: number | undefined, localSize: number | undefined, topology?: HostLayout): Groups {
   if (worldSize === undefined) return new Map();
   const hosts = hostsOf(worldSize, localSize ?? worldSize, topology);
-  return new Map(Object.entries(job.groups).map(([name, spec]) => {
+  return new Map(Object.entries(job.groups ?? {}).map(([name, spec]) => {
     const groups = resolveGroups(spec, worldSize, hosts);
     if (typeof groups === "string") throw new ConfigError(file, formatJsonPath(["groups", name]), `not a partition of the ranks: ${groups}`);
     return [name, groups];
