@@ -52,10 +52,12 @@ export interface NativeOp {
   computeUs?: number;
   /** The stream's lane: 0 ("main") runs in order; others run concurrently on workers (graph/groups.ts). */
   lane?: number;
-  /** Indices of earlier ops on other lanes (not 0) this op waits for. */
+  /** Indices of earlier ops on other lanes this op waits for. */
   waitFor?: number[];
   /** A process group's partition of the ranks: the op runs inside the group holding this rank. */
   groups?: number[][];
+  /** nccl-tests' in place (allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce). */
+  inPlace?: boolean;
   timeoutSec?: number;
   /**
    * "onebit": the compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean).

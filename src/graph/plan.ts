@@ -63,10 +63,11 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
     stage: stage.id,
     ...kind.toNative(stage, contextOf(stage)),
     lane,
-    // An op on another lane completes where a stage on a third lane that runs after it needs it (its own lane
-    // keeps order, and lane 0's ops are done before any later op is posted), or at the step's end.
-    waitFor: (stage.after ?? []).map((id) => position.get(id)!).filter((k) => ![0, lane].includes(laneOf(order[k]!))),
+    // Its own lane keeps order; what it waits for on other lanes it names (an op on a lane other than 0
+    // completes where such a stage needs it, or at the step's end).
+    waitFor: (stage.after ?? []).map((id) => position.get(id)!).filter((k) => laneOf(order[k]!) !== lane),
     ...(partition(stage) && { groups: partition(stage) }),
+    ...(stage.inPlace && { inPlace: true }),
     timeoutSec: stage.timeoutSec ?? job.timeoutSec,
   }));
   return {

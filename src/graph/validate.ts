@@ -75,18 +75,20 @@ function checkGraphFields(job: Job, stage: Stage, fail: Fail): void {
     const what = stage.op === "reduce_scatter" ? "a coalesced reduce_scatter" : stage.op;
     fail(["inPlace"], `${what} has no in-place form (in place: ${[...IN_PLACE_OPS].join(", ")})`);
   }
-  // The schema and this check are the issue's; the executor's in-place buffers are not written yet.
-  if (stage.inPlace) fail(["inPlace"], "in-place runs are not implemented yet; leave inPlace out");
 }
 
-/** A stage in a group: one group size for its row, and a root inside every group. */
-function checkRoot(stage: Stage, worldSize: number, groups: Groups, fail: Fail): void {
+/** A stage in a group: one group size for its row, a root inside every group, in-place blocks that fit. */
+function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fail: Fail): void {
   const parts = stage.group === undefined ? undefined : groups.get(stage.group)!;
   const sizes = new Set(parts?.map((g) => g.length) ?? [worldSize]);
   if (sizes.size > 1 && !SIZELESS_OPS.has(stage.op)) {
     fail(["group"], `group "${stage.group}" has ${describeGroups(parts!)}: ${stage.op} needs groups of one size (its row reports one group size)`);
   }
   const size = Math.min(...sizes);
+  // nccl-tests' in-place all_to_all sends and receives blocks of one size in the one buffer.
+  if (stage.op === "all_to_all" && stage.inPlace && stage.input in job.tensors && job.tensors[stage.input]!.count % size !== 0) {
+    fail(["inPlace"], `in place, all_to_all needs a count divisible by its ${size} ranks, but "${stage.input}" has ${job.tensors[stage.input]!.count}`);
+  }
   if ("root" in stage && stage.root >= size) {
     const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${worldSize} ranks`;
     fail(["root"], `root ${stage.root} is ${where} (expected 0..${size - 1})`);
@@ -103,7 +105,7 @@ function checkStage(
     if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
     if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
   });
-  if (worldSize !== undefined) checkRoot(stage, worldSize, groups, fail);
+  if (worldSize !== undefined) checkRoot(job, stage, worldSize, groups, fail);
   if (stage.op === "send_recv" && !Number.isSafeInteger(stage.shift)) {
     fail(["shift"], `expected a safe integer, got ${stage.shift}`);
   }

@@ -47,6 +47,16 @@ QuantizedSpec quantizedFromJs(const OptionReader& r, int W) {
   return q;
 }
 
+bool hasInPlaceForm(OpKind k) {
+  switch (k) {
+    case OpKind::AllReduce: case OpKind::ReduceScatter: case OpKind::AllGather: case OpKind::Broadcast:
+    case OpKind::AllToAll: case OpKind::Reduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Every rank in exactly one group: a rank in none would run no op, and one in two would not know which.
 std::vector<std::vector<int>> partitionFromJs(const OptionReader& r, int W) {
   Napi::Array groups = r.array("groups");
@@ -121,8 +131,10 @@ Program programFromJs(const Napi::Object& obj, int W) {
     s.computeUs = r.number("computeUs", 0);
     s.lane = int(r.integer("lane", 0, 0, kMaxLanes - 1));
     if (r.has("waitFor")) s.waitFor = r.indices("waitFor", i);
-    for (int w : s.waitFor) if (p.ops[size_t(w)].lane == 0) r.fail("waitFor", "indices of ops on lanes other than 0");
+    for (int w : s.waitFor) if (p.ops[size_t(w)].lane == s.lane) r.fail("waitFor", "indices of ops on other lanes than this op's");
     if (r.has("groups")) s.groups = partitionFromJs(r, W);
+    s.inPlace = r.boolean("inPlace", false);
+    if (s.inPlace && (s.coalesced || s.compression != Compression::None || !hasInPlaceForm(s.kind))) r.fail("inPlace", "false for this op");
     s.timeoutSec = r.number("timeoutSec", p.timeoutSec);
     p.ops.push_back(std::move(s));
   }

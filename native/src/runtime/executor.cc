@@ -78,6 +78,8 @@ struct Executor::Prepared {
   const uint8_t* hostIn = nullptr;   // the same tensor on the host
   Output out;
   Buffer flatIn, flatOut;            // coalesced reduce_scatter: the one flat collective
+  Buffer both;                       // in place: the one buffer, input at inAt and output at outAt (bytes)
+  size_t inAt = 0, outAt = 0, outBytes = 0;
   size_t block = 0;                      // coalesced: padded elements per rank
   std::unique_ptr<EstimatingOp> estimator;  // compressed or quantized; its state persists across steps
   std::unique_ptr<EstimateError> error;     // how far the estimates are from the exact result
@@ -141,9 +143,29 @@ Executor::Prepared Executor::prepare(const OpSpec& s, Collectives& c) {
     case OpKind::Barrier: case OpKind::Compute: break;
   }
   p.out = Output(memory_, outCount * es);
+  p.outBytes = outCount * es;
+  if (s.inPlace) prepareInPlace(p, W, r);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
-  if (s.kind == OpKind::Broadcast && r == s.root) memory_.copy(p.out.data(), p.in, p.count * es);
+  if (s.kind == OpKind::Broadcast && r == s.root && !s.inPlace) memory_.copy(p.out.data(), p.in, p.count * es);
   return p;
+}
+
+// nccl-tests' layouts: all_gather's input is block r of its output, reduce_scatter's output block r of its
+// input; the others read and write the same bytes.
+void Executor::prepareInPlace(Prepared& p, int W, int r) {
+  const size_t es = elementSize(p.dt), n = p.count * es;
+  const Partition part{p.count, W};
+  if (p.spec.kind == OpKind::AllToAll && p.count % size_t(W) != 0) {
+    throw CommError(code::kInvalid, "stage " + p.spec.stage + ": in place, all_to_all needs a count divisible by its " + std::to_string(W) + " ranks");
+  }
+  p.both = Buffer::zeros(memory_, p.spec.kind == OpKind::AllGather ? size_t(W) * n : n);
+  if (p.spec.kind == OpKind::AllGather) p.inAt = size_t(r) * n;
+  if (p.spec.kind == OpKind::ReduceScatter) p.outAt = part.offset(r) * es;
+}
+
+// In place, before each step (untimed): the input back where the op reads it, as a fresh step's would be.
+void Executor::refill(Prepared& p) {
+  if (p.both.get()) memory_.copy(p.both.as<uint8_t>() + p.inAt, p.in, p.count * elementSize(p.dt));
 }
 
 void Executor::packCoalesced(Prepared& p, int W) {
@@ -170,13 +192,14 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
   const OpSpec& s = p.spec;
   const int W = c.size(), r = c.rank();
   const size_t es = elementSize(p.dt), bytes = p.count * es;
-  auto* out = static_cast<uint8_t*>(p.out.data());
+  auto* out = p.both.get() ? p.both.as<uint8_t>() + p.outAt : static_cast<uint8_t*>(p.out.data());
+  const void* in = p.both.get() ? p.both.as<uint8_t>() + p.inAt : p.in;
   if (p.estimator) return p.estimator->run(c, p.in, out);
   switch (s.kind) {
     case OpKind::AllReduce:
-      return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+      return typed.allreduce(c, in, out, p.count, p.dt, s.reduction, s.algo);
     case OpKind::ReduceScatter: {
-      if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+      if (!s.coalesced) return typed.reduceScatter(c, in, out, p.count, p.dt, s.reduction, s.algo);
       packCoalesced(p, W);
       typed.reduceScatter(c, p.flatIn.get(), p.flatOut.get(), p.block * W, p.dt, s.reduction, s.algo);
       const auto* mine = p.flatOut.as<uint8_t>();
@@ -188,12 +211,12 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
       }
       return;
     }
-    case OpKind::AllGather: return c.allGather(p.in, out, bytes, s.algo);
+    case OpKind::AllGather: return c.allGather(in, out, bytes, s.algo);
     case OpKind::Gather: return c.gather(p.in, r == s.root ? out : nullptr, bytes, s.root, s.algo);
     case OpKind::Broadcast: return c.broadcast(out, bytes, s.root, s.algo);
-    case OpKind::Reduce: return typed.reduce(c, p.in, out, p.count, p.dt, s.reduction, s.root, s.algo);
+    case OpKind::Reduce: return typed.reduce(c, in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
-    case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es, p.spec.algo);
+    case OpKind::AllToAll: return c.allToAll(in, out, p.count, es, p.spec.algo);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
@@ -342,10 +365,11 @@ void Executor::post(Run& run, Prepared& p, int step) {
   std::vector<std::pair<LaneWorker*, uint64_t>> waits;
   for (int w : s.waitFor) {
     const Prepared& q = run.ops[size_t(w)];
-    if (q.spec.lane != s.lane) waits.emplace_back(run.workers[size_t(q.spec.lane)].get(), q.ticket);
+    if (q.spec.lane != 0) waits.emplace_back(run.workers[size_t(q.spec.lane)].get(), q.ticket);  // lane 0's: done
   }
   p.ticket = worker->post([&, this, step, waits = std::move(waits)] {
     for (auto [other, ticket] : waits) other->wait(ticket);  // rethrows that lane's failure: this one stops too
+    refill(p);
     const Clock::time_point deadline = deadlineIn(s.timeoutSec);
     p.comm->setDeadline(deadline);
     p.started = Clock::now();
@@ -423,6 +447,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   Prepared& p = run.ops[i];
   const OpSpec& s = p.spec;
   FlightRecorder& flight0 = lane0_.flight();
+  refill(p);
   const Clock::time_point deadline = deadlineIn(s.timeoutSec);
   p.comm->setDeadline(deadline);
   const uint64_t seq = flight0.issue();
@@ -443,16 +468,29 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   observe(p);
 }
 
+// Posts the ops of other lanes from `next` on, in schedule order, until one waits for a lane-0 op not yet
+// run (ops before `ran`) or, posted on lane 0 itself, for its place in lane 0's order. So a stream's stage
+// starts as soon as what it waits for has, not when lane 0 reaches it, and tickets exist before any wait.
+void Executor::postReady(Run& run, size_t& next, size_t ran, int step) {
+  for (; next < run.ops.size(); ++next) {
+    Prepared& p = run.ops[next];
+    if (p.spec.lane == 0) continue;
+    if (!run.workers[size_t(p.spec.lane)] && next > ran) return;
+    for (int w : p.spec.waitFor) if (run.ops[size_t(w)].spec.lane == 0 && size_t(w) >= ran) return;
+    post(run, p, step);
+  }
+}
+
 void Executor::runStep(Run& run, int step) {
   stepStart(run, step);
+  size_t next = 0;
   for (size_t i = 0; i < run.ops.size(); ++i) {
-    if (run.ops[i].spec.lane != 0) {
-      post(run, run.ops[i], step);
-      continue;
-    }
+    if (run.ops[i].spec.lane != 0) continue;
+    postReady(run, next, i, step);
     for (int w : run.ops[i].spec.waitFor) complete(run, size_t(w));
     runTimed(run, i, step);
   }
+  postReady(run, next, run.ops.size(), step);
   // The step ends when every stream has drained.
   for (size_t i = 0; i < run.ops.size(); ++i) complete(run, i);
   if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
@@ -463,6 +501,7 @@ void Executor::finish(Run& run) {
   for (size_t i = 0; i < run.ops.size(); ++i) {
     Prepared& p = run.ops[i];
     OpResult& r = run.results[i];
+    if (p.both.get()) memory_.copy(p.out.data(), p.both.as<uint8_t>() + p.outAt, p.outBytes);  // in place: its output
     HostBytes& out = p.out.fetch(memory_);
     if (program_.check) {
       CheckResult c = checkOutput(program_, program_.ops[i], p.comm->rank(), p.comm->size(), out, p.members);

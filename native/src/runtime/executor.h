@@ -34,6 +34,7 @@ class Executor {
   void runStep(Run& run, int step);
   void post(Run& run, Prepared& p, int step);
   void postOnLane0(Prepared& p, int step);
+  void postReady(Run& run, size_t& next, size_t ran, int step);
   void complete(Run& run, size_t i);
   void keepTimes(Run& run, size_t i, Transport::Clock::time_point t0, Transport::Clock::time_point t1);
   void observe(Prepared& p);
@@ -41,6 +42,8 @@ class Executor {
   void finish(Run& run);
   void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
   void packCoalesced(Prepared& p, int worldSize);
+  void prepareInPlace(Prepared& p, int worldSize, int rank);
+  void refill(Prepared& p);
   void placeTensors();
   const void* tensor(int i) const;
 

@@ -44,10 +44,13 @@ struct OpSpec {
   // The stream's lane: 0 runs in order on the step's thread; another is posted to that lane's worker, runs
   // concurrently with the other lanes, and completes at a waitFor or at the step's end.
   int lane = 0;
-  std::vector<int> waitFor;    // indices of earlier ops on other lanes (not 0) this op must see completed
+  std::vector<int> waitFor;    // indices of earlier ops on other lanes this op must see completed
   // A process group: a partition of the lane's ranks (each group in rank order). The op runs inside the
   // group holding this rank, on a sub-communicator made once per run; empty: the whole lane.
   std::vector<std::vector<int>> groups;
+  // nccl-tests' in place: one buffer is the input and the output (reduce_scatter: the output is this rank's
+  // block of it; all_gather: the input is this rank's block of it).
+  bool inPlace = false;
   double timeoutSec = 300;
 };
 
