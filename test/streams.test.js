@@ -8,6 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { prepareJob, verifyDumps } from "./helpers/matrix.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
 const COMPUTE_US = 60_000;
@@ -115,28 +116,35 @@ function groupsJob(W, streams) {
   return { job: { name: `groups-${W}`, iterations: 1, warmup: 0, check: true, groups, tensors, stages }, partitions: partitionsFor(W, groups) };
 }
 
+/** Runs the groups job and checks every row and every rank's dumped output. */
+async function checkGroups(W, streams, backend, launch) {
+  const { job, partitions } = groupsJob(W, streams);
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, extraArgs: ["--backend", backend], ...(launch && { launch }) });
+  try {
+    const ranks = [await run()].flat();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const rows = JSON.parse(readFileSync(json, "utf8")).results;
+    for (const row of rows) {
+      assert.equal(row.wrong, 0, `${row.stage}: the runner's check found ${row.wrong} wrong`);
+      assert.equal(row.groups, partitions[row.group].length, `${row.stage}: groups`);
+    }
+    const compared = verifyDumps(job, W, dumpDir, partitions);
+    assert.ok(compared > 1000 * W, `compared only ${compared} elements`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // Each run costs seconds of process start-up on a loaded 2-core machine: the ends, an odd size and tcp.
 for (const [W, streams, backend] of [
   [2, ["main", "s1"], "shm"], [3, ["main", "s1", "s2"], "shm"], [4, ["main", "s1", "s2"], "tcp"], [8, ["main", "s1", "s2"], "shm"],
 ]) {
-  test(`every op in block/stride/explicit/host/across groups, in place and not, W=${W}, ${streams.length} streams, ${backend}: element by element`, async () => {
-    const { job, partitions } = groupsJob(W, streams);
-    const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, extraArgs: ["--backend", backend] });
-    try {
-      const ranks = await run();
-      ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
-      const rows = JSON.parse(readFileSync(json, "utf8")).results;
-      for (const row of rows) {
-        assert.equal(row.wrong, 0, `${row.stage}: the runner's check found ${row.wrong} wrong`);
-        assert.equal(row.groups, partitions[row.group].length, `${row.stage}: groups`);
-      }
-      const compared = verifyDumps(job, W, dumpDir, partitions);
-      assert.ok(compared > 1000 * W, `compared only ${compared} elements`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  test(`every op in block/stride/explicit/host/across groups, in place and not, W=${W}, ${streams.length} streams, ${backend}: element by element`, () =>
+    checkGroups(W, streams, backend));
 }
+
+mpiTest("every op in groups, in place and not, W=3, 3 streams, under mpirun (backend mpi): element by element", () =>
+  checkGroups(3, ["main", "s1", "s2"], "mpi", mpirun));
 
 test("bad graphs stop with one line and exit 2 before any rank communicates", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-streams-"));

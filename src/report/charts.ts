@@ -82,13 +82,12 @@ function timelineSpec(rows: ResultRow[]): Spec | undefined {
       width: 560,
       height: { step: 26 },
       layer: [
-        { mark: { type: "bar", cornerRadius: 2 }, encoding: { color: { field: "stage", type: "nominal", legend: null } } },
+        { mark: { type: "bar", cornerRadius: 2 }, encoding: { x2: { field: "end" }, color: { field: "stage", type: "nominal", legend: null } } },
         { mark: { type: "text", align: "left", dx: 3, color: "white" }, encoding: { text: { field: "stage" } } },
       ],
       encoding: {
         y: { field: "stream", type: "nominal", title: null },
         x: { field: "start", type: "quantitative", title: "ms after the step's start" },
-        x2: { field: "end" },
       },
     },
   } as Spec;
