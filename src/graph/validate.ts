@@ -188,6 +188,17 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
   }
 }
 
+/**
+ * The vendor libraries' backends run one lane (so no stream but "main", igather aside, which completes where
+ * it is posted), and hccl makes no sub-communicators (HcclCreateSubCommConfig is not wired).
+ */
+function checkLibraryGraph(stage: Stage, backend: string, fail: (field: string, message: string) => never): void {
+  if ((backend === "nccl" || backend === "hccl") && stage.op !== "igather" && streamOf(stage) !== "main") {
+    fail("stream", `backend ${backend} runs one lane, so no stream but "main" (igather aside)`);
+  }
+  if (backend === "hccl" && stage.group !== undefined) fail("group", "backend hccl makes no sub-communicators, so no groups");
+}
+
 // MPI takes element counts as C ints (native/src/backends/mpi/mpi_api.cc, count()).
 const MPI_MAX_COUNT = 2 ** 31 - 1;
 
@@ -209,6 +220,9 @@ export function validateBackend(job: Job, file: string, backend: string, worldSi
     if (backend !== "shm" && backend !== "auto" && "algorithm" in stage && stage.algorithm === "shared") {
       throw new ConfigError(file, formatJsonPath(["stages", i, "algorithm"]), `"shared" needs the shm backend (every rank on one host), not ${backend}`);
     }
+    checkLibraryGraph(stage, backend, (field, message) => {
+      throw new ConfigError(file, formatJsonPath(["stages", i, field]), `stage "${stage.id}": ${message}`);
+    });
   });
   if (backend !== "mpi") return;
   for (const point of sweepPoints(job)) {

@@ -269,9 +269,9 @@ void Executor::fillTensors() {
 Collectives& Executor::laneOf(const OpSpec& s) {
   if (s.lane == 0) return data0_;
   if (s.lane < backend_.lanes()) return backend_.lane(s.lane);
-  if (s.kind == OpKind::Gather && s.groups.empty()) return data0_;
+  if (s.kind == OpKind::Gather) return data0_;
   throw CommError(code::kUnsupported, "stage " + s.stage + ": backend " + backend_.name() + " has " + std::to_string(backend_.lanes()) +
-                                          " lane(s), so it runs no stream but \"main\"" + (s.groups.empty() ? "" : " for a group"));
+                                          " lane, so it runs no stream but \"main\" (igather aside)");
 }
 
 // The op's communicator: its lane, or the sub-communicator of the lane for this rank's group, split once
@@ -393,7 +393,7 @@ void Executor::postOnLane0(Prepared& p, int step) {
   p.started = p.posted;
   flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
   try {
-    p.request = data0_.postGather(p.in, lane0_.rank() == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt), s.root, s.algo);
+    p.request = p.comm->postGather(p.in, p.comm->rank() == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt), s.root, s.algo);
     if (!p.request) throw CommError(code::kUnsupported, "this backend has no lane for another stream");
   } catch (const std::exception& e) {
     flight0.end(p.seq, failedState(e));
