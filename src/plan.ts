@@ -3,7 +3,6 @@
 // metrics/ reads it, so it lives apart from both.
 import type { NativeProgram } from "./comm/native.js";
 import type { DType, Stage } from "./config/job.js";
-import type { HostLayout } from "./graph/groups.js";
 import type { StageKind } from "./stages/index.js";
 
 /** A value a parameter sweep sets on a stage option. */
@@ -29,6 +28,11 @@ export interface PlannedStage {
   readonly groupSize: number;
   /** In a group: its name and how many groups ran the stage at once. */
   readonly group?: { name: string; count: number };
+}
+
+/** The hosts of the topology openCommunicator returns (comm/open.ts JobTopology), where the backend knows it. */
+export interface HostLayout {
+  hosts: readonly { ranks: readonly number[] }[];
 }
 
 /** How many ranks there are, and how many share a node (Place.localSize). */

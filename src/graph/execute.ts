@@ -7,8 +7,7 @@ import { graphMetric, isConcurrent, soloProgram } from "../metrics/graph.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
-import type { Plan } from "../plan.js";
-import type { HostLayout } from "./groups.js";
+import type { HostLayout, Plan } from "../plan.js";
 import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 

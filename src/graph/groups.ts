@@ -1,6 +1,7 @@
 // Process groups and streams (DESIGN.md, "Graphs, streams and groups"): the partitions a job's `groups`
 // name, resolved against the world, and the lane each stream runs on.
 import type { GroupSpec, Job, Stage } from "../config/job.js";
+import type { HostLayout } from "../plan.js";
 
 /** Lanes the native backends offer (shm, tcp, hybrid, mpi with MPI_THREAD_MULTIPLE): "main" plus three. */
 export const MAX_STREAMS = 4;
@@ -17,10 +18,6 @@ export function streamLanes(order: readonly Stage[]): Map<string, number> {
   return lanes;
 }
 
-/** The hosts of the topology openCommunicator returns (comm/open.ts JobTopology), where the backend knows it. */
-export interface HostLayout {
-  hosts: readonly { ranks: readonly number[] }[];
-}
 
 /**
  * Which ranks share a host, in order of their lowest rank. The ONE place that reads it: from the topology

@@ -1,8 +1,9 @@
 import { applyParams, sweepPoints } from "./sweep.js";
 import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
-import { describeGroups, hostsOf, MAX_STREAMS, type HostLayout, resolveGroups, streamLanes, streamOf } from "./groups.js";
+import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
+import type { HostLayout } from "../plan.js";
 
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
 

@@ -1,7 +1,6 @@
 // A step of concurrent stages against the same stages run alone (DESIGN.md, "Graphs, streams and groups"):
 // step time, Σ and max of the solo times, overlap % and the critical path.
 import type { NativeCommunicator, NativeOpResult, NativeProgram } from "../comm/native.js";
-import { streamOf } from "../graph/groups.js";
 import type { Plan } from "../plan.js";
 import type { GraphMetric } from "../results.js";
 import { mean } from "./stats.js";
@@ -30,8 +29,8 @@ async function slowest(comm: NativeCommunicator, results: NativeOpResult[], pick
 /** The stages the last one to finish waited for, back to the step's start: each time the latest to end. */
 function criticalPath(plan: Plan, end: number[]): string[] {
   const ids = plan.stages.map((s) => s.stage.id);
-  const before = plan.stages.map(({ stage }, i) => {
-    const sameStream = plan.stages.slice(0, i).map((s, k) => (streamOf(s.stage) === streamOf(stage) ? k : -1));
+  const before = plan.stages.map(({ stage, stream }, i) => {
+    const sameStream = plan.stages.slice(0, i).map((s, k) => (s.stream === stream ? k : -1));
     return [Math.max(-1, ...sameStream), ...(stage.after ?? []).map((id) => ids.indexOf(id))].filter((k) => k >= 0);
   });
   const path: number[] = [];
