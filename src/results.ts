@@ -53,12 +53,12 @@ export interface ResultRow {
 
 /** A step of concurrent stages (DESIGN.md, "Graphs, streams and groups"), on every row of its sweep point. */
 export interface GraphMetric {
-  /** The step, from its start to the last stream drained: slowest rank, mean over steps. */
+  /** The step, from its start to the last stream drained: slowest rank, median over steps. */
   step_us: number;
-  /** Σ and max of the stages' times run alone (the untimed calibration pass). */
+  /** Σ and max of the stages' times run alone (the untimed calibration pass; slowest rank, median). */
   solo_sum_us: number;
   solo_max_us: number;
-  /** 100 × (Σ solo − step) / (Σ solo − max solo): 100 fully overlapped, 0 serialised. */
+  /** 100 × (Σ solo − step) / (Σ solo − max solo), clamped to [0, 100]: 100 fully overlapped, 0 serialised. */
   overlap_pct: number;
   /** Stage ids from the step's start to the stage that ended it, each the latest of what the next waited for. */
   critical_path: string[];

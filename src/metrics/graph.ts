@@ -3,10 +3,13 @@
 import type { NativeCommunicator, NativeOpResult, NativeProgram } from "../comm/native.js";
 import type { Plan } from "../plan.js";
 import type { GraphMetric } from "../results.js";
-import { mean } from "./stats.js";
+import { mean, timeStats } from "./stats.js";
 
-/** Steps of the untimed calibration pass (after one warmup step): enough for a stable mean, cheap. */
-const SOLO_STEPS = 3;
+// Medians: a step or a solo run that a busy machine stretched must not move the figures much.
+const median = (a: ArrayLike<number>) => timeStats(a).p50_us;
+
+/** Timed steps of the untimed calibration pass at most: enough for a stable median, cheap. */
+const SOLO_STEPS = 5;
 
 /** Whether the plan's stages run on more than one stream. */
 export function isConcurrent(plan: Plan): boolean {
@@ -16,7 +19,7 @@ export function isConcurrent(plan: Plan): boolean {
 /** The same ops, every one on lane 0 in schedule order, so each runs alone; nothing checked. */
 export function soloProgram(program: NativeProgram): NativeProgram {
   const ops = program.ops.map((op) => ({ ...op, lane: 0, waitFor: [] }));
-  return { ...program, ops, warmup: 1, iterations: Math.min(SOLO_STEPS, program.iterations), check: false };
+  return { ...program, ops, warmup: Math.max(1, program.warmup), iterations: Math.min(SOLO_STEPS, program.iterations), check: false };
 }
 
 /** Per op, per step: the slowest rank's values of `pick`, op-major. */
@@ -48,12 +51,13 @@ export async function graphMetric(comm: NativeCommunicator, plan: Plan, results:
   const soloSteps = solo[0]?.timeUs.length ?? 0;
   const soloTimes = await slowest(comm, solo, (r, k) => r.timeUs[k]!, soloSteps, timeoutSec);
   const perOp = (a: Float64Array, steps: number) => plan.stages.map((_, i) => a.subarray(i * steps, (i + 1) * steps));
-  const stepUs = mean(Array.from({ length: iterations }, (_, k) => Math.max(...perOp(ends, iterations).map((e) => e[k]!))));
-  const soloUs = perOp(soloTimes, soloSteps).map(mean);
+  const stepUs = median(Array.from({ length: iterations }, (_, k) => Math.max(...perOp(ends, iterations).map((e) => e[k]!))));
+  const soloUs = perOp(soloTimes, soloSteps).map(median);
   const soloSum = soloUs.reduce((a, b) => a + b, 0);
   const soloMax = Math.max(...soloUs);
   // 100: the step took as long as its longest stage alone; 0: as long as all of them one after another.
-  const overlap = soloSum > soloMax ? (100 * (soloSum - stepUs)) / (soloSum - soloMax) : 0;
+  // Clamped, as OSU's figure is (metrics/overlap.ts): timing noise can put a step just outside that range.
+  const overlap = soloSum > soloMax ? Math.min(100, Math.max(0, (100 * (soloSum - stepUs)) / (soloSum - soloMax))) : 0;
   return {
     step_us: stepUs,
     solo_sum_us: soloSum,
