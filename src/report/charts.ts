@@ -65,19 +65,26 @@ function overlapSpec(rows: ResultRow[]): Spec | undefined {
  * its end after the step's start (slowest rank, mean over steps), one lane per stream.
  */
 function timelineSpec(rows: ResultRow[]): Spec | undefined {
-  const values = rows.filter((r) => r.graph && r.start_us !== undefined).map((r) => ({
-    stream: r.stream ?? "main",
-    stage: r.stage,
-    point: `count ${r.count}${r.params ? ` ${JSON.stringify(r.params)}` : ""}, overlap ${r.graph!.overlap_pct.toFixed(0)}%`,
-    start: r.start_us! / 1e3,
-    end: (r.start_us! + r.time.avg_us) / 1e3,
-  }));
+  const timed = rows.filter((r) => r.graph && r.start_us !== undefined);
+  // Rows come point by point in schedule order, so each point starts again at the first stage.
+  let point = 0;
+  const values = timed.map((r) => {
+    if (r.stage === timed[0]!.stage) point++;
+    const g = r.graph!;
+    return {
+      stream: r.stream ?? "main",
+      stage: r.stage,
+      point: `point ${point}: step ${(g.step_us / 1e3).toFixed(1)} ms, overlap ${g.overlap_pct.toFixed(0)}%`,
+      start: r.start_us! / 1e3,
+      end: (r.start_us! + r.time.avg_us) / 1e3,
+    };
+  });
   if (!values.length) return undefined;
   return {
     background: "white",
     title: "Step timeline by stream",
     data: { values },
-    facet: { row: { field: "point", type: "nominal", title: null } },
+    facet: { row: { field: "point", type: "nominal", title: null, header: { labelAngle: 0, labelAlign: "left", labelOrient: "top" } } },
     spec: {
       width: 560,
       height: { step: 26 },
