@@ -9,6 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { prepareJob, verifyDumps } from "./helpers/matrix.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
+import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
 const COMPUTE_US = 60_000;
@@ -189,4 +190,45 @@ test("bad graphs stop with one line and exit 2 before any rank communicates", as
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+const netnsMissing = netnsUnavailable();
+test("split host / split across from the topology of 2 namespace hosts × 2 ranks (shm within, tcp between): element by element; unequal hosts refused", {
+  skip: netnsMissing && !process.env.CI ? netnsMissing : false,
+}, async () => {
+  if (netnsMissing) assert.fail(`CI must run the namespace test: ${netnsMissing}`);
+  const groups = { tp: { split: "host" }, dp: { split: "across" } };
+  const tensors = { g: { dtype: "int32", count: 1003, fill: { kind: "integers", seed: 9, low: -9, high: 9 } } };
+  const stages = [
+    { id: "tp_ar", op: "allreduce", input: "g", group: "tp", stream: "tp" },
+    { id: "dp_ar", op: "allreduce", input: "g", group: "dp", stream: "dp" },
+    { id: "tp_ag", op: "all_gather", input: "g", group: "tp", inPlace: true },
+    { id: "dp_rs", op: "reduce_scatter", input: "g", group: "dp", stream: "dp" },
+  ];
+  const job = { name: "hosts", iterations: 1, warmup: 0, check: true, groups, tensors, stages };
+  await withHosts(2, async (hosts) => {
+    const { dir, json, dumpDir, run } = prepareJob(4, job, { dump: true, launch: (_, args) => runSpread(hosts, [0, 0, 1, 1], args) });
+    try {
+      const ranks = await run();
+      ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+      const doc = JSON.parse(readFileSync(json, "utf8"));
+      assert.equal(doc.backend, "shm+tcp");
+      for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+      assert.ok(verifyDumps(job, 4, dumpDir, { tp: [[0, 1], [2, 3]], dp: [[0, 2], [1, 3]] }) > 4000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // Three ranks on one host and one on the other: the ranks meet, find the hosts, and stop before the job's
+    // first collective (the launcher's local sizes alone could not tell).
+    const uneven = prepareJob(4, job, { launch: (_, args) => runSpread(hosts, [0, 0, 0, 1], args) });
+    try {
+      const ranks = await uneven.run();
+      ranks.forEach((p, r) => {
+        assert.equal(p.code, 2, `rank ${r}: ${p.stderr}`);
+        assert.match(p.stderr, /stages\[0\]\.group: group "tp" has groups of 3, 1 ranks: allreduce needs groups of one size/);
+      });
+    } finally {
+      rmSync(uneven.dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -80,6 +80,7 @@ function checkGraphFields(job: Job, stage: Stage, fail: Fail): void {
 
 /** A stage in a group: one group size for its row, a root inside every group, in-place blocks that fit. */
 function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fail: Fail): void {
+  if (stage.group !== undefined && !groups.has(stage.group)) return;  // a split not known yet
   const parts = stage.group === undefined ? undefined : groups.get(stage.group)!;
   const sizes = new Set(parts?.map((g) => g.length) ?? [worldSize]);
   if (sizes.size > 1 && !SIZELESS_OPS.has(stage.op)) {
@@ -128,11 +129,16 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
   return [...cycle.slice(start), ...cycle.slice(0, start)];
 }
 
-/** Every declared group as a partition of the world (none without a world size); the first that is not one fails. */
-function resolveAll(job: Job, file: string, worldSize: number | undefined, localSize: number | undefined, topology?: HostLayout): Groups {
+/**
+ * Every declared group as a partition of the world (none without a world size); the first that is not one
+ * fails. `split` groups wait for the hosts (topology null) where ranks could disagree on them: before they
+ * meet, each knows only its own host's local size.
+ */
+function resolveAll(job: Job, file: string, worldSize: number | undefined, localSize: number | undefined, topology?: HostLayout | null): Groups {
   if (worldSize === undefined) return new Map();
-  const hosts = hostsOf(worldSize, localSize ?? worldSize, topology);
-  return new Map(Object.entries(job.groups ?? {}).map(([name, spec]) => {
+  const hosts = hostsOf(worldSize, localSize ?? worldSize, topology ?? undefined);
+  const known = Object.entries(job.groups ?? {}).filter(([, spec]) => topology !== null || !("split" in spec));
+  return new Map(known.map(([name, spec]) => {
     const groups = resolveGroups(spec, worldSize, hosts);
     if (typeof groups === "string") throw new ConfigError(file, formatJsonPath(["groups", name]), `not a partition of the ranks: ${groups}`);
     return [name, groups];
@@ -152,10 +158,11 @@ function checkStreams(job: Job, order: readonly number[], failAt: (i: number) =>
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
  * dtype/reduction compatibility, and (when the world size is known) groups that partition the world, roots
  * in range and node layouts that tile the world (`localSize`: the launcher's ranks per node, for stages
- * that name no layout and for `split` groups where `topology`, the communicator's, is not known).
+ * that name no layout and for `split` groups where `topology`, the communicator's, is not known; null: split
+ * groups are left for the check after the ranks meet).
  * Throws a ConfigError for the first problem, in declaration order.
  */
-export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number, topology?: HostLayout): void {
+export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number, topology?: HostLayout | null): void {
   const failAt =
     (i: number): Fail =>
     (path, message) => {

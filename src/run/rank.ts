@@ -42,10 +42,16 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
   });
   try {
     validateBackend(job, file, opened.comm.backend, place.size);
-    // `split` groups again with the hosts the ranks found, before the job's first collective.
-    validateGraph(job, file, place.size, place.localSize, opened.topology);
   } catch (err) {
     await opened.close(true);
+    throw err;
+  }
+  try {
+    // `split` groups with the hosts the ranks found, before the job's first collective. Every rank read the
+    // same topology, so all stop here alike, and rank 0 keeps the store up until each has left.
+    validateGraph(job, file, place.size, place.localSize, opened.topology);
+  } catch (err) {
+    await opened.close(!opened.topology);
     throw err;
   }
   return opened;
@@ -106,7 +112,7 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
 export async function runRank(r: RunRequest): Promise<number> {
   const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
-  validateGraph(job, r.job, place.size, place.localSize);
+  validateGraph(job, r.job, place.size, place.localSize, null);
   validateBackend(job, r.job, cfg.backend, place.size);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);
