@@ -21,12 +21,26 @@ export interface PlannedStage {
   readonly estimates: boolean;
   /** Stages that can fall back to the exact collective: why they do at this point, or null. */
   readonly fallback?: string | null;
+  /** Its stream and that stream's lane (DESIGN.md, "Graphs, streams and groups"). */
+  readonly stream: string;
+  readonly lane: number;
+  /** Ranks per group: the world's size unless the stage runs in a group. */
+  readonly groupSize: number;
+  /** In a group: its name and how many groups ran the stage at once. */
+  readonly group?: { name: string; count: number };
+}
+
+/** The hosts of the topology openCommunicator returns (comm/open.ts JobTopology), where the backend knows it. */
+export interface HostLayout {
+  hosts: readonly { ranks: readonly number[] }[];
 }
 
 /** How many ranks there are, and how many share a node (Place.localSize). */
 export interface World {
   size: number;
   localSize: number;
+  /** Which ranks share a host, where the communicator's topology says (graph/groups.ts hostsOf). */
+  topology?: HostLayout;
 }
 
 export interface Plan {

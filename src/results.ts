@@ -17,6 +17,15 @@ export interface ResultRow {
   wrong: number | null;
   wire_bytes: number;
   rel_error: number | null;
+  /** Its stream, where not "main" (DESIGN.md, "Graphs, streams and groups"). */
+  stream?: string;
+  /** In a group: its name and how many groups ran it at once (size, busbw and checks are one group's). */
+  group?: string;
+  groups?: number;
+  /** When it started after the step's start (slowest rank, mean over steps): the report's timeline. */
+  start_us?: number;
+  /** Its sweep point's step, where stages ran on more than one stream. */
+  graph?: GraphMetric;
   /** The stage options a parameter sweep set for this row. */
   params?: Record<string, string | number | boolean>;
   /** Each rank's average time, by rank. */
@@ -40,6 +49,19 @@ export interface ResultRow {
    * ran it instead, or null when it did not. Such a row has #wrong instead of the error fields.
    */
   fallback?: string | null;
+}
+
+/** A step of concurrent stages (DESIGN.md, "Graphs, streams and groups"), on every row of its sweep point. */
+export interface GraphMetric {
+  /** The step, from its start to the last stream drained: slowest rank, median over steps. */
+  step_us: number;
+  /** Σ and max of the stages' times run alone (the untimed calibration pass; slowest rank, median). */
+  solo_sum_us: number;
+  solo_max_us: number;
+  /** 100 × (Σ solo − step) / (Σ solo − max solo), clamped to [0, 100]: 100 fully overlapped, 0 serialised. */
+  overlap_pct: number;
+  /** Stage ids from the step's start to the stage that ended it, each the latest of what the next waited for. */
+  critical_path: string[];
 }
 
 export interface ResultDocument {

@@ -95,3 +95,62 @@ const invalid = [
 for (const [name, j, expected, worldSize] of invalid) {
   test(`invalid graph: ${name}`, () => assert.equal(failure(j, worldSize), expected));
 }
+
+// Streams, groups and inPlace (DESIGN.md, "Graphs, streams and groups").
+const groups = {
+  pair: { block: 2 }, parity: { stride: 2 }, host: { split: "host" }, across: { split: "across" },
+  custom: { ranks: [[0, 3], [1, 2]] }, triple: { block: 3 },
+};
+const ag = (id, extra) => ({ id, op: "all_gather", input: "f", ...extra });
+const graphInvalid = [
+  ["unknown group", job([ag("a", { group: "nope" })], { groups }),
+    'g.json: stages[0].group: unknown group "nope" (groups: "pair", "parity", "host", "across", "custom", "triple")'],
+  ["unknown group with none declared", job([ag("a", { group: "tp" })]), 'g.json: stages[0].group: unknown group "tp" (the job declares no groups)'],
+  ["unknown stream among the declared ones", job([ag("a", { stream: "grds" })], { streams: ["grads", "prefetch"] }),
+    'g.json: stages[0].stream: unknown stream "grds" (streams: "main", "grads", "prefetch")'],
+  ["explicit partition missing a rank", job([ag("a", { group: "g" })], { groups: { g: { ranks: [[0, 1], [2]] } } }),
+    "g.json: groups.g: not a partition of the ranks: rank 3 of 4 in no group", 4],
+  ["explicit partition with a rank twice", job([ag("a")], { groups: { g: { ranks: [[0, 1], [1, 2, 3]] } } }),
+    "g.json: groups.g: not a partition of the ranks: rank 1 is in group 0 and again in group 1", 4],
+  ["explicit partition past the world", job([ag("a")], { groups: { g: { ranks: [[0, 1], [2, 3, 4]] } } }),
+    "g.json: groups.g: not a partition of the ranks: rank 4 (group 1) is out of range for 4 ranks", 4],
+  ["unequal blocks for a collective", job([ag("a", { group: "triple" })], { groups }),
+    'g.json: stages[0].group: group "triple" has groups of 3, 1 ranks: all_gather needs groups of one size (its row reports one group size)', 4],
+  ["root outside the group", job([{ id: "b", op: "broadcast", input: "f", root: 2, group: "pair" }], { groups }),
+    'g.json: stages[0].root: root 2 is outside the groups of "pair" (2 groups of 2 ranks) (expected 0..1)', 4],
+  ["inPlace on gather", job([{ id: "g", op: "gather", input: "f", inPlace: true }]),
+    "g.json: stages[0].inPlace: gather has no in-place form (in place: allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce)"],
+  ["inPlace on a coalesced reduce_scatter", job([{ id: "rs", op: "reduce_scatter", inputs: ["f", "f"], coalesced: true, inPlace: true }]),
+    "g.json: stages[0].inPlace: a coalesced reduce_scatter has no in-place form (in place: allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce)"],
+  ["a group on an estimating stage", job([{ id: "q", op: "compressed_allreduce", input: "f", group: "pair" }], { groups }),
+    'g.json: stages[0].group: compressed_allreduce runs over the whole world: "group" is for the exact collectives'],
+  ["a cycle through after across streams", job([ag("a", { stream: "s1", after: ["b"] }), ag("b", { stream: "s2", after: ["a"] })]),
+    "g.json: stages[0].after: cycle a -> b -> a (across streams s1, s2)"],
+  ["more streams than lanes", job(["a", "b", "c", "d", "e"].map((s) => ag(s, { stream: s }))),
+    'g.json: stages[3].stream: stream "d" is one too many: a job runs at most 4 streams (main, a, b, c)'],
+];
+for (const [name, j, expected, worldSize] of graphInvalid) {
+  test(`invalid graph: ${name}`, () => assert.equal(failure(j, worldSize), expected));
+}
+
+test("split host with unequal hosts fails only where the stage needs equal groups", async () => {
+  const j = job([ag("a", { group: "host" })], { groups });
+  // Hosts of 3 and 1 ranks, from the topology the communicator found.
+  assert.throws(() => validateGraph(j, "g.json", 4, 2, { hosts: [{ ranks: [0, 1, 2] }, { ranks: [3] }] }), {
+    message: 'g.json: stages[0].group: group "host" has groups of 3, 1 ranks: all_gather needs groups of one size (its row reports one group size)',
+  });
+  assert.doesNotThrow(() => validateGraph(job([barrier("b")], { groups }), "g.json", 4, 2, { hosts: [{ ranks: [0, 1, 2] }, { ranks: [3] }] }));
+  assert.doesNotThrow(() => validateGraph(j, "g.json", 4, 2));
+});
+
+test("groups resolve to partitions listed by their lowest rank", async () => {
+  const { resolveGroups, hostsOf } = await import("../dist/graph/groups.js");
+  const hosts = hostsOf(6, 3);
+  assert.deepEqual(hosts, [[0, 1, 2], [3, 4, 5]]);
+  assert.deepEqual(hostsOf(4, 1, { hosts: [{ ranks: [1, 3] }, { ranks: [0, 2] }] }), [[0, 2], [1, 3]]);
+  assert.deepEqual(resolveGroups({ split: "host" }, 6, hosts), [[0, 1, 2], [3, 4, 5]]);
+  assert.deepEqual(resolveGroups({ split: "across" }, 6, hosts), [[0, 3], [1, 4], [2, 5]]);
+  assert.deepEqual(resolveGroups({ block: 4 }, 6, hosts), [[0, 1, 2, 3], [4, 5]]);
+  assert.deepEqual(resolveGroups({ stride: 3 }, 7, hosts), [[0, 3, 6], [1, 4], [2, 5]]);
+  assert.deepEqual(resolveGroups({ ranks: [[5, 1], [4, 0, 2], [3]] }, 6, hosts), [[0, 2, 4], [1, 5], [3]]);
+});

@@ -54,7 +54,10 @@ test("each run directory holds the table, JSON, CSV, comms summary and HTML repo
     assert.match(summary, /\nStragglers +Stage/);
     assert.match(summary, /\nOverlap \(OSU\) +Stage +Count +Overall\(ms\) +Compute\(ms\) +Comm\(ms\) +Overlap\(%\)\nigather +ig +2048 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+/);
     const html = readFileSync(path.join(run, "report.html"), "utf8");
-    assert.equal((html.match(/<svg /g) ?? []).length, 3, "bandwidth, error and overlap charts");
+    // igather runs on a stream of its own, so each point's step also has a timeline.
+    assert.equal((html.match(/<svg /g) ?? []).length, 4, "bandwidth, error, overlap and step timeline charts");
+    assert.match(html, /Step timeline by stream/);
+    assert.ok(doc.results.every((r) => r.graph && r.graph.critical_path.at(-1) === "done"), "every point's graph ends at the barrier");
     assert.doesNotMatch(html, /<script|https?:\/\/(?!www\.w3\.org)/, "self-contained: no scripts, nothing fetched");
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -52,8 +52,14 @@ export interface NativeOp {
   algorithm?: NativeAlgorithm;
   shift?: number;
   computeUs?: number;
-  nonblocking?: boolean;
+  /** The stream's lane: 0 ("main") runs in order; others run concurrently on workers (graph/groups.ts). */
+  lane?: number;
+  /** Indices of earlier ops on other lanes this op waits for. */
   waitFor?: number[];
+  /** A process group's partition of the ranks: the op runs inside the group holding this rank. */
+  groups?: number[][];
+  /** nccl-tests' in place (allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce). */
+  inPlace?: boolean;
   timeoutSec?: number;
   /**
    * "onebit": the compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean).
@@ -94,6 +100,7 @@ export interface NativeProgram {
 export interface NativeOpResult {
   algorithm: NativeAlgorithm;
   timeUs: Float64Array; // per timed step, this rank
+  startUs: Float64Array; // per timed step: when it started, after the step's start
   overallUs: Float64Array; // nonblocking: post to completion
   concurrentUs: Float64Array; // nonblocking: other ops' time while in flight
   wrong: number;

@@ -14,6 +14,8 @@ function nameSchema(what: string) {
 
 const tensorName = nameSchema("tensor");
 const stageId = nameSchema("stage");
+const groupName = nameSchema("group");
+const streamName = nameSchema("stream");
 
 export const dtypeSchema = z.enum(["float32", "float64", "int32", "int64", "float16", "bfloat16"]);
 /** Bytes per element of each dtype. */
@@ -72,6 +74,10 @@ const common = {
   id: stageId,
   after: z.array(stageId).optional(),
   timeoutSec: z.number().positive().optional(),
+  // DESIGN.md, "Graphs, streams and groups". No default stream here: igather's is its own (graph/streams.ts).
+  group: groupName.optional(),
+  stream: streamName.optional(),
+  inPlace: z.boolean().optional(),
 };
 const input = z.string();
 const root = z.int().min(0).default(0);
@@ -193,6 +199,16 @@ export const sweepSchema = z
     }
   });
 
+const groupSize = z.int().min(1).max(1 << 20);
+
+/** A partition of the ranks (DESIGN.md, "Graphs, streams and groups"); graph/groups.ts resolves it. */
+export const groupSpecSchema = z.union([
+  z.strictObject({ split: z.enum(["host", "across"]) }),
+  z.strictObject({ block: groupSize }),
+  z.strictObject({ stride: groupSize }),
+  z.strictObject({ ranks: z.array(z.array(z.int().min(0)).min(1)).min(1) }),
+]);
+
 export const jobSchema = z.strictObject({
   $schema: z.string().optional(),
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
@@ -206,6 +222,9 @@ export const jobSchema = z.strictObject({
   check: z.boolean().default(false),
   timeoutSec: z.number().positive().default(300),
   tensors: z.record(tensorName, tensorSchema).default({}),
+  groups: z.record(groupName, groupSpecSchema).optional(),
+  // Optional: when given, every stage's stream must be "main" or one of these (a typo is then an error).
+  streams: z.array(streamName).optional(),
   stages: z.array(stageSchema).min(1),
   sweep: sweepSchema.optional(),
 });
@@ -218,6 +237,7 @@ export type Fill = z.output<typeof fillSchema>;
 export type DType = z.output<typeof dtypeSchema>;
 export type ReduceOp = z.output<typeof reduceOpSchema>;
 export type Sweep = z.output<typeof sweepSchema>;
+export type GroupSpec = z.output<typeof groupSpecSchema>;
 
 /** The tensor names a stage reads, in declaration order. */
 export function stageInputs(stage: Stage): string[] {

@@ -3,10 +3,11 @@ import type winston from "winston";
 import type { NativeCommunicator } from "../comm/native.js";
 import type { Job } from "../config/job.js";
 import { aggregate } from "../metrics/aggregate.js";
+import { graphMetric, isConcurrent, soloProgram } from "../metrics/graph.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
-import type { Plan } from "../plan.js";
+import type { HostLayout, Plan } from "../plan.js";
 import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
@@ -14,6 +15,8 @@ export interface ExecuteOptions {
   log: winston.Logger;
   /** Ranks per node, as the launcher says: where a hierarchical stage that names no layout splits. */
   localSize: number;
+  /** Which ranks share a host, from the communicator's topology where it has one (graph/groups.ts hostsOf). */
+  topology?: HostLayout;
   /**
    * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
    * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
@@ -58,11 +61,15 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   const progress = o.progress ?? { update: () => {}, stop: () => {} };
   try {
     for (const [index, point] of points.entries()) {
-      const p = plan(job, { size: comm.size, localSize: o.localSize }, point);
+      const p = plan(job, { size: comm.size, localSize: o.localSize, topology: o.topology }, point);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
+      // Concurrent stages are timed alone first, untimed for the report, so their outputs are the step loop's.
+      const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program)) : undefined;
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
-      rows.push(...(await aggregate(comm, p, results, job.check)));
+      const pointRows = await aggregate(comm, p, results, job.check);
+      const graph = solo && (await graphMetric(comm, p, results, solo));
+      rows.push(...pointRows.map((row) => (graph ? { ...row, graph } : row)));
       p.stages.forEach(({ stage, dtype }, i) => {
         // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
         const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);

@@ -1,7 +1,8 @@
 import type { NativeFill } from "../comm/native.js";
-import type { Fill, Job } from "../config/job.js";
+import type { Fill, Job, Stage } from "../config/job.js";
 import type { Plan, PlannedStage, World } from "../plan.js";
 import { stageKind, type PlanContext } from "../stages/index.js";
+import { hostsOf, jobGroups, streamLanes, streamOf } from "./groups.js";
 import { schedule } from "./schedule.js";
 import { applyParams, type SweepPoint } from "./sweep.js";
 
@@ -28,11 +29,20 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const ctx: PlanContext = { job: pointJob, worldSize: world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name) };
+  const groups = jobGroups(job, world.size, hostsOf(world.size, world.localSize, world.topology));
+  const partition = (s: Stage) => (s.group === undefined ? undefined : groups.get(s.group)!);
+  // Inside a group the world is the group (validateGraph made every group of a stage's partition one size).
+  const contextOf = (s: Stage): PlanContext => ({
+    job: pointJob, worldSize: partition(s)?.[0]!.length ?? world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name),
+  });
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));
+  const lanes = streamLanes(order);
+  const laneOf = (s: Stage) => lanes.get(streamOf(s))!;
   const stages = order.map((stage): PlannedStage => {
     const kind = stageKind(stage);
+    const ctx = contextOf(stage);
+    const parts = partition(stage);
     const input = "input" in stage && stage.input ? stage.input : "inputs" in stage ? stage.inputs?.[0] : undefined;
     const fallback = kind.fallback?.(stage, ctx);
     return {
@@ -43,13 +53,21 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
       params: applied.get(stage.id),
       estimates: !!kind.estimates && !fallback,
       ...(fallback !== undefined && { fallback }),
+      stream: streamOf(stage),
+      lane: laneOf(stage),
+      groupSize: ctx.worldSize,
+      ...(parts && { group: { name: stage.group!, count: parts.length } }),
     };
   });
-  const ops = stages.map(({ stage, kind }) => ({
+  const ops = stages.map(({ stage, kind, lane }) => ({
     stage: stage.id,
-    ...kind.toNative(stage, ctx),
-    // A nonblocking op completes where a stage that runs after it needs it (or at the step's end).
-    waitFor: (stage.after ?? []).filter((id) => order[position.get(id)!]!.op === "igather").map((id) => position.get(id)!),
+    ...kind.toNative(stage, contextOf(stage)),
+    lane,
+    // Its own lane keeps order; what it waits for on other lanes it names (an op on a lane other than 0
+    // completes where such a stage needs it, or at the step's end).
+    waitFor: (stage.after ?? []).map((id) => position.get(id)!).filter((k) => laneOf(order[k]!) !== lane),
+    ...(partition(stage) && { groups: partition(stage) }),
+    ...(stage.inPlace && { inPlace: true }),
     timeoutSec: stage.timeoutSec ?? job.timeoutSec,
   }));
   return {

@@ -1,11 +1,19 @@
 import { applyParams, sweepPoints } from "./sweep.js";
 import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
-import { stageHasReduce, stageInputs, type DType, type Job, type Stage } from "../config/job.js";
+import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
+import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
+import type { HostLayout } from "../plan.js";
 
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
 
 type Fail = (path: PropertyKey[], message: string) => never;
+type Groups = ReadonlyMap<string, number[][]>;
+
+/** Ops with nccl-tests' in-place form: the output buffer is the input buffer (or the rank's slice of it). */
+export const IN_PLACE_OPS: ReadonlySet<StageOp> = new Set(["allreduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all", "reduce"]);
+// Ops that move no data run in groups of any sizes; the others report one row, so one group size.
+const SIZELESS_OPS: ReadonlySet<StageOp> = new Set(["barrier", "compute"]);
 type QuantizedStage = Extract<Stage, { op: "quantized_allreduce" }>;
 
 function known(what: string, names: readonly string[]): string {
@@ -53,18 +61,53 @@ function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: num
   }
 }
 
+/** Group, stream and inPlace: names that must resolve and options the op must have. */
+function checkGraphFields(job: Job, stage: Stage, fail: Fail): void {
+  if (stage.group !== undefined && !Object.hasOwn(job.groups ?? {}, stage.group)) {
+    fail(["group"], `unknown group ${JSON.stringify(stage.group)} (${known("groups", Object.keys(job.groups ?? {}))})`);
+  }
+  if (stage.group !== undefined && (stage.op === "compressed_allreduce" || stage.op === "quantized_allreduce")) {
+    fail(["group"], `${stage.op} runs over the whole world: "group" is for the exact collectives`);
+  }
+  if (stage.stream !== undefined && job.streams && stage.stream !== "main" && !job.streams.includes(stage.stream)) {
+    fail(["stream"], `unknown stream ${JSON.stringify(stage.stream)} (${known("streams", ["main", ...job.streams])})`);
+  }
+  if (stage.inPlace && (!IN_PLACE_OPS.has(stage.op) || ("coalesced" in stage && stage.coalesced))) {
+    const what = stage.op === "reduce_scatter" ? "a coalesced reduce_scatter" : stage.op;
+    fail(["inPlace"], `${what} has no in-place form (in place: ${[...IN_PLACE_OPS].join(", ")})`);
+  }
+}
+
+/** A stage in a group: one group size for its row, a root inside every group, in-place blocks that fit. */
+function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fail: Fail): void {
+  if (stage.group !== undefined && !groups.has(stage.group)) return;  // a split not known yet
+  const parts = stage.group === undefined ? undefined : groups.get(stage.group)!;
+  const sizes = new Set(parts?.map((g) => g.length) ?? [worldSize]);
+  if (sizes.size > 1 && !SIZELESS_OPS.has(stage.op)) {
+    fail(["group"], `group "${stage.group}" has ${describeGroups(parts!)}: ${stage.op} needs groups of one size (its row reports one group size)`);
+  }
+  const size = Math.min(...sizes);
+  // nccl-tests' in-place all_to_all sends and receives blocks of one size in the one buffer.
+  if (stage.op === "all_to_all" && stage.inPlace && stage.input in job.tensors && job.tensors[stage.input]!.count % size !== 0) {
+    fail(["inPlace"], `in place, all_to_all needs a count divisible by its ${size} ranks, but "${stage.input}" has ${job.tensors[stage.input]!.count}`);
+  }
+  if ("root" in stage && stage.root >= size) {
+    const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${worldSize} ranks`;
+    fail(["root"], `root ${stage.root} is ${where} (expected 0..${size - 1})`);
+  }
+}
+
 function checkStage(
-  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, localSize: number | undefined, fail: Fail,
+  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, localSize: number | undefined, groups: Groups, fail: Fail,
 ): void {
   checkInputs(job, stage, fail);
+  checkGraphFields(job, stage, fail);
   if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, localSize, fail);
   (stage.after ?? []).forEach((id, k) => {
     if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
     if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
   });
-  if ("root" in stage && worldSize !== undefined && stage.root >= worldSize) {
-    fail(["root"], `root ${stage.root} is out of range for ${worldSize} ranks (expected 0..${worldSize - 1})`);
-  }
+  if (worldSize !== undefined) checkRoot(job, stage, worldSize, groups, fail);
   if (stage.op === "send_recv" && !Number.isSafeInteger(stage.shift)) {
     fail(["shift"], `expected a safe integer, got ${stage.shift}`);
   }
@@ -87,12 +130,39 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
 }
 
 /**
+ * Every declared group as a partition of the world (none without a world size); the first that is not one
+ * fails. `split` groups wait for the hosts (topology null) where ranks could disagree on them: before they
+ * meet, each knows only its own host's local size.
+ */
+function resolveAll(job: Job, file: string, worldSize: number | undefined, localSize: number | undefined, topology?: HostLayout | null): Groups {
+  if (worldSize === undefined) return new Map();
+  const hosts = hostsOf(worldSize, localSize ?? worldSize, topology ?? undefined);
+  const known = Object.entries(job.groups ?? {}).filter(([, spec]) => topology !== null || !("split" in spec));
+  return new Map(known.map(([name, spec]) => {
+    const groups = resolveGroups(spec, worldSize, hosts);
+    if (typeof groups === "string") throw new ConfigError(file, formatJsonPath(["groups", name]), `not a partition of the ranks: ${groups}`);
+    return [name, groups];
+  }));
+}
+
+/** More streams than the backends have lanes: named at the first stage of the first stream too many. */
+function checkStreams(job: Job, order: readonly number[], failAt: (i: number) => Fail): void {
+  const lanes = streamLanes(order.map((i) => job.stages[i]!));
+  if (lanes.size <= MAX_STREAMS) return;
+  const extra = [...lanes.keys()][MAX_STREAMS]!;
+  const i = job.stages.findIndex((s) => streamOf(s) === extra);
+  failAt(i)(["stream"], `stream "${extra}" is one too many: a job runs at most ${MAX_STREAMS} streams (${[...lanes.keys()].slice(0, MAX_STREAMS).join(", ")})`);
+}
+
+/**
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
- * dtype/reduction compatibility, and (when the world size is known) roots in range and node layouts that
- * tile the world (`localSize`: the launcher's ranks per node, for stages that name no layout).
+ * dtype/reduction compatibility, and (when the world size is known) groups that partition the world, roots
+ * in range and node layouts that tile the world (`localSize`: the launcher's ranks per node, for stages
+ * that name no layout and for `split` groups where `topology`, the communicator's, is not known; null: split
+ * groups are left for the check after the ranks meet).
  * Throws a ConfigError for the first problem, in declaration order.
  */
-export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number): void {
+export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number, topology?: HostLayout | null): void {
   const failAt =
     (i: number): Fail =>
     (path, message) => {
@@ -104,14 +174,17 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
     if (first !== undefined) failAt(i)(["id"], `duplicate stage id "${stage.id}" (also stages[${first}])`);
     stageIds.set(stage.id, i);
   });
-  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, localSize, failAt(i)));
+  const groups = resolveAll(job, file, worldSize, localSize, topology);
+  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, localSize, groups, failAt(i)));
 
   const order = topologicalOrder(job.stages);
   if (order.length < job.stages.length) {
     const cycle = findCycle(job.stages, stageIds, new Set(order));
     const ids = [...cycle, cycle[0]].map((i) => job.stages[i].id);
-    failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}`);
+    const streams = [...new Set(cycle.map((i) => streamOf(job.stages[i])))];
+    failAt(cycle[0])(["after"], `cycle ${ids.join(" -> ")}${streams.length > 1 ? ` (across streams ${streams.join(", ")})` : ""}`);
   }
+  checkStreams(job, order, failAt);
 
   if (job.sweep?.count && Object.keys(job.tensors).length === 0) {
     throw new ConfigError(file, "sweep", "nothing to sweep: the job declares no tensors");
@@ -119,8 +192,19 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
   for (const point of sweepPoints(job)) {
     const { job: at } = applyParams(job, point.params, file);
     // What a point sets (a root, a node layout) must hold there too.
-    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, failAt(i)));
+    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, groups, failAt(i)));
   }
+}
+
+/**
+ * The vendor libraries' backends run one lane (so no stream but "main", igather aside, which completes where
+ * it is posted), and hccl makes no sub-communicators (HcclCreateSubCommConfig is not wired).
+ */
+function checkLibraryGraph(stage: Stage, backend: string, fail: (field: string, message: string) => never): void {
+  if ((backend === "nccl" || backend === "hccl") && stage.op !== "igather" && streamOf(stage) !== "main") {
+    fail("stream", `backend ${backend} runs one lane, so no stream but "main" (igather aside)`);
+  }
+  if (backend === "hccl" && stage.group !== undefined) fail("group", "backend hccl makes no sub-communicators, so no groups");
 }
 
 // MPI takes element counts as C ints (native/src/backends/mpi/mpi_api.cc, count()).
@@ -144,6 +228,9 @@ export function validateBackend(job: Job, file: string, backend: string, worldSi
     if (backend !== "shm" && backend !== "auto" && "algorithm" in stage && stage.algorithm === "shared") {
       throw new ConfigError(file, formatJsonPath(["stages", i, "algorithm"]), `"shared" needs the shm backend (every rank on one host), not ${backend}`);
     }
+    checkLibraryGraph(stage, backend, (field, message) => {
+      throw new ConfigError(file, formatJsonPath(["stages", i, field]), `stage "${stage.id}": ${message}`);
+    });
   });
   if (backend !== "mpi") return;
   for (const point of sweepPoints(job)) {

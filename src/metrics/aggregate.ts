@@ -33,12 +33,12 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const perRank = await perRankAverages(comm, results, timeoutSec);
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
+  const starts = await comm.allreduceF64(concat(results.map((r) => r.startUs), iterations), "max", timeoutSec, "(report: starts)");
   const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max", timeoutSec, "(report: concurrent)");
-  const world = comm.size;
-  return plan.stages.map(({ stage, kind, count, dtype, params, fallback }, i): ResultRow => {
+  return plan.stages.map(({ stage, kind, count, dtype, params, fallback, stream, groupSize, group }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
-    const factor = kind.busFactor(world, stage);
+    const factor = kind.busFactor(groupSize, stage);
     // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
     const exactWire = Math.round(size * factor);
     // Estimating stages report what this rank really sent per step (the same on every rank).
@@ -62,6 +62,9 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
       ...(params && { params }),
+      ...(stream !== "main" && { stream }),
+      ...(plan.stages.some((s) => s.lane !== 0) && { start_us: mean(slice(starts)) }),
+      ...(group && { group: group.name, groups: group.count }),
       per_rank_avg_us: ranks,
       slowest_rank: ranks.indexOf(Math.max(...ranks)),
       straggler_us: stragglerUs(ranks),

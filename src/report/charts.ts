@@ -60,6 +60,46 @@ function overlapSpec(rows: ResultRow[]): Spec | undefined {
   };
 }
 
+/**
+ * The streams' timeline of a step (Gantt), per sweep point of concurrent stages: each stage from its start to
+ * its end after the step's start (slowest rank, mean over steps), one lane per stream.
+ */
+function timelineSpec(rows: ResultRow[]): Spec | undefined {
+  const timed = rows.filter((r) => r.graph && r.start_us !== undefined);
+  // Rows come point by point in schedule order, so each point starts again at the first stage.
+  let point = 0;
+  const values = timed.map((r) => {
+    if (r.stage === timed[0]!.stage) point++;
+    const g = r.graph!;
+    return {
+      stream: r.stream ?? "main",
+      stage: r.stage,
+      point: `point ${point}: step ${(g.step_us / 1e3).toFixed(1)} ms, overlap ${g.overlap_pct.toFixed(0)}%`,
+      start: r.start_us! / 1e3,
+      end: (r.start_us! + r.time.avg_us) / 1e3,
+    };
+  });
+  if (!values.length) return undefined;
+  return {
+    background: "white",
+    title: "Step timeline by stream",
+    data: { values },
+    facet: { row: { field: "point", type: "nominal", title: null, header: { labelAngle: 0, labelAlign: "left", labelOrient: "top" } } },
+    spec: {
+      width: 560,
+      height: { step: 26 },
+      layer: [
+        { mark: { type: "bar", cornerRadius: 2 }, encoding: { x2: { field: "end" }, color: { field: "stage", type: "nominal", legend: null } } },
+        { mark: { type: "text", align: "left", dx: 3, color: "white" }, encoding: { text: { field: "stage" } } },
+      ],
+      encoding: {
+        y: { field: "stream", type: "nominal", title: null },
+        x: { field: "start", type: "quantitative", title: "ms after the step's start" },
+      },
+    },
+  } as Spec;
+}
+
 async function toSvg(spec: Spec): Promise<string> {
   const view = new vega.View(vega.parse(vl.compile(spec).spec), { renderer: "none" });
   try {
@@ -71,6 +111,6 @@ async function toSvg(spec: Spec): Promise<string> {
 
 /** The report's charts as standalone SVG strings (rendered here, so the page needs nothing online). */
 export async function renderCharts(rows: ResultRow[]): Promise<string[]> {
-  const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows)].filter((s): s is Spec => s !== undefined);
+  const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows), timelineSpec(rows)].filter((s): s is Spec => s !== undefined);
   return Promise.all(specs.map(toSvg));
 }

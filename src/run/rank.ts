@@ -51,6 +51,14 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
     await opened.close(true);
     throw err;
   }
+  try {
+    // `split` groups with the hosts the ranks found, before the job's first collective. Every rank read the
+    // same topology, so all stop here alike, and rank 0 keeps the store up until each has left.
+    validateGraph(job, file, place.size, place.localSize, opened.topology);
+  } catch (err) {
+    await opened.close(!opened.topology);
+    throw err;
+  }
   return opened;
 }
 
@@ -95,7 +103,10 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   const board = presenceBoard(opened);
   let failed = false;
   try {
-    return await execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress });
+    const rows = await execute(job, opened.comm, { log, localSize: place.localSize, topology: opened.topology, dumpDir: r.dumpDir, progress });
+    // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
+    if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
+    return rows;
   } catch (err) {
     failed = true;
     // A deadline, a dead peer or an abort: who held the job up (where the backend could not say), and this
@@ -135,7 +146,7 @@ function wantsDumps(job: Job, r: RunRequest): boolean {
 export async function runRank(r: RunRequest): Promise<number> {
   const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
-  validateGraph(job, r.job, place.size, place.localSize);
+  validateGraph(job, r.job, place.size, place.localSize, null);
   validateBackend(job, r.job, cfg.backend, place.size);
   const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));

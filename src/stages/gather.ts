@@ -11,8 +11,7 @@ const toNative = (s: Gather | IGather, ctx: PlanContext): Omit<NativeOp, "stage"
   inputs: [ctx.tensorIndex(s.input)],
   root: s.root,
   algorithm: s.algorithm,
-  // igather moves the same bytes but is posted and completes later (DESIGN.md, Stages).
-  nonblocking: s.op === "igather",
+  // igather moves the same bytes on a stream of its own (graph/groups.ts streamOf), so it completes later.
 });
 
 export const gather: StageKind<Gather> = { op: "gather", busFactor: ringFactor, count, toNative };

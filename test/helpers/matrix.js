@@ -113,7 +113,11 @@ function expected(stage, r, W, inputs, dtype) {
   throw new Error(`no reference for ${stage.op}`);
 }
 
-export function verifyDumps(job, W, dir) {
+/**
+ * Every rank's dumped output against the reference. `partitions[name]`: the groups (lists of world ranks) of
+ * each group a stage may name; in a group, ranks, roots and the world are the group's.
+ */
+export function verifyDumps(job, W, dir, partitions = {}) {
   const bf = (t) => job.tensors[t]?.dtype === "bfloat16";
   let compared = 0;
   for (const stage of job.stages) {
@@ -122,14 +126,16 @@ export function verifyDumps(job, W, dir) {
     const dtype = job.tensors[names[0]].dtype;
     const load = (r, file) => readNpy(path.join(dir, stage.id, `rank${r}.${file}.npy`), { bfloat16: bf(names[0]) }).values;
     for (let r = 0; r < W; r++) {
+      const members = stage.group ? partitions[stage.group].find((g) => g.includes(r)) : Array.from({ length: W }, (_, s) => s);
+      const [local, size] = [members.indexOf(r), members.length];
       let want;
       if (stage.coalesced) {
         want = names.flatMap((_, k) => {
-          const xs = Array.from({ length: W }, (_, s) => load(s, `input${names.length > 1 ? k : ""}`));
-          return expected({ op: "reduce_scatter", reduce: stage.reduce }, r, W, xs, dtype);
+          const xs = members.map((s) => load(s, `input${names.length > 1 ? k : ""}`));
+          return expected({ op: "reduce_scatter", reduce: stage.reduce }, local, size, xs, dtype);
         });
       } else {
-        want = expected(stage, r, W, Array.from({ length: W }, (_, s) => load(s, "input")), dtype);
+        want = expected(stage, local, size, members.map((s) => load(s, "input")), dtype);
       }
       const got = load(r, "output");
       assert.equal(got.length, want.length, `${stage.id} rank ${r}: output length`);

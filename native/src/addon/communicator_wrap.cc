@@ -214,6 +214,7 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
       Napi::Object o = Napi::Object::New(env);
       o.Set("algorithm", std::string(algoName(r.algorithm)));
       o.Set("timeUs", toFloat64Array(env, r.timeUs));
+      o.Set("startUs", toFloat64Array(env, r.startUs));
       o.Set("overallUs", toFloat64Array(env, r.overallUs));
       o.Set("concurrentUs", toFloat64Array(env, r.concurrentUs));
       o.Set("wrong", double(r.wrong));

@@ -78,8 +78,9 @@ OptionReader OptionReader::element(const Napi::Array& array, const char* key, ui
   return OptionReader(array.Get(i), where_ + key + "[" + std::to_string(i) + "].");
 }
 
-std::vector<int> OptionReader::indices(const char* key, size_t limit) const {
-  Napi::Array a = array(key);
+std::vector<int> OptionReader::indices(const char* key, size_t limit) const { return indicesIn(array(key), key, limit); }
+
+std::vector<int> OptionReader::indicesIn(const Napi::Array& a, const char* key, size_t limit) const {
   std::vector<int> out;
   for (uint32_t i = 0; i < a.Length(); ++i) {
     Napi::Value v = a.Get(i);

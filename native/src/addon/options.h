@@ -35,6 +35,8 @@ class OptionReader {
   OptionReader element(const Napi::Array& array, const char* key, uint32_t i) const;
   // Integers in [0, limit).
   std::vector<int> indices(const char* key, size_t limit) const;
+  // The same for an array found inside the field `key` (errors name `key`).
+  std::vector<int> indicesIn(const Napi::Array& a, const char* key, size_t limit) const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
   const std::string& where() const { return where_; }

@@ -47,6 +47,34 @@ QuantizedSpec quantizedFromJs(const OptionReader& r, int W) {
   return q;
 }
 
+bool hasInPlaceForm(OpKind k) {
+  switch (k) {
+    case OpKind::AllReduce: case OpKind::ReduceScatter: case OpKind::AllGather: case OpKind::Broadcast:
+    case OpKind::AllToAll: case OpKind::Reduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Every rank in exactly one group: a rank in none would run no op, and one in two would not know which.
+std::vector<std::vector<int>> partitionFromJs(const OptionReader& r, int W) {
+  Napi::Array groups = r.array("groups");
+  std::vector<std::vector<int>> out;
+  std::vector<bool> seen(size_t(W), false);
+  for (uint32_t g = 0; g < groups.Length(); ++g) {
+    Napi::Value v = groups.Get(g);
+    if (!v.IsArray()) r.fail("groups", "an array of arrays of ranks");
+    out.push_back(r.indicesIn(v.As<Napi::Array>(), "groups", size_t(W)));
+    for (int rank : out.back()) {
+      if (seen[size_t(rank)]) r.fail("groups", "a partition of the ranks (rank " + std::to_string(rank) + " twice)");
+      seen[size_t(rank)] = true;
+    }
+  }
+  for (int rank = 0; rank < W; ++rank) if (!seen[size_t(rank)]) r.fail("groups", "a partition of the ranks (rank " + std::to_string(rank) + " in none)");
+  return out;
+}
+
 }  // namespace
 
 Program programFromJs(const Napi::Object& obj, int W) {
@@ -101,9 +129,12 @@ Program programFromJs(const Napi::Object& obj, int W) {
     if (!parseAlgo(algo, s.algo)) r.fail("algorithm", oneOf(algoNames()));
     s.shift = int(r.integer("shift", 1, -(1 << 30), 1 << 30));
     s.computeUs = r.number("computeUs", 0);
-    s.nonblocking = r.boolean("nonblocking", false);
+    s.lane = int(r.integer("lane", 0, 0, kMaxLanes - 1));
     if (r.has("waitFor")) s.waitFor = r.indices("waitFor", i);
-    for (int w : s.waitFor) if (!p.ops[size_t(w)].nonblocking) r.fail("waitFor", "indices of nonblocking ops");
+    for (int w : s.waitFor) if (p.ops[size_t(w)].lane == s.lane) r.fail("waitFor", "indices of ops on other lanes than this op's");
+    if (r.has("groups")) s.groups = partitionFromJs(r, W);
+    s.inPlace = r.boolean("inPlace", false);
+    if (s.inPlace && (s.coalesced || s.compression != Compression::None || !hasInPlaceForm(s.kind))) r.fail("inPlace", "false for this op");
     s.timeoutSec = r.number("timeoutSec", p.timeoutSec);
     p.ops.push_back(std::move(s));
   }

@@ -7,6 +7,9 @@
 
 namespace spmd {
 
+// Lanes a backend offers at most, one per stream of a job (graph/groups.ts MAX_STREAMS): "main" and three.
+constexpr int kMaxLanes = 4;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -14,7 +17,8 @@ class Backend {
   // Collective, on the progress thread: joins the other ranks where that blocks until all arrive
   // (ncclCommInitRank), so that it never blocks JavaScript. Backends that join when built do nothing.
   virtual void connect() {}
-  // Lanes take host pointers. 0: ordered ops; 1: nonblocking ops.
+  // Lanes take host pointers, one per stream: 0 runs the "main" stream on the step's thread, the others
+  // run concurrently, each on a worker of its own (runtime/lane_worker.h).
   virtual Collectives& lane(int i) = 0;
   virtual int lanes() const = 0;
   // Where the job's tensors live: host memory, or a library backend's device, where they stay for the run.

@@ -28,6 +28,7 @@ struct Checker {
   const Program& program;
   const OpSpec& op;
   int worldSize;
+  const std::vector<int>& members;
   const uint8_t* out;
   DType dt;
   size_t es;
@@ -36,13 +37,15 @@ struct Checker {
   std::vector<double> values = std::vector<double>(kBlock * size_t(worldSize));
 
   const kernels::Fill& fill(int tensor) const { return program.tensors[size_t(tensor)].fill; }
+  // The rank whose fill made group rank r's input.
+  int filledBy(int r) const { return members.empty() ? r : members[size_t(r)]; }
 
   // Output elements [k, k + len) must equal elements [index, index + len) of `rank`'s tensor `tensor`, bit
   // for bit.
   void copied(size_t k, int tensor, int rank, size_t index, size_t len) {
     for (size_t at = 0; at < len; at += kBlock) {
       const size_t m = std::min(kBlock, len - at);
-      kernels::fillBuffer(fill(tensor), dt, rank, want.data(), m, index + at);
+      kernels::fillBuffer(fill(tensor), dt, filledBy(rank), want.data(), m, index + at);
       const uint8_t* got = out + (k + at) * es;
       for (size_t i = 0; i < m; ++i) result.wrong += std::memcmp(got + i * es, want.data() + i * es, es) != 0;
       result.checked += m;
@@ -54,7 +57,7 @@ struct Checker {
   void reduced(size_t k, int tensor, size_t index, size_t len) {
     for (size_t at = 0; at < len; at += kBlock) {
       const size_t m = std::min(kBlock, len - at);
-      for (int r = 0; r < worldSize; ++r) kernels::fillValues(fill(tensor), dt, r, index + at, m, &values[size_t(r) * kBlock]);
+      for (int r = 0; r < worldSize; ++r) kernels::fillValues(fill(tensor), dt, filledBy(r), index + at, m, &values[size_t(r) * kBlock]);
       for (size_t i = 0; i < m; ++i) result.wrong += isFloat(dt) ? !floatReduced(k + at + i, i) : !integerReduced(k + at + i, i);
       result.checked += m;
     }
@@ -98,11 +101,12 @@ struct Checker {
 
 }  // namespace
 
-CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const HostBytes& output) {
+CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int W, const HostBytes& output,
+                        const std::vector<int>& members) {
   // Compressed and quantized ops only estimate the result; their error is measured (estimating/estimate_error.h).
   if (op.inputs.empty() || op.compression != Compression::None) return {};
   const TensorSpec& t0 = program.tensors[size_t(op.inputs[0])];
-  Checker c{program, op, W, output.data(), t0.dtype, elementSize(t0.dtype), {}};
+  Checker c{program, op, W, members, output.data(), t0.dtype, elementSize(t0.dtype), {}};
   const int in = op.inputs[0];
   const size_t n = t0.count;
   const Partition part{n, W};

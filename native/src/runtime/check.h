@@ -14,7 +14,9 @@ struct CheckResult {
   uint64_t checked = 0;
 };
 
+// In a group, `rank` and `worldSize` are the group's and `members` its ranks' lane ranks (whose fills the
+// inputs are); empty: the whole lane.
 CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int worldSize,
-                        const HostBytes& output);
+                        const HostBytes& output, const std::vector<int>& members = {});
 
 }  // namespace spmd

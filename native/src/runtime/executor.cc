@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -60,20 +61,24 @@ class Output {
 }  // namespace
 
 struct Executor::Prepared {
-  Prepared(const OpSpec& s, Memory& m) : spec(s), out(m, 0) {}
+  Prepared(const OpSpec& s, Memory& m, Collectives& c) : spec(s), comm(&c), out(m, 0) {}
   uint64_t bytes() const;  // the payload, as flight records show it
   const OpSpec& spec;
+  Collectives* comm;                 // where it runs: its lane, or its group's sub-communicator of the lane
+  std::vector<int> members;          // in a group: the lane's ranks of this rank's group, in group order
   DType dt = DType::F32;
   size_t count = 0;  // elements of the (first) input tensor
   const void* in = nullptr;          // in the backend's memory
   const uint8_t* hostIn = nullptr;   // the same tensor on the host
   Output out;
   Buffer flatIn, flatOut;            // coalesced reduce_scatter: the one flat collective
+  Buffer both;                       // in place: the one buffer, input at inAt and output at outAt (bytes)
+  size_t inAt = 0, outAt = 0, outBytes = 0;
   size_t block = 0;                      // coalesced: padded elements per rank
   std::unique_ptr<EstimatingOp> estimator;  // compressed or quantized; its state persists across steps
   std::unique_ptr<EstimateError> error;     // how far the estimates are from the exact result
-  uint64_t ticket = 0;                   // nonblocking: the lane-1 op in flight this step
-  std::unique_ptr<PostedOp> request;     // nonblocking on a one-lane backend: posted on lane 0 instead
+  uint64_t ticket = 0;                   // on a worker's lane: the op in flight this step
+  std::unique_ptr<PostedOp> request;     // igather on a one-lane backend: posted on lane 0 instead
   Clock::time_point posted{}, started{}, finished{};
   uint64_t seq = 0;                      // nonblocking: the number of this step's instance, for its record
   double concurrentUs = 0;
@@ -81,8 +86,7 @@ struct Executor::Prepared {
 };
 
 Executor::Executor(Backend& backend, const Program& program)
-    : memory_(backend.memory()), lane0_(backend.lane(0)), data0_(backend.deviceLane()),
-      lane1_(backend.lanes() > 1 ? &backend.lane(1) : nullptr), program_(program) {}
+    : backend_(backend), memory_(backend.memory()), lane0_(backend.lane(0)), data0_(backend.deviceLane()), program_(program) {}
 
 void Executor::placeTensors() {
   placed_.clear();
@@ -97,9 +101,9 @@ const void* Executor::tensor(int i) const {
   return placed_.empty() ? static_cast<const void*>(tensors_[size_t(i)].data()) : placed_[size_t(i)].get();
 }
 
-Executor::Prepared Executor::prepare(const OpSpec& s) {
-  const int W = lane0_.size(), r = lane0_.rank();
-  Prepared p(s, memory_);
+Executor::Prepared Executor::prepare(const OpSpec& s, Collectives& c) {
+  const int W = c.size(), r = c.rank();
+  Prepared p(s, memory_, c);
   if (s.inputs.empty()) return p;
   const TensorSpec& t = program_.tensors[size_t(s.inputs[0])];
   p.dt = t.dtype;
@@ -138,9 +142,29 @@ Executor::Prepared Executor::prepare(const OpSpec& s) {
   } catch (const std::bad_alloc&) {
     throwNoMemory("stage " + s.stage + ": output", (outCount + (flat ? p.block * (W + 1) : 0)) * es);
   }
+  p.outBytes = outCount * es;
+  if (s.inPlace) prepareInPlace(p, W, r);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
-  if (s.kind == OpKind::Broadcast && r == s.root) memory_.copy(p.out.data(), p.in, p.count * es);
+  if (s.kind == OpKind::Broadcast && r == s.root && !s.inPlace) memory_.copy(p.out.data(), p.in, p.count * es);
   return p;
+}
+
+// nccl-tests' layouts: all_gather's input is block r of its output, reduce_scatter's output block r of its
+// input; the others read and write the same bytes.
+void Executor::prepareInPlace(Prepared& p, int W, int r) {
+  const size_t es = elementSize(p.dt), n = p.count * es;
+  const Partition part{p.count, W};
+  if (p.spec.kind == OpKind::AllToAll && p.count % size_t(W) != 0) {
+    throw CommError(code::kInvalid, "stage " + p.spec.stage + ": in place, all_to_all needs a count divisible by its " + std::to_string(W) + " ranks");
+  }
+  p.both = Buffer::zeros(memory_, p.spec.kind == OpKind::AllGather ? size_t(W) * n : n);
+  if (p.spec.kind == OpKind::AllGather) p.inAt = size_t(r) * n;
+  if (p.spec.kind == OpKind::ReduceScatter) p.outAt = part.offset(r) * es;
+}
+
+// In place, before each step (untimed): the input back where the op reads it, as a fresh step's would be.
+void Executor::refill(Prepared& p) {
+  if (p.both.get()) memory_.copy(p.both.as<uint8_t>() + p.inAt, p.in, p.count * elementSize(p.dt));
 }
 
 void Executor::packCoalesced(Prepared& p, int W) {
@@ -167,13 +191,14 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
   const OpSpec& s = p.spec;
   const int W = c.size(), r = c.rank();
   const size_t es = elementSize(p.dt), bytes = p.count * es;
-  auto* out = static_cast<uint8_t*>(p.out.data());
+  auto* out = p.both.get() ? p.both.as<uint8_t>() + p.outAt : static_cast<uint8_t*>(p.out.data());
+  const void* in = p.both.get() ? p.both.as<uint8_t>() + p.inAt : p.in;
   if (p.estimator) return p.estimator->run(c, p.in, out);
   switch (s.kind) {
     case OpKind::AllReduce:
-      return typed.allreduce(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+      return typed.allreduce(c, in, out, p.count, p.dt, s.reduction, s.algo);
     case OpKind::ReduceScatter: {
-      if (!s.coalesced) return typed.reduceScatter(c, p.in, out, p.count, p.dt, s.reduction, s.algo);
+      if (!s.coalesced) return typed.reduceScatter(c, in, out, p.count, p.dt, s.reduction, s.algo);
       packCoalesced(p, W);
       typed.reduceScatter(c, p.flatIn.get(), p.flatOut.get(), p.block * W, p.dt, s.reduction, s.algo);
       const auto* mine = p.flatOut.as<uint8_t>();
@@ -185,12 +210,12 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
       }
       return;
     }
-    case OpKind::AllGather: return c.allGather(p.in, out, bytes, s.algo);
+    case OpKind::AllGather: return c.allGather(in, out, bytes, s.algo);
     case OpKind::Gather: return c.gather(p.in, r == s.root ? out : nullptr, bytes, s.root, s.algo);
     case OpKind::Broadcast: return c.broadcast(out, bytes, s.root, s.algo);
-    case OpKind::Reduce: return typed.reduce(c, p.in, out, p.count, p.dt, s.reduction, s.root, s.algo);
+    case OpKind::Reduce: return typed.reduce(c, in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
-    case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es, p.spec.algo);
+    case OpKind::AllToAll: return c.allToAll(in, out, p.count, es, p.spec.algo);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
@@ -199,12 +224,24 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
 
 // One run's ops and results, and what its steps share.
 struct Executor::Run {
-  explicit Run(Memory& m) : typed0(m), typed1(hostMemory()) {}
+  explicit Run(Memory& m) {
+    typed.push_back(std::make_unique<TypedOps>(m));
+    for (int k = 1; k < kMaxLanes; ++k) typed.push_back(std::make_unique<TypedOps>(hostMemory()));  // host lanes
+  }
+  // A group's sub-communicator of a lane, made once per run (DESIGN.md, "Graphs, streams and groups").
+  struct Group {
+    int lane;
+    const std::vector<std::vector<int>>* partition;
+    std::unique_ptr<Collectives> comm;
+    std::vector<int> members;
+  };
+  std::vector<Group> groups;
   std::vector<Prepared> ops;
   std::vector<OpResult> results;
-  // Declared after `ops`: destroyed first, so its thread never outlives the ops it references.
-  std::unique_ptr<LaneWorker> worker;
-  TypedOps typed0, typed1;
+  std::vector<std::unique_ptr<TypedOps>> typed;  // per lane: each lane's thread its own scratch
+  // Declared after `ops` and `groups`: destroyed first, so no thread outlives what its ops reference.
+  std::vector<std::unique_ptr<LaneWorker>> workers = std::vector<std::unique_ptr<LaneWorker>>(kMaxLanes);
+  Clock::time_point stepStarted{};
   bool timed = false;  // this step's times are kept (warmup steps' are not)
 };
 
@@ -230,29 +267,57 @@ void Executor::fillTensors() {
   placeTensors();
 }
 
+// The lane an op's stream runs on: lane 0 over the backend's memory, or a worker's host lane. A backend
+// with fewer lanes (MPI granted only MPI_THREAD_FUNNELED; the library backends) runs igather as a gather
+// posted on lane 0, and refuses other streams.
+Collectives& Executor::laneOf(const OpSpec& s) {
+  if (s.lane == 0) return data0_;
+  if (s.lane < backend_.lanes()) return backend_.lane(s.lane);
+  if (s.kind == OpKind::Gather) return data0_;
+  throw CommError(code::kUnsupported, "stage " + s.stage + ": backend " + backend_.name() + " has " + std::to_string(backend_.lanes()) +
+                                          " lane, so it runs no stream but \"main\" (igather aside)");
+}
+
+// The op's communicator: its lane, or the sub-communicator of the lane for this rank's group, split once
+// per (lane, partition) in program order, so every rank makes the same splits in the same order.
+Collectives& Executor::communicator(Run& run, const OpSpec& s) {
+  Collectives& lane = laneOf(s);
+  if (s.groups.empty()) return lane;
+  for (Run::Group& g : run.groups) if (g.lane == s.lane && *g.partition == s.groups) return *g.comm;
+  const int rank = lane.rank();
+  int color = 0;
+  while (std::find(s.groups[size_t(color)].begin(), s.groups[size_t(color)].end(), rank) == s.groups[size_t(color)].end()) ++color;
+  lane.setDeadline(deadlineIn(program_.timeoutSec));
+  try {
+    run.groups.push_back({s.lane, &s.groups, lane.split(color, rank), s.groups[size_t(color)]});
+  } catch (const std::exception& e) {
+    throw inStage(s, e);
+  }
+  return *run.groups.back().comm;
+}
+
 void Executor::prepareAll(Run& run) {
   run.ops.reserve(program_.ops.size());
   run.results.resize(program_.ops.size());
-  bool anyNonblocking = false;
   for (size_t i = 0; i < program_.ops.size(); ++i) {
     const OpSpec& s = program_.ops[i];
-    run.ops.push_back(prepare(s));
-    Collectives& lane = s.nonblocking && lane1_ ? *lane1_ : data0_;
+    Collectives& c = communicator(run, s);
+    run.ops.push_back(prepare(s, c));
+    for (const Run::Group& g : run.groups) if (&*g.comm == &c) run.ops.back().members = g.members;
     // An estimating op has one algorithm of its own, not one of the backend's.
     try {
       run.results[i].algorithm = s.compression != Compression::None
                                      ? Algo::Auto
-                                     : lane.resolve(s.kind, s.algo, run.ops.back().count * elementSize(run.ops.back().dt));
+                                     : c.resolve(s.kind, s.algo, run.ops.back().count * elementSize(run.ops.back().dt));
     } catch (const CommError& e) {  // an algorithm this backend lacks
       throw CommError(e.code(), "stage " + s.stage + ": " + e.what());
     }
     run.results[i].outType = run.ops.back().dt;
-    anyNonblocking |= s.nonblocking;
+    if (s.lane > 0 && s.lane < backend_.lanes() && !run.workers[size_t(s.lane)]) run.workers[size_t(s.lane)] = std::make_unique<LaneWorker>();
   }
-  if (anyNonblocking && lane1_) run.worker = std::make_unique<LaneWorker>();
 }
 
-// Untimed, before the first step: each estimating stage's state (a quantized one splits the lane into its
+// Untimed, before the first step: each estimating stage's state (a quantized one splits its lane into its
 // sub-communicators, which is collective) and the exact result its estimates are measured against.
 void Executor::setUpEstimators(Run& run) {
   const int W = lane0_.size(), rank = lane0_.rank();
@@ -260,12 +325,13 @@ void Executor::setUpEstimators(Run& run) {
     const OpSpec& s = p.spec;
     if (s.compression == Compression::None) continue;
     lane0_.setDeadline(deadlineIn(s.timeoutSec));
+    p.comm->setDeadline(deadlineIn(s.timeoutSec));
     const bool full = s.kind == OpKind::AllReduce;
     try {
       recordOp(lane0_, lane0_.flight().issue(), -1, s.kind, s.stage, p.bytes(), [&] {
         p.estimator = s.compression == Compression::OneBit
                           ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.resetEvery)
-                          : makeQuantizedAllreduce(memory_, data0_, p.count, p.dt, s.quantized, full, s.reduction.mean);
+                          : makeQuantizedAllreduce(memory_, *p.comm, p.count, p.dt, s.quantized, full, s.reduction.mean);
         using Layout = EstimateError::Layout;
         p.error = std::make_unique<EstimateError>(lane0_, p.hostIn, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);
       });
@@ -276,54 +342,70 @@ void Executor::setUpEstimators(Run& run) {
 }
 
 // Aligns the ranks so each op's time measures the op, not the previous step's skew.
-void Executor::stepStart(int step) {
-  if (lane0_.size() == 1) return;
-  lane0_.setDeadline(deadlineIn(program_.timeoutSec));
-  try {
-    recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
-  } catch (const std::exception& e) {
-    throw CommError(codeOf(e), "at the start of step " + std::to_string(step) + ": " + e.what());
+void Executor::stepStart(Run& run, int step) {
+  run.timed = step >= program_.warmup;
+  if (lane0_.size() > 1) {
+    lane0_.setDeadline(deadlineIn(program_.timeoutSec));
+    try {
+      recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
+    } catch (const std::exception& e) {
+      throw CommError(codeOf(e), "at the start of step " + std::to_string(step) + ": " + e.what());
+    }
   }
+  run.stepStarted = Clock::now();
 }
 
-// A nonblocking op: on the second lane's worker, or, with one lane (MPI granted only MPI_THREAD_FUNNELED),
-// posted on lane 0 and completed when needed.
+// An op on another stream: on its lane's worker, after what it waits for on other lanes, or, where the
+// backend has no such lane, an igather posted on lane 0 and completed when needed.
 void Executor::post(Run& run, Prepared& p, int step) {
   const OpSpec& s = p.spec;
-  FlightRecorder& flight0 = lane0_.flight();  // numbers every op, the other lane's included
+  FlightRecorder& flight0 = lane0_.flight();  // numbers every op, the other lanes' included
   p.posted = Clock::now();
   p.concurrentUs = 0;
   p.inFlight = true;
   p.seq = flight0.issue();
-  if (run.worker) {
-    p.ticket = run.worker->post([&, this, step] {
-      const Clock::time_point deadline = deadlineIn(s.timeoutSec);
-      lane1_->setDeadline(deadline);
-      p.started = Clock::now();
-      try {
-        recordOp(*lane1_, p.seq, step, s.kind, s.stage, p.bytes(), [&] { execute(*lane1_, run.typed1, p, deadline); });
-      } catch (const std::exception& e) {
-        throw inStage(s, e);
-      }
-      p.finished = Clock::now();
-    });
-    return;
+  LaneWorker* worker = run.workers[size_t(s.lane)].get();
+  if (!worker) return postOnLane0(p, step);
+  std::vector<std::pair<LaneWorker*, uint64_t>> waits;
+  for (int w : s.waitFor) {
+    const Prepared& q = run.ops[size_t(w)];
+    if (q.spec.lane != 0) waits.emplace_back(run.workers[size_t(q.spec.lane)].get(), q.ticket);  // lane 0's: done
   }
+  p.ticket = worker->post([&, this, step, waits = std::move(waits)] {
+    for (auto [other, ticket] : waits) other->wait(ticket);  // rethrows that lane's failure: this one stops too
+    refill(p);
+    const Clock::time_point deadline = deadlineIn(s.timeoutSec);
+    p.comm->setDeadline(deadline);
+    p.started = Clock::now();
+    try {
+      recordOp(backend_.lane(s.lane), p.seq, step, s.kind, s.stage, p.bytes(), [&] {
+        execute(*p.comm, *run.typed[size_t(s.lane)], p, deadline);
+        memory_.synchronize();
+      });
+    } catch (const std::exception& e) {
+      throw inStage(s, e);
+    }
+    p.finished = Clock::now();
+    observe(p);
+  });
+}
+
+void Executor::postOnLane0(Prepared& p, int step) {
+  const OpSpec& s = p.spec;
+  FlightRecorder& flight0 = lane0_.flight();
   lane0_.setDeadline(deadlineIn(s.timeoutSec));
   p.started = p.posted;
   flight0.begin(p.seq, step, s.kind, s.stage, p.bytes());
   try {
-    if (s.kind == OpKind::Gather) {
-      p.request = data0_.postGather(p.in, lane0_.rank() == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt), s.root, s.algo);
-    }
-    if (!p.request) throw CommError(code::kUnsupported, "this backend has no second lane for nonblocking ops");
+    p.request = p.comm->postGather(p.in, p.comm->rank() == s.root ? p.out.data() : nullptr, p.count * elementSize(p.dt), s.root, s.algo);
+    if (!p.request) throw CommError(code::kUnsupported, "this backend has no lane for another stream");
   } catch (const std::exception& e) {
     flight0.end(p.seq, failedState(e));
     throw inStage(s, e);
   }
 }
 
-// Waits for nonblocking op i, if in flight, and keeps its times.
+// Waits for op i, if in flight on another lane, and keeps its times.
 void Executor::complete(Run& run, size_t i) {
   Prepared& p = run.ops[i];
   if (!p.inFlight) return;
@@ -338,28 +420,45 @@ void Executor::complete(Run& run, size_t i) {
     p.request.reset();
     p.finished = Clock::now();
   } else {
-    run.worker->wait(p.ticket);
+    run.workers[size_t(p.spec.lane)]->wait(p.ticket);
   }
   p.inFlight = false;
   if (!run.timed) return;
-  run.results[i].timeUs.push_back(microsBetween(p.started, p.finished));
+  keepTimes(run, i, p.started, p.finished);
   run.results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
   run.results[i].concurrentUs.push_back(p.concurrentUs);
 }
 
-// A blocking op on lane 0, timed; recorded by hand rather than with recordOp, so the op's own timestamps
-// serve the record too.
+void Executor::keepTimes(Run& run, size_t i, Clock::time_point t0, Clock::time_point t1) {
+  run.results[i].timeUs.push_back(microsBetween(t0, t1));
+  run.results[i].startUs.push_back(microsBetween(run.stepStarted, t0));
+}
+
+// After an estimating op, untimed: its flags checked (no timed step waits on them) and its error measured.
+void Executor::observe(Prepared& p) {
+  if (!p.estimator) return;
+  try {
+    p.estimator->verify();
+  } catch (const std::exception& e) {
+    throw inStage(p.spec, e);
+  }
+  if (p.error) p.error->observe(p.out.fetch(memory_).data());
+}
+
+// An op on lane 0, timed; recorded by hand rather than with recordOp, so the op's own timestamps serve the
+// record too.
 void Executor::runTimed(Run& run, size_t i, int step) {
   Prepared& p = run.ops[i];
   const OpSpec& s = p.spec;
   FlightRecorder& flight0 = lane0_.flight();
+  refill(p);
   const Clock::time_point deadline = deadlineIn(s.timeoutSec);
-  lane0_.setDeadline(deadline);
+  p.comm->setDeadline(deadline);
   const uint64_t seq = flight0.issue();
   auto t0 = Clock::now();
   flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
   try {
-    execute(data0_, run.typed0, p, deadline);
+    execute(*p.comm, *run.typed[0], p, deadline);
     memory_.synchronize();  // kernels and copies the op issued are part of its time
   } catch (const std::exception& e) {
     flight0.end(seq, failedState(e));
@@ -367,26 +466,36 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   }
   auto t1 = Clock::now();
   flight0.end(seq, OpState::Done, nanos(t1));
+  if (run.timed) keepTimes(run, i, t0, t1);
   const double us = microsBetween(t0, t1);
-  if (run.timed) run.results[i].timeUs.push_back(us);
   for (Prepared& q : run.ops) if (q.inFlight) q.concurrentUs += us;
-  if (!p.estimator) return;
-  try {
-    p.estimator->verify();  // after the timing: no timed step waits on its flags
-  } catch (const std::exception& e) {
-    throw inStage(s, e);
+  observe(p);
+}
+
+// Posts the ops of other lanes from `next` on, in schedule order, until one waits for a lane-0 op not yet
+// run (ops before `ran`) or, posted on lane 0 itself, for its place in lane 0's order. So a stream's stage
+// starts as soon as what it waits for has, not when lane 0 reaches it, and tickets exist before any wait.
+void Executor::postReady(Run& run, size_t& next, size_t ran, int step) {
+  for (; next < run.ops.size(); ++next) {
+    Prepared& p = run.ops[next];
+    if (p.spec.lane == 0) continue;
+    if (!run.workers[size_t(p.spec.lane)] && next > ran) return;
+    for (int w : p.spec.waitFor) if (run.ops[size_t(w)].spec.lane == 0 && size_t(w) >= ran) return;
+    post(run, p, step);
   }
-  if (p.error) p.error->observe(p.out.fetch(memory_).data());  // after the timing, so untimed
 }
 
 void Executor::runStep(Run& run, int step) {
-  run.timed = step >= program_.warmup;
-  stepStart(step);
+  stepStart(run, step);
+  size_t next = 0;
   for (size_t i = 0; i < run.ops.size(); ++i) {
+    if (run.ops[i].spec.lane != 0) continue;
+    postReady(run, next, i, step);
     for (int w : run.ops[i].spec.waitFor) complete(run, size_t(w));
-    if (run.ops[i].spec.nonblocking) post(run, run.ops[i], step);
-    else runTimed(run, i, step);
+    runTimed(run, i, step);
   }
+  postReady(run, next, run.ops.size(), step);
+  // The step ends when every stream has drained.
   for (size_t i = 0; i < run.ops.size(); ++i) complete(run, i);
   if (progress_) progress_->store(step + 1, std::memory_order_relaxed);
 }
@@ -396,9 +505,10 @@ void Executor::finish(Run& run) {
   for (size_t i = 0; i < run.ops.size(); ++i) {
     Prepared& p = run.ops[i];
     OpResult& r = run.results[i];
+    if (p.both.get()) memory_.copy(p.out.data(), p.both.as<uint8_t>() + p.outAt, p.outBytes);  // in place: its output
     HostBytes& out = p.out.fetch(memory_);
     if (program_.check) {
-      CheckResult c = checkOutput(program_, program_.ops[i], lane0_.rank(), lane0_.size(), out);
+      CheckResult c = checkOutput(program_, program_.ops[i], p.comm->rank(), p.comm->size(), out, p.members);
       r.wrong = c.wrong;
       r.checked = c.checked;
     }
@@ -414,12 +524,13 @@ void Executor::finish(Run& run) {
 std::vector<OpResult> Executor::run() {
   fillTensors();
   Run run(memory_);
-  prepareAll(run);
   try {
+    prepareAll(run);
     setUpEstimators(run);
     for (int s = 0; s < program_.warmup + program_.iterations; ++s) runStep(run, s);
   } catch (const std::exception& e) {
-    lane0_.abort(e.what());
+    // Every lane: a peer may wait on any of them, and a worker still running here must fail fast.
+    for (int k = 0; k < backend_.lanes(); ++k) backend_.lane(k).abort(e.what());
     throw;
   }
   finish(run);

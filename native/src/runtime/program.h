@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/collectives.h"
+#include "runtime/backend.h"
 #include "base/host_bytes.h"
 #include "algorithms/typed_ops.h"
 #include "estimating/estimating_op.h"
@@ -40,8 +41,16 @@ struct OpSpec {
   Algo algo = Algo::Auto;
   int shift = 1;
   double computeUs = 0;
-  bool nonblocking = false;    // posted on the second lane; completes at waitFor or at the step's end
-  std::vector<int> waitFor;    // indices of earlier nonblocking ops this op must see completed
+  // The stream's lane: 0 runs in order on the step's thread; another is posted to that lane's worker, runs
+  // concurrently with the other lanes, and completes at a waitFor or at the step's end.
+  int lane = 0;
+  std::vector<int> waitFor;    // indices of earlier ops on other lanes this op must see completed
+  // A process group: a partition of the lane's ranks (each group in rank order). The op runs inside the
+  // group holding this rank, on a sub-communicator made once per run; empty: the whole lane.
+  std::vector<std::vector<int>> groups;
+  // nccl-tests' in place: one buffer is the input and the output (reduce_scatter: the output is this rank's
+  // block of it; all_gather: the input is this rank's block of it).
+  bool inPlace = false;
   double timeoutSec = 300;
 };
 
@@ -57,6 +66,7 @@ struct Program {
 struct OpResult {
   Algo algorithm = Algo::Auto;
   std::vector<double> timeUs;        // per timed step: this op's own duration on this rank
+  std::vector<double> startUs;       // per timed step: when it started, after the step's start
   std::vector<double> overallUs;     // nonblocking: post to completion
   std::vector<double> concurrentUs;  // nonblocking: time other ops ran on lane 0 while it was in flight
   uint64_t wrong = 0;

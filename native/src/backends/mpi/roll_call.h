@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "backends/mpi/comm.h"
+#include "runtime/backend.h"
 #include "runtime/stragglers.h"
 
 namespace spmd::mpi {
 
 class RollCall {
  public:
-  static constexpr int kLanes = 2;
+  static constexpr int kLanes = kMaxLanes;  // every lane the backend may make
 
   // Collective over `world`; on the MPI thread.
   explicit RollCall(MPI_Comm world);

@@ -1,4 +1,4 @@
-// The shm backend: one segment, two lanes (ordered ops, nonblocking ops), each a ShmTransport under the
+// The shm backend: one segment, kMaxLanes lanes (one per stream), each a ShmTransport under the
 // shm's own shared algorithms and the transport algorithms.
 #pragma once
 #include <memory>
@@ -30,7 +30,7 @@ class ShmBackend : public Backend {
   void release() override { segment_.unlink(); }
 
  private:
-  static constexpr int kLanes = 2;
+  static constexpr int kLanes = kMaxLanes;
   static Layout layoutOf(const ShmOptions& o);
   Segment segment_;
   std::unique_ptr<ShmTransport> transports_[kLanes];

@@ -1,4 +1,4 @@
-// The tcp backend: two lanes (ordered ops, nonblocking ops) of tcp connections, each lane a TcpTransport
+// The tcp backend: kMaxLanes lanes (one per stream) of tcp connections, each lane a TcpTransport
 // under the shared algorithms. With a local group (backend "auto" on hosts that hold several ranks) the
 // ranks of this host talk through a shm segment instead, and each lane is a HybridTransport over both:
 // "shm+tcp". Started in two steps: the constructor sets up what is local (the listener the endpoint
@@ -52,7 +52,7 @@ class TcpBackend : public Backend {
   }
 
  private:
-  static constexpr int kLanes = 2;
+  static constexpr int kLanes = kMaxLanes;
   void abort(int lane, const std::string& reason);
 
   int rank_, size_;
