@@ -54,7 +54,22 @@ export interface ResultDocument {
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */
   ranks?: RankUsage[];
+  /** `runner doctor`'s survey (its results hold no rows). */
+  doctor?: DoctorResult;
 }
+
+/** Host x host matrices (diagonal: within the host; null where not measured) and what fell below the threshold. */
+export interface DoctorResult {
+  hosts: string[];
+  bandwidth_gbps: (number | null)[][];
+  latency_us: (number | null)[][];
+  threshold: number;
+  outliers: DoctorOutlier[];
+}
+
+export type DoctorOutlier =
+  | { kind: "link"; hosts: [string, string]; gbps: number; median_gbps: number }
+  | { kind: "host"; host: string; why: string };
 
 export interface TimeStats {
   avg_us: number;

@@ -49,6 +49,8 @@ export interface NativeOp {
   root?: number;
   algorithm?: NativeAlgorithm;
   shift?: number;
+  /** send_recv: exchange with this rank both ways instead of the shift's partners (doctor's disjoint pairs). */
+  peer?: number;
   computeUs?: number;
   nonblocking?: boolean;
   waitFor?: number[];

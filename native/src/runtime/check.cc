@@ -138,7 +138,7 @@ CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int 
       for (int j = 0; j < W; ++j) c.copied(size_t(j) * part.count(rank), in, j, part.offset(rank), part.count(rank));
       break;
     case OpKind::SendRecv:
-      c.copied(0, in, int(((rank - op.shift) % W + W) % W), 0, n);
+      c.copied(0, in, op.recvFrom(rank, W), 0, n);
       break;
     case OpKind::Barrier: case OpKind::Compute: break;
   }

@@ -192,7 +192,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::Reduce: return typed.reduce(c, p.in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
     case OpKind::AllToAll: return c.allToAll(p.in, out, p.count, es, p.spec.algo);
-    case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
+    case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.sendTo(r, W), s.recvFrom(r, W));
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
   }

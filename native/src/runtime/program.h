@@ -8,6 +8,7 @@
 
 #include "base/collectives.h"
 #include "base/host_bytes.h"
+#include "algorithms/ranks.h"
 #include "algorithms/typed_ops.h"
 #include "estimating/estimating_op.h"
 #include "estimating/quantized_allreduce.h"
@@ -39,10 +40,15 @@ struct OpSpec {
   int root = 0;
   Algo algo = Algo::Auto;
   int shift = 1;
+  int peer = -1;  // send_recv: >= 0 exchanges with this rank instead of the shift's (doctor's disjoint pairs)
   double computeUs = 0;
   bool nonblocking = false;    // posted on the second lane; completes at waitFor or at the step's end
   std::vector<int> waitFor;    // indices of earlier nonblocking ops this op must see completed
   double timeoutSec = 300;
+
+  // send_recv's partners of rank r of W: its peer both ways, else the ring shift's (wrapped first: no overflow).
+  int sendTo(int r, int W) const { return peer >= 0 ? peer : algo::detail::wrapRank(r + algo::detail::wrapRank(shift, W), W); }
+  int recvFrom(int r, int W) const { return peer >= 0 ? peer : algo::detail::wrapRank(r - algo::detail::wrapRank(shift, W), W); }
 };
 
 struct Program {
