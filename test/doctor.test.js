@@ -8,7 +8,9 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { findOutliers, roundRobin, survey } from "../dist/doctor/schedule.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
+import { RUNNER, runNode } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 
 const netnsTest = requiredTest("doctor.test.js", netnsUnavailable());
@@ -68,6 +70,47 @@ test("survey: 12 hosts get every pair (11 rounds); 40 hosts bisect to the slow h
   const measuredEven = await survey(40, [], even.measure, 0.5);
   assert.deepEqual(findOutliers(names(40), measuredEven, 0.5), []);
   assert.equal(even.rounds, 2, "all links equal: the cross rounds are enough");
+});
+
+/** Runs `start(json, out)`, which starts doctor's ranks; returns its answer and results.json. */
+async function doctorRun(start) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-doctor-"));
+  try {
+    const json = path.join(dir, "doctor.json");
+    const p = await start(["--size", "1Mi", "--iterations", "3", "--out", path.join(dir, "runs"), "--json", json]);
+    return { p, doc: p.code === 0 ? JSON.parse(readFileSync(json, "utf8")) : undefined };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One host: nothing between hosts, the diagonal measured, no outliers. */
+function assertOneHost({ p, doc }, backend) {
+  assert.equal(p.code, 0, p.stderr);
+  assert.equal(doc.backend, backend);
+  assert.equal(doc.doctor.hosts.length, 1);
+  assert.ok(doc.doctor.bandwidth_gbps[0][0] > 0 && doc.doctor.latency_us[0][0] > 0, JSON.stringify(doc.doctor));
+  assert.deepEqual(doc.doctor.outliers, []);
+  assert.match(p.stdout, /Bandwidth \(GB\/s.*\n.*\n.*\s\d+\.\d{3}\n/);
+}
+
+test("runner launch -n 3 doctor: 3 local ranks over shm; bad doctor options are one line and exit 2", async () => {
+  assertOneHost(await doctorRun((args) => runNode([RUNNER, "launch", "-n", "3", "doctor", ...args])), "shm");
+  const bad = [
+    [["doctor", "--threshold", "2"], /--threshold: expected a fraction between 0 and 1, got 2/],
+    [["doctor", "--size", "6"], /--size: expected a multiple of 4 bytes, got 6/],
+    [["launch", "-n", "2", "jobs/quickstart.json", "--threshold", "0.3"], /--threshold is an option of doctor only/],
+  ];
+  for (const [args, message] of bad) {
+    const p = await runNode([RUNNER, ...args]);
+    assert.equal(p.code, 2, `${args.join(" ")}: ${p.stderr}`);
+    assert.match(p.stderr, message);
+    assert.equal(p.stderr.trim().split("\n").length, 1, p.stderr);
+  }
+});
+
+mpiTest("mpirun -np 3 node runner doctor: the mpi backend's send_recv pairs", async () => {
+  assertOneHost(await doctorRun((args) => mpirun(3, ["doctor", ...args])), "mpi");
 });
 
 /**

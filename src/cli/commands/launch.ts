@@ -37,6 +37,9 @@ function forwardedArgs(argv: LaunchArgs, names: string[]): string[] {
   return forwarded;
 }
 
+/** A check's failure is bad input: exit code 2 (cli/index.ts). */
+const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
+
 /** What each rank runs: `run JOB [run options]`, or `doctor [its options]`. */
 function rankCommand(argv: LaunchArgs): string[] {
   if (argv.job === DOCTOR) return [DOCTOR, ...forwardedArgs(argv, [...Object.keys(DOCTOR_RUN_OPTIONS), ...Object.keys(DOCTOR_OPTIONS)])];
@@ -55,15 +58,15 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
       .check((argv) => {
         if (!Number.isInteger(argv.nprocs) || argv.nprocs < 1) {
-          throw new Error(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
+          throw badInput(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
         }
         // Strict mode does not look past "--", and silently dropping what is there would surprise.
         const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
-        if (argv.job !== DOCTOR && doctorOnly.length > 0) throw new Error(`--${doctorOnly[0]} is an option of doctor only`);
-        if (argv.job === DOCTOR && argv.check !== undefined) throw new Error("--check is not an option of doctor");
+        if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
+        if (argv.job === DOCTOR && argv.check !== undefined) throw badInput("--check is not an option of doctor");
         const stray = argv._.slice(1);
         if (stray.length > 0) {
-          throw new Error(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
+          throw badInput(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
         }
         return true;
       })
