@@ -12,6 +12,7 @@ import { closeLogger, createLogger } from "../log/logger.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { ResultDocument } from "../results.js";
 import { jobToken } from "../run/identity.js";
+import { gatherHosts, manifest } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
 import { VERSION } from "../version.js";
@@ -54,12 +55,14 @@ async function report(doc: ResultDocument, output: RunConfig["output"], quiet: b
 
 async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings): Promise<ResultDocument> {
   const hosts = await hostsOf(opened);
+  const machines = await gatherHosts(opened.bootstrap);
   const intra = hosts.flatMap((h, i) => (h.ranks.length > 1 ? [i] : []));
   const measured = await survey(hosts.length, intra, measurer(opened.comm, hosts, s), r.threshold);
   return {
     version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
     ...(opened.topology && { topology: opened.topology }),
     results: [], average_bus_bandwidth: 0,
+    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, backend: r.backend ?? "auto" }),
     doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold),
   };
 }

@@ -22,6 +22,8 @@ export interface ExecuteOptions {
   dumpDir?: string;
   /** Where steps done are reported (report/progress.ts). */
   progress?: Progress;
+  /** Keep every iteration's time in the rows (--samples). */
+  samples?: boolean;
 }
 
 const POLL_MS = 200;
@@ -62,7 +64,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
-      rows.push(...(await aggregate(comm, p, results, job.check)));
+      rows.push(...(await aggregate(comm, p, results, job.check, o.samples)));
       p.stages.forEach(({ stage, dtype }, i) => {
         // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
         const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);

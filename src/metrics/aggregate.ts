@@ -4,7 +4,7 @@ import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
 import { overlapPercent } from "./overlap.js";
-import { perRankAverages, stragglerUs } from "./ranks.js";
+import { perRankAverages, perRankSamples, stragglerUs } from "./ranks.js";
 import { mean, timeStats } from "./stats.js";
 
 const ELEMENT_BYTES = { float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const;
@@ -22,7 +22,7 @@ function concat(perOp: Float64Array[], iterations: number): Float64Array {
  * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
  * (nccl-tests, OSU), and #wrong is summed over ranks. Collective: every rank must call it.
  */
-export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean): Promise<ResultRow[]> {
+export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean, samples = false): Promise<ResultRow[]> {
   const iterations = plan.program.iterations;
   const times = new Float64Array(results.length * iterations);
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
@@ -32,6 +32,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum", timeoutSec, "(report: #wrong)");
   const errors = await estimateErrors(comm, plan, results);
   const perRank = await perRankAverages(comm, results, timeoutSec);
+  const perRankTimes = samples ? await perRankSamples(comm, results, iterations, timeoutSec) : undefined;
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
   const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max", timeoutSec, "(report: concurrent)");
@@ -66,6 +67,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       per_rank_avg_us: ranks,
       slowest_rank: ranks.indexOf(Math.max(...ranks)),
       straggler_us: stragglerUs(ranks),
+      ...(perRankTimes && { samples: { slowest_us: Array.from(slice(slowest)), per_rank_us: perRankTimes[i]! } }),
       ...(results[i]!.overallUs.length > 0 && {
         overlap: overlapPercent(mean(slice(overall)), mean(slice(concurrent)), time.avg_us),
       }),

@@ -21,6 +21,7 @@ import { rankProgress } from "../report/progress.js";
 import type { ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
+import { gatherHosts, manifest } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { createRunDir, writeResults } from "./write.js";
 
@@ -81,7 +82,7 @@ async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cf
 
 async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
-  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
+  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress, samples: r.samples }).catch((err: unknown) => {
     // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
     if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm));
     throw err;
@@ -95,6 +96,12 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
   const ranks = doc.ranks ?? [];
   log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
+}
+
+/** The runner's settings as this run used them, for the manifest. */
+function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
+  const { iterations, warmup, check, timeoutSec } = job;
+  return { backend: cfg.backend, iterations, warmup, check, timeoutSec, connectTimeoutSec: cfg.connectTimeoutSec, iface: cfg.tcp.iface ?? null };
 }
 
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
@@ -113,6 +120,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   let failed = true;
   try {
     const runDir = await runDirectory(opened, place, job, cfg, log);
+    const hosts = await gatherHosts(opened.bootstrap);
     const usage = startUsage();
     const rows = await executeJob(job, opened, place, r, log);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
@@ -121,6 +129,7 @@ export async function runRank(r: RunRequest): Promise<number> {
         version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
         ...(opened.topology && { topology: opened.topology }),
         results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks,
+        manifest: manifest(opened.comm.backend, hosts, runSettings(job, cfg)),
       };
       await report(job, cfg, doc, runDir, r, log);
     }

@@ -20,6 +20,8 @@ export interface RunRequest {
   logLevel?: RunConfig["log"]["level"];
   logAllRanks?: boolean;
   quiet?: boolean;
+  /** Keep every iteration's time in results.json. */
+  samples?: boolean;
 }
 
 function checkCount(name: string, v: number | undefined, min: number): void {
