@@ -24,6 +24,8 @@ export interface ResultRow {
   slowest_rank: number;
   /** Σ over ranks of (rank's average − fastest rank's average). */
   straggler_us: number;
+  /** When #wrong > 0: the first wrong elements, at most 10 per rank. */
+  mismatches?: Mismatch[];
   /** With --samples: every timed iteration's time, the slowest rank's and each rank's ([rank][iteration]). */
   samples?: { slowest_us: number[]; per_rank_us: number[][] };
   /** Nonblocking stages only (OSU's method). */
@@ -84,6 +86,17 @@ export interface TimeStats {
   stddev_us: number;
   min_us: number;
   max_us: number;
+}
+
+/** A wrong output element: where, where its value came from (`from`: null for a reduction over every rank), and the values. */
+export interface Mismatch {
+  rank: number;
+  tensor: string;
+  index: number;
+  from: number | null;
+  source_index: number;
+  expected: number;
+  found: number;
 }
 
 export interface Overlap {

@@ -3,6 +3,7 @@ import type { Plan } from "../plan.js";
 import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
+import { gatherMismatches } from "./mismatches.js";
 import { overlapPercent } from "./overlap.js";
 import { perRankAverages, perRankSamples, stragglerUs } from "./ranks.js";
 import { mean, timeStats } from "./stats.js";
@@ -30,6 +31,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const timeoutSec = plan.program.timeoutSec;
   const slowest = await comm.allreduceF64(times, "max", timeoutSec, "(report: times)");
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum", timeoutSec, "(report: #wrong)");
+  const located = wrong.some((w) => w > 0) ? await gatherMismatches(comm, plan, results, timeoutSec) : undefined;
   const errors = await estimateErrors(comm, plan, results);
   const perRank = await perRankAverages(comm, results, timeoutSec);
   const perRankTimes = samples ? await perRankSamples(comm, results, iterations, timeoutSec) : undefined;
@@ -61,6 +63,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       algbw: algbw(size, time.avg_us),
       busbw: busbw(size, time.avg_us, factor),
       wrong: check && dtype && !error ? wrong[i]! : null,
+      ...(located?.[i]?.length && { mismatches: located[i] }),
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
       ...(params && { params }),

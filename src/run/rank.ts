@@ -16,6 +16,7 @@ import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
+import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
 import type { ResultDocument, ResultRow } from "../results.js";
@@ -134,7 +135,10 @@ export async function runRank(r: RunRequest): Promise<number> {
       await report(job, cfg, doc, runDir, r, log);
     }
     const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
-    if (wrong > 0) log.error(`${wrong} wrong elements`);
+    if (wrong > 0) {
+      log.error(`${wrong} wrong elements`);
+      for (const row of rows) for (const line of describeMismatches(row.stage, row.mismatches ?? [])) log.error(line);
+    }
     failed = false;
     return wrong > 0 ? 1 : 0;
   } finally {

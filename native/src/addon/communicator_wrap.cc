@@ -215,6 +215,19 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
       o.Set("concurrentUs", toFloat64Array(env, r.concurrentUs));
       o.Set("wrong", double(r.wrong));
       o.Set("checked", double(r.checked));
+      Napi::Array mismatches = Napi::Array::New(env, r.mismatches.size());
+      for (size_t m = 0; m < r.mismatches.size(); ++m) {
+        const Mismatch& w = r.mismatches[m];
+        Napi::Object x = Napi::Object::New(env);
+        x.Set("index", double(w.index));
+        x.Set("tensor", w.tensor);
+        x.Set("sourceIndex", double(w.sourceIndex));
+        x.Set("from", w.from);
+        x.Set("expected", w.expected);
+        x.Set("found", w.found);
+        mismatches.Set(uint32_t(m), x);
+      }
+      o.Set("mismatches", mismatches);
       for (const auto& [name, values] : r.series) o.Set(name, toFloat64Array(env, values));
       out.Set(uint32_t(i), o);
       outputs_.push_back(std::move(r.output));

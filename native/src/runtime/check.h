@@ -12,6 +12,7 @@ namespace spmd {
 struct CheckResult {
   uint64_t wrong = 0;
   uint64_t checked = 0;
+  std::vector<Mismatch> mismatches;  // the first kMaxMismatches wrong elements
 };
 
 CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int worldSize,

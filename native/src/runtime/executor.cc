@@ -397,6 +397,7 @@ void Executor::finish(Run& run) {
       CheckResult c = checkOutput(program_, program_.ops[i], lane0_.rank(), lane0_.size(), out);
       r.wrong = c.wrong;
       r.checked = c.checked;
+      r.mismatches = std::move(c.mismatches);
     }
     r.output = std::move(out);
     if (p.estimator) {

@@ -60,6 +60,18 @@ struct Program {
   double timeoutSec = 300;  // the job's deadline for the untimed step-start barrier
 };
 
+// A wrong output element, as the check found it: where it is, where its value came from, what it should be.
+constexpr size_t kMaxMismatches = 10;
+
+struct Mismatch {
+  uint64_t index = 0;        // in this rank's output
+  int tensor = 0;            // the input tensor it came from (program order)
+  uint64_t sourceIndex = 0;  // the element of that tensor
+  int from = -1;             // the rank whose element it is; -1 for a reduction over every rank
+  double expected = 0;
+  double found = 0;
+};
+
 struct OpResult {
   Algo algorithm = Algo::Auto;
   std::vector<double> timeUs;        // per timed step: this op's own duration on this rank
@@ -67,6 +79,7 @@ struct OpResult {
   std::vector<double> concurrentUs;  // nonblocking: time other ops ran on lane 0 while it was in flight
   uint64_t wrong = 0;
   uint64_t checked = 0;              // elements compared on this rank
+  std::vector<Mismatch> mismatches;  // the first wrong elements (at most kMaxMismatches)
   DType outType = DType::F32;
   HostBytes output;                  // this rank's output after the last step
   // Numbers beyond the timings, each a Float64Array property of the JS result (estimating ops: wireBytes,
