@@ -24,6 +24,8 @@ export interface ResultRow {
   slowest_rank: number;
   /** Σ over ranks of (rank's average − fastest rank's average). */
   straggler_us: number;
+  /** On the hybrid transport (shm+tcp): per step, bytes all ranks sent and the slowest rank's time over each kind of link. */
+  links?: LinkClasses;
   /** When #wrong > 0: the first wrong elements, at most 10 per rank. */
   mismatches?: Mismatch[];
   /** With --samples: every timed iteration's time, the slowest rank's and each rank's ([rank][iteration]). */
@@ -97,6 +99,11 @@ export interface Mismatch {
   source_index: number;
   expected: number;
   found: number;
+}
+
+export interface LinkClasses {
+  shm: { bytes: number; us: number };
+  tcp: { bytes: number; us: number };
 }
 
 export interface Overlap {

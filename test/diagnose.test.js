@@ -1,13 +1,16 @@
 // What a run records to explain itself: p99 and standard deviation, --samples (every iteration, slowest
 // rank's and each rank's), the manifest (versions, build, environment, hosts), and the wrong elements the
-// check located, found through a fault only the NCCL ABI double can inject (SPMD_DOUBLE_CORRUPT_RECV).
+// check located, found through a fault only the NCCL ABI double can inject (SPMD_DOUBLE_CORRUPT_RECV); and
+// on 2 namespace hosts x 2 ranks (shm+tcp), the bytes and time of each stage over shm and over tcp.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { timeStats } from "../dist/metrics/stats.js";
-import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
+import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
+import { REPO, runRanks } from "./helpers/ranks.js";
+import { requiredTest } from "./helpers/required.js";
 
 const DOUBLE = path.join(REPO, "native/build/doubles/libspmd_nccl_double_full.so");
 
@@ -99,4 +102,28 @@ test("a ring allreduce's corrupted receives: the wrong elements are reductions, 
     assert.notEqual(m.found, m.expected);
   }
   console.log(`# ${ar.wrong} wrong; first: ${JSON.stringify(ar.mismatches[0])}`);
+});
+
+const netnsTest = requiredTest("diagnose.test.js", netnsUnavailable());
+
+netnsTest("shm+tcp on 2 hosts x 2 ranks: each stage's bytes over shm and over tcp, as its algorithm's peers say", async () => {
+  // 1000 floats: a ring allreduce sends 2(W-1) blocks of 250 per rank, ranks 0 and 2 to their host's other
+  // rank (shm), ranks 1 and 3 across (tcp); a shift of 2 sends every rank's tensor across.
+  const job = {
+    name: "links", iterations: 3, warmup: 1, check: true, tensors,
+    stages: [{ id: "ring", op: "allreduce", input: "x", algorithm: "ring" }, { id: "across", op: "send_recv", input: "x", shift: 2 }],
+  };
+  await withHosts(2, async (hosts) => {
+    const { ranks, doc } = await runJob(job, (args) => runSpread(hosts, [0, 0, 1, 1], ["run", ...args.filter((a) => a !== "--quiet")]));
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r}: ${p.stderr}`));
+    assert.equal(doc.backend, "shm+tcp");
+    const [ring, across] = doc.results;
+    assert.deepEqual([ring.links.shm.bytes, ring.links.tcp.bytes], [12000, 12000]);
+    assert.deepEqual([across.links.shm.bytes, across.links.tcp.bytes], [0, 16000]);
+    assert.ok(ring.links.shm.us > 0 && ring.links.tcp.us > 0 && across.links.tcp.us > 0);
+    assert.equal(across.links.shm.us, 0);
+    const line = /# Links per step {7}: shm 0\.012 MB \(all ranks\) in [\d.]+ us \([\d.]+ GB\/s\), tcp 0\.028 MB \(all ranks\) in [\d.]+ us/;
+    assert.match(ranks[0].stdout, line);
+    console.log(`# ${ranks[0].stdout.split("\n").find((l) => l.startsWith("# Links"))}`);
+  });
 });

@@ -92,6 +92,8 @@ export interface NativeOpResult {
   checked: number;
   /** The first wrong elements on this rank (at most 10), as the check found them. */
   mismatches: NativeMismatch[];
+  /** Blocking ops on the hybrid transport (shm+tcp): bytes sent and microseconds spent per kind, summed over timed steps. */
+  links?: { shmBytes: number; tcpBytes: number; shmUs: number; tcpUs: number };
   // Estimating ops (compressed and quantized allreduce) only, measured against the exact result (the sum or
   // the mean). Sums of squares are over this rank's block of the elements; add them up over ranks for the
   // whole array. Per-step arrays include warmup steps.

@@ -3,6 +3,7 @@ import type { Plan } from "../plan.js";
 import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
+import { linkClasses } from "./links.js";
 import { gatherMismatches } from "./mismatches.js";
 import { overlapPercent } from "./overlap.js";
 import { perRankAverages, perRankSamples, stragglerUs } from "./ranks.js";
@@ -34,6 +35,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const located = wrong.some((w) => w > 0) ? await gatherMismatches(comm, plan, results, timeoutSec) : undefined;
   const errors = await estimateErrors(comm, plan, results);
   const perRank = await perRankAverages(comm, results, timeoutSec);
+  const links = await linkClasses(comm, results, iterations, timeoutSec);
   const perRankTimes = samples ? await perRankSamples(comm, results, iterations, timeoutSec) : undefined;
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
@@ -64,6 +66,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       busbw: busbw(size, time.avg_us, factor),
       wrong: check && dtype && !error ? wrong[i]! : null,
       ...(located?.[i]?.length && { mismatches: located[i] }),
+      ...(links?.[i] && { links: links[i] }),
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
       ...(params && { params }),

@@ -228,6 +228,14 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
         mismatches.Set(uint32_t(m), x);
       }
       o.Set("mismatches", mismatches);
+      if (r.links.split) {
+        Napi::Object links = Napi::Object::New(env);
+        links.Set("shmBytes", double(r.links.shmBytes));
+        links.Set("tcpBytes", double(r.links.tcpBytes));
+        links.Set("shmUs", r.links.shmUs);
+        links.Set("tcpUs", r.links.tcpUs);
+        o.Set("links", links);
+      }
       for (const auto& [name, values] : r.series) o.Set(name, toFloat64Array(env, values));
       out.Set(uint32_t(i), o);
       outputs_.push_back(std::move(r.output));

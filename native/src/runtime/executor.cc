@@ -211,6 +211,15 @@ struct Executor::Run {
 
 namespace {
 
+// What one op moved over each kind of link: the transport's counters after it less those before.
+void addLinkUsage(LinkUsage& sum, const LinkUsage& before, const LinkUsage& after) {
+  sum.split = after.split;
+  sum.shmBytes += after.shmBytes - before.shmBytes;
+  sum.tcpBytes += after.tcpBytes - before.tcpBytes;
+  sum.shmUs += after.shmUs - before.shmUs;
+  sum.tcpUs += after.tcpUs - before.tcpUs;
+}
+
 CommError inStage(const OpSpec& s, const std::exception& e) {
   return CommError(failedCode(e), "stage " + s.stage + ": " + e.what());
 }
@@ -352,6 +361,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   const Clock::time_point deadline = deadlineIn(s.timeoutSec);
   lane0_.setDeadline(deadline);
   const uint64_t seq = flight0.issue();
+  const LinkUsage linksBefore = data0_.linkUsage();
   auto t0 = Clock::now();
   flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
   try {
@@ -364,7 +374,10 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   auto t1 = Clock::now();
   flight0.end(seq, OpState::Done, nanos(t1));
   const double us = microsBetween(t0, t1);
-  if (run.timed) run.results[i].timeUs.push_back(us);
+  if (run.timed) {
+    run.results[i].timeUs.push_back(us);
+    addLinkUsage(run.results[i].links, linksBefore, data0_.linkUsage());
+  }
   for (Prepared& q : run.ops) if (q.inFlight) q.concurrentUs += us;
   if (!p.estimator) return;
   try {

@@ -80,6 +80,7 @@ struct OpResult {
   uint64_t wrong = 0;
   uint64_t checked = 0;              // elements compared on this rank
   std::vector<Mismatch> mismatches;  // the first wrong elements (at most kMaxMismatches)
+  LinkUsage links;                   // blocking ops on a transport of two kinds: summed over timed steps
   DType outType = DType::F32;
   HostBytes output;                  // this rank's output after the last step
   // Numbers beyond the timings, each a Float64Array property of the JS result (estimating ops: wireBytes,

@@ -21,6 +21,7 @@ class TransportCollectives : public Collectives {
   TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
       : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
   int rank() const override { return t_.rank(); }
+  LinkUsage linkUsage() const override { return t_.linkUsage(); }
   int size() const override { return t_.size(); }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
 
