@@ -180,6 +180,8 @@ export interface LibraryProbe {
   hostMemory: boolean;
   /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
   missing: string;
+  /** "NCCL 2.21.5" (ncclGetVersion), or "" where the library does not say. */
+  version: string;
 }
 
 export interface MpiWorld {

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Bootstrap } from "../comm/bootstrap.js";
 import { native, PACKAGE_ROOT } from "../comm/native.js";
-import { describeLibrary } from "../comm/vendor-library.js";
+import { libraryVersion } from "../comm/vendor-library.js";
 import { cpuModel, gpuList } from "../env/devices.js";
 import type { Manifest } from "../results.js";
 import { VERSION } from "../version.js";
@@ -26,7 +26,7 @@ const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
 function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
   const { mpiLibrary } = native();
   if (backend.startsWith("mpi")) return mpiLibrary ? firstLine(mpiLibrary) : null;
-  if (backend === "nccl" || backend === "hccl") return `${backend} ${describeLibrary(backend, env)}`;
+  if (backend === "nccl" || backend === "hccl") return libraryVersion(backend, env);
   return null;
 }
 

@@ -179,6 +179,12 @@ SPMD_DOUBLE_EXPORT ncclResult_t ncclGroupEnd() {
 }
 
 #ifndef SPMD_DOUBLE_MINIMAL
+// As NCCL 2.18.5 would say (the first with ncclCommSplit, which the full double has).
+SPMD_DOUBLE_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  *version = 21805;
+  return ncclSuccess;
+}
+
 SPMD_DOUBLE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
   try {
     auto engine = comm->engine->split(color, key);
