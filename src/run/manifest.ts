@@ -7,13 +7,9 @@ import type { Bootstrap } from "../comm/bootstrap.js";
 import { native, PACKAGE_ROOT } from "../comm/native.js";
 import { libraryVersion } from "../comm/vendor-library.js";
 import { cpuModel, gpuList } from "../env/devices.js";
+import { recordedEnv } from "../env/recorded.js";
 import type { Manifest } from "../results.js";
 import { VERSION } from "../version.js";
-
-/** The variables that change what collectives do: the libraries', the launchers', and the runner's own. */
-const RECORDED_ENV = /^(NCCL_|UCX_|OMPI_MCA_|MPICH_|MPIR_CVAR_|HCCL_|SLURM_|SPMD_)|^CUDA_VISIBLE_DEVICES$/;
-/** Secrets the runner's own variables hold: recorded as set, never by value. */
-const SECRET_ENV = new Set(["SPMD_RUNNER_TOKEN"]);
 
 function gitDescribe(): string | null {
   if (!existsSync(path.join(PACKAGE_ROOT, ".git"))) return null;
@@ -28,11 +24,6 @@ function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
   if (backend.startsWith("mpi")) return mpiLibrary ? firstLine(mpiLibrary) : null;
   if (backend === "nccl" || backend === "hccl") return libraryVersion(backend, env);
   return null;
-}
-
-export function recordedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  const keys = Object.keys(env).filter((k) => RECORDED_ENV.test(k)).sort();
-  return Object.fromEntries(keys.map((k) => [k, SECRET_ENV.has(k) ? "(set)" : env[k]!]));
 }
 
 /** Every rank says what its host holds; the hosts, once each, in rank order. */
