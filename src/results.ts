@@ -24,7 +24,7 @@ export interface ResultRow {
   slowest_rank: number;
   /** Σ over ranks of (rank's average − fastest rank's average). */
   straggler_us: number;
-  /** On the hybrid transport (shm+tcp): per step, bytes all ranks sent and the slowest rank's time over each kind of link. */
+  /** Blocking stages on the hybrid transport (shm+tcp): per step, bytes all ranks sent and the slowest rank's time over each kind of link. */
   links?: LinkClasses;
   /** When #wrong > 0: the first wrong elements, at most 10 per rank. */
   mismatches?: Mismatch[];
