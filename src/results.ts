@@ -33,6 +33,12 @@ export interface ResultRow {
   slowest_rank: number;
   /** Σ over ranks of (rank's average − fastest rank's average). */
   straggler_us: number;
+  /** Blocking stages on the hybrid transport (shm+tcp): per step, bytes all ranks sent and the slowest rank's time over each kind of link. */
+  links?: LinkClasses;
+  /** When #wrong > 0: the first wrong elements, at most 10 per rank. */
+  mismatches?: Mismatch[];
+  /** With --samples: every timed iteration's time, the slowest rank's and each rank's ([rank][iteration]). */
+  samples?: { slowest_us: number[]; per_rank_us: number[][] };
   /** Nonblocking stages only (OSU's method). */
   overlap?: Overlap;
   // Added on the rows of estimating stages (compressed_allreduce, quantized_allreduce) only. Per-step
@@ -76,14 +82,50 @@ export interface ResultDocument {
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */
   ranks?: RankUsage[];
+  /** What the run depended on: versions, build, library, environment, hosts. */
+  manifest?: Manifest;
+  /** `runner doctor`'s survey (its results hold no rows). */
+  doctor?: DoctorResult;
 }
+
+/** Host x host matrices (diagonal: within the host; null where not measured) and what fell below the threshold. */
+export interface DoctorResult {
+  hosts: string[];
+  bandwidth_gbps: (number | null)[][];
+  latency_us: (number | null)[][];
+  threshold: number;
+  outliers: DoctorOutlier[];
+}
+
+export type DoctorOutlier =
+  | { kind: "link"; hosts: [string, string]; gbps: number; median_gbps: number }
+  | { kind: "host"; host: string; why: string };
 
 export interface TimeStats {
   avg_us: number;
   p50_us: number;
   p95_us: number;
+  p99_us: number;
+  /** Sample standard deviation of the iterations' times. */
+  stddev_us: number;
   min_us: number;
   max_us: number;
+}
+
+/** A wrong output element: where, where its value came from (`from`: null for a reduction over every rank), and the values. */
+export interface Mismatch {
+  rank: number;
+  tensor: string;
+  index: number;
+  from: number | null;
+  source_index: number;
+  expected: number;
+  found: number;
+}
+
+export interface LinkClasses {
+  shm: { bytes: number; us: number };
+  tcp: { bytes: number; us: number };
 }
 
 export interface Overlap {
@@ -109,4 +151,21 @@ export interface RankUsage {
    * (about 100 MiB for an idle rank on Linux x86-64, Node 20).
    */
   max_rss_kib: number;
+}
+
+/** results.json's "manifest" (DESIGN.md): enough to tell why two runs differ. */
+export interface Manifest {
+  runner: string;
+  /** `git describe --always --dirty` of the checkout the runner ran from; null when installed. */
+  git: string | null;
+  node: string;
+  /** How the addon was built: MPI_Get_library_version's first line (null without MPI), the CUDA kernels' archs (false without). */
+  addon: { mpi: string | null; cuda: string | false };
+  /** The library the backend ran on (MPI's version, the NCCL/HCCL library loaded), null for shm/tcp. */
+  library: string | null;
+  /** NCCL_*, UCX_*, OMPI_MCA_*, MPICH_*, MPIR_CVAR_*, HCCL_*, SLURM_*, SPMD_* and CUDA_VISIBLE_DEVICES of rank 0. */
+  env: Record<string, string>;
+  /** The runner's own settings as run: backend, deadlines, iterations, check. */
+  settings: Record<string, unknown>;
+  hosts: { name: string; cpu: string; gpus: string[] }[];
 }

@@ -30,7 +30,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.match(p.stdout, /# Avg bus bandwidth {4}: \d+\.\d{4}/);
     assert.match(p.stdout, /# Out of bounds values : 0 OK/);
     const doc = JSON.parse(readFileSync(json, "utf8"));
-    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "topology", "results", "average_bus_bandwidth", "ranks"]);
+    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "topology", "results", "average_bus_bandwidth", "ranks", "manifest"]);
     assert.deepEqual(doc.ranks.map((u) => u.rank), [0, 1, 2, 3]);
     assert.equal(doc.world_size, 4);
     assert.equal(doc.backend, "shm");
@@ -40,7 +40,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
       "stage", "op", "size", "count", "type", "redop", "root", "algorithm", "time", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
       "per_rank_avg_us", "slowest_rank", "straggler_us",
     ]);
-    assert.deepEqual(Object.keys(doc.results[0].time), ["avg_us", "p50_us", "p95_us", "min_us", "max_us"]);
+    assert.deepEqual(Object.keys(doc.results[0].time), ["avg_us", "p50_us", "p95_us", "p99_us", "stddev_us", "min_us", "max_us"]);
     const ar = doc.results.find((r) => r.stage === "allreduce");
     assert.equal(ar.size, 4 * ar.count);
     assert.ok(Math.abs(ar.busbw - ar.algbw * 1.5) < 1e-9, "allreduce busbw = algbw × 2(W-1)/W");
@@ -49,7 +49,7 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.equal(runs.length, 1);
     assert.deepEqual(readdirSync(path.join(out, runs[0])).sort(), ["report.html", "results.csv", "results.json", "summary.txt", "table.txt"]);
     const csv = readFileSync(path.join(out, runs[0], "results.csv"), "utf8").trimEnd().split("\n");
-    assert.ok(csv[0].startsWith("stage,op,size,count,type,redop,root,algorithm,avg_us,p50_us,p95_us,min_us,max_us,algbw,busbw,wrong,wire_bytes,rel_error,"), csv[0]);
+    assert.ok(csv[0].startsWith("stage,op,size,count,type,redop,root,algorithm,avg_us,p50_us,p95_us,p99_us,stddev_us,min_us,max_us,algbw,busbw,wrong,wire_bytes,rel_error,"), csv[0]);
     assert.ok(csv[0].split(",").includes("per_rank_avg_us"), csv[0]);
     assert.equal(csv.length, doc.results.length + 1);
     assert.match(csv[1], /^allreduce,allreduce,4194304,1048576,float32,sum,,shared,[\d.]+,/);

@@ -63,3 +63,50 @@ test("unreadable or malformed result files: one line, exit 2", async () => {
   assert.match(shape.stderr, /b\.json: /);
   assert.equal(shape.stderr.trim().split("\n").length, 1);
 });
+
+/** `runner compare A1 A2 .. -- B1 B2 ..` over documents written to a temporary directory. */
+async function compareRuns(as, bs, ...flags) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-compare-"));
+  const write = (d, name) => {
+    const f = path.join(dir, name);
+    writeFileSync(f, JSON.stringify(d));
+    return f;
+  };
+  try {
+    const fa = as.map((d, i) => write(d, `a${i}.json`)), fb = bs.map((d, i) => write(d, `b${i}.json`));
+    return await runNode([RUNNER, "compare", ...fa, "--", ...fb, ...flags]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const runsOf = (busbws) => busbws.map((b) => doc([row("ar", b)]));
+
+test("several runs per side: 10% slower inside the runs' spread is within noise (exit 0); beyond it a regression (exit 1)", async () => {
+  const noisy = await compareRuns(runsOf([10, 10.5, 9.5]), runsOf([8.5, 10.6, 9.0]));
+  assert.equal(noisy.code, 0, noisy.stdout + noisy.stderr);
+  assert.match(noisy.stdout, /ar +allreduce .* 0\.900 +within noise \(95% interval 0\.\d{3}\.\.1\.\d{3}\)/);
+  assert.match(noisy.stdout, /# 0 regressions/);
+  const slow = await compareRuns(runsOf([10, 10.1, 9.9]), runsOf([8, 8.1, 7.9]));
+  assert.equal(slow.code, 1, slow.stdout + slow.stderr);
+  assert.match(slow.stdout, /0\.800 +REGRESSION: 20\.0% slower \(95% interval 0\.7\d\d\.\.0\.8\d\d\)/);
+  const one = await compareRuns(runsOf([10]), runsOf([8.5, 10.6, 9.0]));
+  assert.equal(one.code, 0, "a spread on one side is enough to weigh the difference");
+});
+
+test("compare prints the manifests' differences above its table", async () => {
+  const manifest = (algo) => ({ runner: "0.1.0", node: "v20", env: { NCCL_ALGO: algo, SLURM_JOB_ID: "7" }, hosts: [{ name: "a", cpu: "x", gpus: [] }] });
+  const p = await compare({ ...doc([row("ar", 10)]), manifest: manifest("ring") }, { ...doc([row("ar", 10)]), manifest: manifest("tree") });
+  assert.equal(p.code, 0);
+  assert.match(p.stdout, /^# the runs differ in their manifests:\n# {3}manifest\.env\.NCCL_ALGO: "ring" -> "tree"\n# stage/);
+  const same = await compare({ ...doc([row("ar", 10)]), manifest: manifest("ring") }, { ...doc([row("ar", 10)]), manifest: manifest("ring") });
+  assert.doesNotMatch(same.stdout, /manifests/);
+});
+
+test("compare's sides: one file, three without --, or nothing after --: one line, exit 2", async () => {
+  for (const args of [["a.json"], ["a.json", "b.json", "c.json"], ["a.json", "--"]]) {
+    const p = await runNode([RUNNER, "compare", ...args]);
+    assert.equal(p.code, 2, `${args.join(" ")}: ${p.stderr}`);
+    assert.equal(p.stderr.trim().split("\n").length, 1, p.stderr);
+  }
+});

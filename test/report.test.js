@@ -84,7 +84,7 @@ function parseCsv(text) {
 }
 
 test("the CSV carries every field of every row: sweep params, fallback, per-rank times, overlap", () => {
-  const time = { avg_us: 10, p50_us: 9, p95_us: 12, min_us: 8, max_us: 13 };
+  const time = { avg_us: 10, p50_us: 9, p95_us: 12, p99_us: 13, stddev_us: 1.5, min_us: 8, max_us: 13 };
   const base = { op: "quantized_allreduce", size: 4096, count: 1024, type: "float32", redop: "sum", root: null, algorithm: "shared", time,
     algbw: 1, busbw: 2, wrong: null, wire_bytes: 512, rel_error: 0.01, per_rank_avg_us: [9.5, 10.5], slowest_rank: 1, straggler_us: 1 };
   const rows = [
@@ -93,8 +93,8 @@ test("the CSV carries every field of every row: sweep params, fallback, per-rank
     { ...base, stage: "ig", op: "igather", overlap: { overall_us: 30, compute_us: 20, comm_us: 15, overlap_pct: 33.3 } },
   ];
   const [header, ...records] = parseCsv(formatCsv({ version: "1", job: "j", world_size: 2, backend: "shm", results: rows, average_bus_bandwidth: 2 }));
-  assert.deepEqual(header.slice(0, 18), ["stage", "op", "size", "count", "type", "redop", "root", "algorithm", "avg_us", "p50_us", "p95_us",
-    "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error"]);
+  assert.deepEqual(header.slice(0, 20), ["stage", "op", "size", "count", "type", "redop", "root", "algorithm", "avg_us", "p50_us", "p95_us",
+    "p99_us", "stddev_us", "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error"]);
   assert.equal(new Set(header).size, header.length, "each column once");
   const at = (r, column) => records[r][header.indexOf(column)];
   assert.deepEqual([at(0, "params.bits"), at(1, "params.bits"), at(2, "params.bits")], ["4", "8", ""], "sweep points apart");

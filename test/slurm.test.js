@@ -1,8 +1,8 @@
 // SLURM for real: a one-node cluster (scripts/slurm/local-cluster.sh: munged, slurmctld, slurmd) and the
 // sbatch examples of scripts/slurm run as batch jobs, each checked through its output file: the table with
 // 0 wrong, and exit code 0 (sbatch --wait returns the job's). The multi-node example runs on the one node
-// (--nodes=1). Needs root, slurm-wlm and munge (and mpirun for the MPI examples); skipped with the reason
-// otherwise, except in CI (CI set), where that is a failure.
+// (--nodes=1); `srun node runner doctor` runs as a --wrap job. Needs root, slurm-wlm and munge (and mpirun
+// for the MPI examples); skipped with the reason otherwise, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -39,6 +39,7 @@ before(() => {
   env = { ...base, SLURM_CONF: path.join(dir, "cluster/slurm.conf"), OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1" };
   jobs["one-node"] = sbatch("one-node");
   jobs["multi-node"] = sbatch("multi-node", ["--nodes=1", "--ntasks-per-node=4"]);
+  jobs.doctor = sbatch("doctor", ["--ntasks=3"], [`--wrap=srun node runner doctor --size 1Mi --iterations 3 --out ${path.join(dir, "runs")}`]);
   if (mpiBuilt) {
     jobs.mpirun = sbatch("mpirun");
     jobs["srun-pmix"] = sbatch("srun-pmix");
@@ -50,11 +51,13 @@ after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** `sbatch --wait` of an example script; resolves with its exit code and the job's output file. */
-function sbatch(script, sbatchArgs = []) {
+/**
+ * `sbatch --wait` of an example script running the quick start (or of `what`: a script and its arguments,
+ * or --wrap); resolves with its exit code and the job's output file.
+ */
+function sbatch(script, sbatchArgs = [], what = [path.join("scripts/slurm", `${script}.sbatch`), "jobs/quickstart.json", "--iterations", "3", "--out", path.join(dir, "runs")]) {
   const out = path.join(dir, `${script}.out`);
-  const args = [...sbatchArgs, "--wait", `--output=${out}`, `--chdir=${REPO}`, path.join("scripts/slurm", `${script}.sbatch`),
-    "jobs/quickstart.json", "--iterations", "3", "--out", path.join(dir, "runs")];
+  const args = [...sbatchArgs, "--wait", `--output=${out}`, `--chdir=${REPO}`, ...what];
   return new Promise((resolve) => {
     const child = spawn("sbatch", args, { cwd: REPO, env });
     let stderr = "";
@@ -93,6 +96,13 @@ function assertClean({ code, stderr, output }, backend) {
 
 slurmTest("sbatch scripts/slurm/one-node.sbatch: srun starts 4 ranks from SLURM_* (derived port), shm, 0 wrong", async () => {
   assertClean(await jobs["one-node"], "shm");
+});
+
+slurmTest("srun node runner doctor: 3 ranks from SLURM_*, the host's bandwidth between two of them, no outliers", async () => {
+  const { code, stderr, output } = await jobs.doctor;
+  assert.equal(code, 0, `sbatch exited ${code}: ${stderr}\n${output}`);
+  assert.match(output, /Bandwidth \(GB\/s.*\n.*\n\S+\s+\d+\.\d{3}\n/);
+  assert.match(output, /no outliers \(threshold 0\.5 of the median\)/);
 });
 
 slurmTest("sbatch scripts/slurm/multi-node.sbatch (on this one node): 0 wrong", async () => {

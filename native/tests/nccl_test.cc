@@ -58,7 +58,7 @@ void deviceLane(Backend& backend, const std::vector<float>& in, bool canSplit) {
   same("device all_to_all", [&](void* i, void* o) { d.allToAll(i, o, n, sizeof(float), Algo::Auto); });
   same("device gather", [&](void* i, void* o) { d.gather(i, o, bytes, 0, Algo::Auto); });
   same("device scatter", [&](void* i, void* o) { d.scatter(i, o, n, sizeof(float), 0, Algo::Auto); });
-  same("device send_recv", [&](void* i, void* o) { d.sendRecv(i, o, bytes, 1); });
+  same("device send_recv", [&](void* i, void* o) { d.sendRecv(i, o, bytes, d.rank(), d.rank()); });
   expect(d.resolve(OpKind::Gather, Algo::Auto, bytes) == Algo::Direct, "device gather is a direct exchange");
   if (!canSplit) {
     try {

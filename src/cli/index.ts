@@ -4,6 +4,7 @@ import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
 import { compareCommand } from "./commands/compare.js";
+import { doctorCommand } from "./commands/doctor.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
 import { runCommand } from "./commands/run.js";
@@ -27,9 +28,10 @@ export async function main(argv: string[]): Promise<void> {
       .command(validateCommand)
       .command(infoCommand)
       .command(compareCommand)
+      .command(doctorCommand)
       .command(buildCommand)
       .strict()
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, compare, build)")
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))

@@ -51,6 +51,8 @@ export interface NativeOp {
   root?: number;
   algorithm?: NativeAlgorithm;
   shift?: number;
+  /** send_recv: exchange with this rank both ways instead of the shift's partners (doctor's disjoint pairs). */
+  peer?: number;
   computeUs?: number;
   /** The stream's lane: 0 ("main") runs in order; others run concurrently on workers (graph/groups.ts). */
   lane?: number;
@@ -105,6 +107,10 @@ export interface NativeOpResult {
   concurrentUs: Float64Array; // nonblocking: other ops' time while in flight
   wrong: number;
   checked: number;
+  /** The first wrong elements on this rank (at most 10), as the check found them. */
+  mismatches: NativeMismatch[];
+  /** Blocking ops on the hybrid transport (shm+tcp): bytes sent and microseconds spent per kind, summed over timed steps. */
+  links?: { shmBytes: number; tcpBytes: number; shmUs: number; tcpUs: number };
   // Estimating ops (compressed and quantized allreduce) only, measured against the exact result (the sum or
   // the mean). Sums of squares are over this rank's block of the elements; add them up over ranks for the
   // whole array. Per-step arrays include warmup steps.
@@ -112,6 +118,18 @@ export interface NativeOpResult {
   exactSq?: Float64Array; // [sum of exact^2]
   errorSq?: Float64Array; // per step: sum of (output - exact)^2
   runningErrorSq?: Float64Array; // per step: sum of (mean of the outputs so far - exact)^2
+}
+
+export interface NativeMismatch {
+  /** In this rank's output. */
+  index: number;
+  /** The input tensor (program order) and its element the value came from. */
+  tensor: number;
+  sourceIndex: number;
+  /** The rank whose element it is; -1 for a reduction over every rank. */
+  from: number;
+  expected: number;
+  found: number;
 }
 
 /** A piece of an op's state, e.g. compressed allreduce's "worker_error" or quantized allreduce's "intra_error". */
@@ -179,6 +197,8 @@ export interface LibraryProbe {
   hostMemory: boolean;
   /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
   missing: string;
+  /** "NCCL 2.21.5" (ncclGetVersion), or "" where the library does not say. */
+  version: string;
 }
 
 export interface MpiWorld {

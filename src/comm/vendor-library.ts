@@ -40,12 +40,20 @@ export function vendorLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv): 
   return wheel ? { path: wheel, source: "nvidia wheel" } : { path: v.soname, source: "soname" };
 }
 
+/** For the results' manifest: "NCCL 2.21.5 (libnccl.so.2)", the backend's name where the library gives no version. */
+export function libraryVersion(backend: LibraryBackend, env: NodeJS.ProcessEnv): string {
+  const lib = vendorLibrary(backend, env);
+  const probe = native().libraryProbe(backend, lib.path);
+  return `${probe.version || backend} (${lib.path}${probe.hostMemory ? ", host-memory test double" : ""})`;
+}
+
 /** "loadable (path, from where)" or "not loadable: why", for `runner info`. */
 export function describeLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv): string {
   const lib = vendorLibrary(backend, env);
   try {
     const probe = native().libraryProbe(backend, lib.path);
     const notes = [`${lib.path} from ${lib.source === "environment" ? VENDORS[backend].variable : lib.source}`];
+    if (probe.version) notes.unshift(probe.version);
     if (probe.hostMemory) notes.push("host-memory test double");
     if (probe.missing) notes.push(`without ${probe.missing}`);
     return `loadable (${notes.join("; ")})`;

@@ -4,8 +4,10 @@ import type { Plan } from "../plan.js";
 import type { ResultRow } from "../results.js";
 import { algbw, busbw } from "./bandwidth.js";
 import { estimateErrors } from "./estimate.js";
+import { linkClasses } from "./links.js";
+import { gatherMismatches } from "./mismatches.js";
 import { overlapPercent } from "./overlap.js";
-import { perRankAverages, stragglerUs } from "./ranks.js";
+import { perRankAverages, perRankSamples, stragglerUs } from "./ranks.js";
 import { mean, timeStats } from "./stats.js";
 
 const last = <T>(a: readonly T[]): T | null => (a.length ? a[a.length - 1]! : null);
@@ -21,7 +23,7 @@ function concat(perOp: Float64Array[], iterations: number): Float64Array {
  * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
  * (nccl-tests, OSU), and #wrong is summed over ranks. Collective: every rank must call it.
  */
-export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean): Promise<ResultRow[]> {
+export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean, samples = false): Promise<ResultRow[]> {
   const iterations = plan.program.iterations;
   const times = new Float64Array(results.length * iterations);
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
@@ -29,8 +31,11 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const timeoutSec = plan.program.timeoutSec;
   const slowest = await comm.allreduceF64(times, "max", timeoutSec, "(report: times)");
   const wrong = await comm.allreduceF64(Float64Array.from(results, (r) => r.wrong), "sum", timeoutSec, "(report: #wrong)");
+  const located = wrong.some((w) => w > 0) ? await gatherMismatches(comm, plan, results, timeoutSec) : undefined;
   const errors = await estimateErrors(comm, plan, results);
   const perRank = await perRankAverages(comm, results, timeoutSec);
+  const links = await linkClasses(comm, results, iterations, timeoutSec);
+  const perRankTimes = samples ? await perRankSamples(comm, results, iterations, timeoutSec) : undefined;
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
   const starts = await comm.allreduceF64(concat(results.map((r) => r.startUs), iterations), "max", timeoutSec, "(report: starts)");
@@ -59,6 +64,8 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       algbw: algbw(size, time.avg_us),
       busbw: busbw(size, time.avg_us, factor),
       wrong: check && dtype && !error ? wrong[i]! : null,
+      ...(located?.[i]?.length && { mismatches: located[i] }),
+      ...(links?.[i] && { links: links[i] }),
       wire_bytes: wire,
       rel_error: error ? last(error.relErrorByStep) : null,
       ...(params && { params }),
@@ -68,6 +75,7 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
       per_rank_avg_us: ranks,
       slowest_rank: ranks.indexOf(Math.max(...ranks)),
       straggler_us: stragglerUs(ranks),
+      ...(perRankTimes && { samples: { slowest_us: Array.from(slice(slowest)), per_rank_us: perRankTimes[i]! } }),
       ...(results[i]!.overallUs.length > 0 && {
         overlap: overlapPercent(mean(slice(overall)), mean(slice(concurrent)), time.avg_us),
       }),

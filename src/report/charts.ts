@@ -1,6 +1,6 @@
 import * as vega from "vega";
 import * as vl from "vega-lite";
-import type { ResultRow } from "../results.js";
+import type { DoctorResult, ResultRow } from "../results.js";
 
 type Spec = vl.TopLevelSpec;
 
@@ -113,4 +113,32 @@ async function toSvg(spec: Spec): Promise<string> {
 export async function renderCharts(rows: ResultRow[]): Promise<string[]> {
   const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows), timelineSpec(rows)].filter((s): s is Spec => s !== undefined);
   return Promise.all(specs.map(toSvg));
+}
+
+/** doctor's host x host matrix as a heat map (diagonal: within the host; blank: not measured). */
+function heatmapSpec(d: DoctorResult, key: "bandwidth_gbps" | "latency_us", title: string, scheme: "viridis" | "inferno"): Spec {
+  const values = d.hosts.flatMap((a, i) => d.hosts.map((b, j) => ({ a, b, value: d[key][i]![j] }))).filter((v) => v.value !== null);
+  const side = Math.max(160, 40 * d.hosts.length);
+  return {
+    ...base,
+    width: side,
+    height: side,
+    title,
+    data: { values },
+    mark: "rect",
+    encoding: {
+      x: { field: "b", type: "nominal", title: null, sort: d.hosts },
+      y: { field: "a", type: "nominal", title: null, sort: d.hosts },
+      color: { field: "value", type: "quantitative", title: null, scale: { scheme } },
+      tooltip: [{ field: "a" }, { field: "b" }, { field: "value", format: ".3f" }],
+    },
+  };
+}
+
+/** doctor's bandwidth and latency heat maps as standalone SVG strings. */
+export async function renderDoctorCharts(d: DoctorResult): Promise<string[]> {
+  return Promise.all([
+    heatmapSpec(d, "bandwidth_gbps", "Bandwidth between hosts (GB/s)", "viridis"),
+    heatmapSpec(d, "latency_us", "Latency between hosts (us)", "inferno"),
+  ].map(toSvg));
 }

@@ -3,7 +3,7 @@ import type { ResultDocument, ResultRow } from "../results.js";
 /** The columns every CSV starts with, in this order; whatever else the rows carry follows. */
 const LEADING = [
   "stage", "op", "size", "count", "type", "redop", "root", "algorithm",
-  "avg_us", "p50_us", "p95_us", "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
+  "avg_us", "p50_us", "p95_us", "p99_us", "stddev_us", "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
 ] as const;
 
 function cell(v: unknown): string {
@@ -24,7 +24,8 @@ function flatten(row: ResultRow): Map<string, unknown> {
       for (const [k, x] of Object.entries(v)) put(key === "time" ? k : `${key}.${k}`, x);
     } else cells.set(key, v);
   };
-  for (const [k, v] of Object.entries(row)) put(k, v);
+  // Per-iteration samples (--samples) are a matrix per row: results.json holds them, a cell could not.
+  for (const [k, v] of Object.entries(row)) if (k !== "samples") put(k, v);
   return cells;
 }
 

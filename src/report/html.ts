@@ -1,12 +1,17 @@
-import type { ResultDocument } from "../results.js";
+import type { DoctorResult, ResultDocument } from "../results.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+
+function doctorOutliers(d: DoctorResult): string {
+  const items = d.outliers.map((o) => (o.kind === "link" ? `link ${o.hosts.join(" ↔ ")}: ${o.gbps.toFixed(3)} GB/s` : `host ${o.host}: ${o.why}`));
+  return `<h2>Doctor: outliers below ${d.threshold} of the median</h2>\n<ul>${items.map((i) => `<li>${escape(i)}</li>`).join("") || "<li>none</li>"}</ul>\n`;
+}
 
 /** A self-contained report.html: charts inlined as SVG, the table, the comms summary; no network. */
 export async function formatHtml(doc: ResultDocument, table: string, summary: string): Promise<string> {
   // Loaded here, not at start-up: vega costs every rank some 150 ms of CPU and only rank 0 draws charts.
-  const { renderCharts } = await import("./charts.js");
-  const charts = await renderCharts(doc.results);
+  const { renderCharts, renderDoctorCharts } = await import("./charts.js");
+  const charts = [...(await renderCharts(doc.results)), ...(doc.doctor ? await renderDoctorCharts(doc.doctor) : [])];
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -25,7 +30,7 @@ export async function formatHtml(doc: ResultDocument, table: string, summary: st
 <div class="charts">
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
 </div>
-<h2>Results</h2>
+${doc.doctor ? doctorOutliers(doc.doctor) : ""}<h2>Results</h2>
 <pre>${escape(table)}</pre>
 <h2>Comms summary</h2>
 <pre>${escape(summary)}</pre>

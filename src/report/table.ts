@@ -51,6 +51,16 @@ function topologyLine(t: NonNullable<ResultDocument["topology"]>): string {
   return `${t.hosts.length} host${t.hosts.length > 1 ? "s" : ""}: ${describeHosts(t.hosts)}; links: ${links.join(", ") || "none"}`;
 }
 
+/** "shm 1.2 MB in 340 us (3.5 GB/s), tcp ..." over every stage with link classes (the hybrid transport). */
+function linksLine(rows: ResultRow[]): string | undefined {
+  const withLinks = rows.filter((r) => r.links);
+  if (!withLinks.length) return undefined;
+  return (["shm", "tcp"] as const).map((k) => {
+    const bytes = withLinks.reduce((n, r) => n + r.links![k].bytes, 0), us = withLinks.reduce((n, r) => n + r.links![k].us, 0);
+    return `${k} ${(bytes / 1e6).toFixed(3)} MB (all ranks) in ${time(us)} us${us > 0 ? ` (${(bytes / (us * 1e3)).toFixed(2)} GB/s)` : ""}`;
+  }).join(", ");
+}
+
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const out = [
@@ -64,5 +74,7 @@ export function formatTable(doc: ResultDocument): string {
   for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
   out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  const links = linksLine(doc.results);
+  if (links) out.push(`# Links per step       : ${links}`);
   return out.join("\n") + "\n";
 }

@@ -12,7 +12,7 @@ import { VERSION } from "../version.js";
  * the world size. Ranks that get in compare everything else in the start-up agreement, which can say
  * what differs.
  */
-export function jobToken(job: Job, size: number): string {
+export function jobToken(job: Pick<Job, "name">, size: number): string {
   const explicit = process.env.SPMD_RUNNER_TOKEN;
   if (explicit) return explicit;
   return createHash("sha256").update(JSON.stringify({ job: job.name, size })).digest("hex").slice(0, 32);

@@ -19,12 +19,14 @@ import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { closeLogger, createLogger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
+import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
 import { formatTable } from "../report/table.js";
 import type { ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
+import { gatherHosts, manifest } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
@@ -103,7 +105,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   const board = presenceBoard(opened);
   let failed = false;
   try {
-    const rows = await execute(job, opened.comm, { log, localSize: place.localSize, topology: opened.topology, dumpDir: r.dumpDir, progress });
+    const rows = await execute(job, opened.comm, { log, localSize: place.localSize, topology: opened.topology, dumpDir: r.dumpDir, progress, samples: r.samples });
     // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
     return rows;
@@ -142,6 +144,12 @@ function wantsDumps(job: Job, r: RunRequest): boolean {
   return !!r.dumpDir || job.stages.some((s) => "dumpDir" in s && !!s.dumpDir);
 }
 
+/** The runner's settings as this run used them, for the manifest. */
+function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
+  const { iterations, warmup, check, timeoutSec } = job;
+  return { backend: cfg.backend, iterations, warmup, check, timeoutSec, connectTimeoutSec: cfg.connectTimeoutSec, iface: cfg.tcp.iface ?? null };
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
   const { job, cfg } = resolveRun(r);
@@ -160,6 +168,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   let failed = true;
   try {
     const runDir = await runDirectory(opened, place, job, cfg, log);
+    const hosts = await gatherHosts(opened.bootstrap);
     const usage = startUsage();
     const rows = await executeJob(job, opened, place, r, log);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
@@ -168,11 +177,15 @@ export async function runRank(r: RunRequest): Promise<number> {
         version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
         ...(opened.topology && { topology: opened.topology }),
         results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks,
+        manifest: manifest(opened.comm.backend, hosts, runSettings(job, cfg)),
       };
       await report(job, cfg, doc, runDir, r, log);
     }
     const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
-    if (wrong > 0) log.error(`${wrong} wrong elements`);
+    if (wrong > 0) {
+      log.error(`${wrong} wrong elements`);
+      for (const row of rows) for (const line of describeMismatches(row.stage, row.mismatches ?? [])) log.error(line);
+    }
     failed = false;
     return wrong > 0 ? 1 : 0;
   } finally {

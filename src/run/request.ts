@@ -20,6 +20,8 @@ export interface RunRequest {
   logLevel?: RunConfig["log"]["level"];
   logAllRanks?: boolean;
   quiet?: boolean;
+  /** Keep every iteration's time in results.json. */
+  samples?: boolean;
 }
 
 function checkCount(name: string, v: number | undefined, min: number): void {
@@ -39,7 +41,7 @@ export function resolveRun(r: RunRequest): { job: Job; cfg: RunConfig } {
   if (r.timeout !== undefined && !(r.timeout > 0)) {
     throw Object.assign(new Error(`--timeout: expected seconds > 0, got ${r.timeout}`), { exitCode: 2 });
   }
-  const job = loadJob(r.job), cfg = loadRunConfig(r.config);
+  const job = loadJob(r.job), cfg = resolveConfig(r);
   return {
     job: {
       ...job,
@@ -48,12 +50,18 @@ export function resolveRun(r: RunRequest): { job: Job; cfg: RunConfig } {
       check: r.check ?? job.check,
       timeoutSec: r.timeout ?? cfg.timeoutSec ?? job.timeoutSec,
     },
-    cfg: {
-      ...cfg,
-      backend: r.backend ?? cfg.backend,
-      tcp: { ...cfg.tcp, iface: r.iface ?? cfg.tcp.iface },
-      log: { ...cfg.log, level: r.logLevel ?? (r.quiet ? "warn" : cfg.log.level), allRanks: r.logAllRanks ?? cfg.log.allRanks },
-      output: { ...cfg.output, dir: r.out ?? cfg.output.dir, json: r.json ?? cfg.output.json },
-    },
+    cfg,
+  };
+}
+
+/** The run configuration (`--config`, else the defaults) with the request's overrides applied. */
+export function resolveConfig(r: Omit<RunRequest, "job">): RunConfig {
+  const cfg = loadRunConfig(r.config);
+  return {
+    ...cfg,
+    backend: r.backend ?? cfg.backend,
+    tcp: { ...cfg.tcp, iface: r.iface ?? cfg.tcp.iface },
+    log: { ...cfg.log, level: r.logLevel ?? (r.quiet ? "warn" : cfg.log.level), allRanks: r.logAllRanks ?? cfg.log.allRanks },
+    output: { ...cfg.output, dir: r.out ?? cfg.output.dir, json: r.json ?? cfg.output.json },
   };
 }

@@ -66,7 +66,8 @@ function shapeLink(ns, { rate, delay }) {
 /**
  * Makes `count` hosts, runs `body(hosts)` and removes them. A host is { ns, ipv4, ipv6 } (an address is
  * undefined when that family is off). `shape: { rate: "1gbit", delay: "1ms" }` shapes every host's egress;
- * hosts.shaping then says what was applied.
+ * hosts.shaping then says what was applied. `shape: [{ rate: "1gbit" }, ...]` shapes host i by entry i, and
+ * hosts.shaping is then per host.
  */
 export async function withHosts(count, body, { ipv4 = true, ipv6 = true, shape } = {}) {
   removeStale();
@@ -93,7 +94,9 @@ export async function withHosts(count, body, { ipv4 = true, ipv6 = true, shape }
       if (h.ipv6) ip(["-n", h.ns, "addr", "add", `${h.ipv6}/64`, "dev", "eth0", "nodad"]);
       ip(["-n", h.ns, "link", "set", "eth0", "up"]);
     });
-    if (shape) hosts.shaping = hosts.map((h) => shapeLink(h.ns, shape))[0];
+    // An array shapes each host as its entry says (none where the entry is undefined).
+    if (Array.isArray(shape)) hosts.shaping = hosts.map((h, i) => shape[i] && shapeLink(h.ns, shape[i]));
+    else if (shape) hosts.shaping = hosts.map((h) => shapeLink(h.ns, shape))[0];
     return await body(hosts);
   } finally {
     [sw, ...hosts.map((h) => h.ns)].forEach(removeNamespace);

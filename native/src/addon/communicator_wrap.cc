@@ -219,6 +219,27 @@ Napi::Value CommunicatorWrap::run(const Napi::CallbackInfo& info) {
       o.Set("concurrentUs", toFloat64Array(env, r.concurrentUs));
       o.Set("wrong", double(r.wrong));
       o.Set("checked", double(r.checked));
+      Napi::Array mismatches = Napi::Array::New(env, r.mismatches.size());
+      for (size_t m = 0; m < r.mismatches.size(); ++m) {
+        const Mismatch& w = r.mismatches[m];
+        Napi::Object x = Napi::Object::New(env);
+        x.Set("index", double(w.index));
+        x.Set("tensor", w.tensor);
+        x.Set("sourceIndex", double(w.sourceIndex));
+        x.Set("from", w.from);
+        x.Set("expected", w.expected);
+        x.Set("found", w.found);
+        mismatches.Set(uint32_t(m), x);
+      }
+      o.Set("mismatches", mismatches);
+      if (r.links.split) {
+        Napi::Object links = Napi::Object::New(env);
+        links.Set("shmBytes", double(r.links.shmBytes));
+        links.Set("tcpBytes", double(r.links.tcpBytes));
+        links.Set("shmUs", r.links.shmUs);
+        links.Set("tcpUs", r.links.tcpUs);
+        o.Set("links", links);
+      }
       for (const auto& [name, values] : r.series) o.Set(name, toFloat64Array(env, values));
       out.Set(uint32_t(i), o);
       outputs_.push_back(std::move(r.output));

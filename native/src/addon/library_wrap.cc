@@ -18,7 +18,8 @@ struct Vendor {
   const char* backend;
   size_t idBytes;
   std::string (*id)(const std::string& library);  // the root's id, as bytes
-  void (*probe)(const std::string& library, bool& hostMemory, std::string& missing);
+  // What a library that loads is: the ABI double or not, the optional symbols it lacks, its version ("" unknown).
+  void (*probe)(const std::string& library, bool& hostMemory, std::string& missing, std::string& version);
   std::unique_ptr<Backend> (*start)(const std::string& library, const std::string& id, int rank, int size, int localRank);
 };
 
@@ -36,17 +37,18 @@ T fromBytes(const std::string& b) {
 
 const Vendor kVendors[] = {
     {"nccl", sizeof(ncclUniqueId), [](const std::string& lib) { return bytesOf(nccl::uniqueId(lib)); },
-     [](const std::string& lib, bool& host, std::string& missing) {
+     [](const std::string& lib, bool& host, std::string& missing, std::string& version) {
        const nccl::Api& api = nccl::load(lib);
        host = api.hostMemory();
        missing = api.missingOptional();
+       version = api.version();
      },
      [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
        return nccl::makeBackend({lib, fromBytes<ncclUniqueId>(id), rank, size, localRank});
      }},
     {"hccl", sizeof(HcclRootInfo), [](const std::string& lib) { return bytesOf(hccl::rootInfo(lib)); },
-     [](const std::string& lib, bool& host, std::string& missing) {
-       const hccl::Api& api = hccl::load(lib);
+     [](const std::string& lib, bool& host, std::string& missing, std::string& /*version*/) {
+       const hccl::Api& api = hccl::load(lib);  // HCCL's API has no version call
        host = api.hostMemory();
        missing = api.missingOptional();
      },
@@ -79,16 +81,17 @@ Napi::Value libraryId(const Napi::CallbackInfo& info) {
   }
 }
 
-// { hostMemory, missing } for a library that loads; throws what loading throws otherwise.
+// { hostMemory, missing, version } for a library that loads; throws what loading throws otherwise.
 Napi::Value libraryProbe(const Napi::CallbackInfo& info) {
   const Vendor& v = vendorArg(info);
   try {
     bool host = false;
-    std::string missing;
-    v.probe(info[1].As<Napi::String>().Utf8Value(), host, missing);
+    std::string missing, version;
+    v.probe(info[1].As<Napi::String>().Utf8Value(), host, missing, version);
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("hostMemory", host);
     out.Set("missing", missing);
+    out.Set("version", version);
     return out;
   } catch (const CommError& e) {
     throw makeError(info.Env(), e.code(), e.what());

@@ -128,6 +128,7 @@ Program programFromJs(const Napi::Object& obj, int W) {
     std::string algo = r.string("algorithm", "auto");
     if (!parseAlgo(algo, s.algo)) r.fail("algorithm", oneOf(algoNames()));
     s.shift = int(r.integer("shift", 1, -(1 << 30), 1 << 30));
+    s.peer = int(r.integer("peer", -1, -1, W - 1));
     s.computeUs = r.number("computeUs", 0);
     s.lane = int(r.integer("lane", 0, 0, kMaxLanes - 1));
     if (r.has("waitFor")) s.waitFor = r.indices("waitFor", i);

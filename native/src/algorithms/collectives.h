@@ -49,6 +49,8 @@ void scatterDirect(Transport& t, const void* in, void* out, size_t count, size_t
 // Partition{count, W}.count(r) elements, block j from rank j.
 void allToAllDirect(Transport& t, const void* in, void* out, size_t count, size_t esize);
 
+// Send `bytes` to rank `to`, receive as many from `from`; both this rank: a copy.
+void sendRecvPeers(Transport& t, const void* in, void* out, size_t bytes, int to, int from);
 // Ring shift: send `bytes` to rank (r + shift) mod W, receive from (r - shift) mod W.
 void sendRecvShift(Transport& t, const void* in, void* out, size_t bytes, int shift);
 

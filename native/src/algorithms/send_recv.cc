@@ -4,14 +4,17 @@
 
 namespace spmd::algo {
 
-void sendRecvShift(Transport& t, const void* in, void* out, size_t n, int shift) {
-  const int W = t.size(), r = t.rank();
-  const int s = detail::wrapRank(shift, W);
-  if (s == 0) {
+void sendRecvPeers(Transport& t, const void* in, void* out, size_t n, int to, int from) {
+  if (to == t.rank() && from == t.rank()) {
     detail::copyBytes(out, in, n);
     return;
   }
-  t.sendRecv(detail::wrapRank(r + s, W), in, n, detail::wrapRank(r - s, W), out, n);
+  t.sendRecv(to, in, n, from, out, n);
+}
+
+void sendRecvShift(Transport& t, const void* in, void* out, size_t n, int shift) {
+  const int W = t.size(), r = t.rank(), s = detail::wrapRank(shift, W);
+  sendRecvPeers(t, in, out, n, detail::wrapRank(r + s, W), detail::wrapRank(r - s, W));
 }
 
 }  // namespace spmd::algo

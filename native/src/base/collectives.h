@@ -59,8 +59,11 @@ class Collectives {
   virtual void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) = 0;
   virtual void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) = 0;
   virtual void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) = 0;
-  virtual void sendRecv(const void* in, void* out, size_t bytes, int shift) = 0;
+  // Sends `bytes` to rank `to` and receives as many from `from`; both this rank: a copy.
+  virtual void sendRecv(const void* in, void* out, size_t bytes, int to, int from) = 0;
   virtual void barrier() = 0;
+  // Bytes and time per kind of link so far, where the transport has two (the hybrid one); else not split.
+  virtual LinkUsage linkUsage() const { return {}; }
 
   // A gather posted now and completed by wait() on this same thread: how a backend with one lane (MPI
   // granted only MPI_THREAD_FUNNELED, where one thread makes every MPI call) overlaps igather with the

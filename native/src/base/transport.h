@@ -23,6 +23,14 @@ struct RecvSpec {
   size_t bytes;
 };
 
+// What a transport over two kinds of link (shm within the host, tcp between) moved over each: bytes this
+// rank sent and microseconds its exchanges spent on each half, since it started. `split`: it has two kinds.
+struct LinkUsage {
+  bool split = false;
+  uint64_t shmBytes = 0, tcpBytes = 0;
+  double shmUs = 0, tcpUs = 0;
+};
+
 class Transport {
  public:
   using Clock = std::chrono::steady_clock;
@@ -60,6 +68,7 @@ class Transport {
   // this rank is in. Optional (tests drive transports without one; a group's view leaves it to the
   // transport it forwards to).
   void setRecorder(FlightRecorder* r) { flight_ = r; }
+  virtual LinkUsage linkUsage() const { return {}; }
 
  protected:
   Clock::time_point deadline_ = Clock::time_point::max();

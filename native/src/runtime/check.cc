@@ -40,6 +40,11 @@ struct Checker {
   // The rank whose fill made group rank r's input.
   int filledBy(int r) const { return members.empty() ? r : members[size_t(r)]; }
 
+  void wrongAt(Mismatch m) {
+    ++result.wrong;
+    if (result.mismatches.size() < kMaxMismatches) result.mismatches.push_back(m);
+  }
+
   // Output elements [k, k + len) must equal elements [index, index + len) of `rank`'s tensor `tensor`, bit
   // for bit.
   void copied(size_t k, int tensor, int rank, size_t index, size_t len) {
@@ -47,7 +52,10 @@ struct Checker {
       const size_t m = std::min(kBlock, len - at);
       kernels::fillBuffer(fill(tensor), dt, filledBy(rank), want.data(), m, index + at);
       const uint8_t* got = out + (k + at) * es;
-      for (size_t i = 0; i < m; ++i) result.wrong += std::memcmp(got + i * es, want.data() + i * es, es) != 0;
+      for (size_t i = 0; i < m; ++i) {
+        if (std::memcmp(got + i * es, want.data() + i * es, es) == 0) continue;
+        wrongAt({k + at + i, tensor, index + at + i, filledBy(rank), kernels::loadValue(dt, want.data() + i * es), kernels::loadValue(dt, got + i * es)});
+      }
       result.checked += m;
     }
   }
@@ -58,13 +66,17 @@ struct Checker {
     for (size_t at = 0; at < len; at += kBlock) {
       const size_t m = std::min(kBlock, len - at);
       for (int r = 0; r < worldSize; ++r) kernels::fillValues(fill(tensor), dt, filledBy(r), index + at, m, &values[size_t(r) * kBlock]);
-      for (size_t i = 0; i < m; ++i) result.wrong += isFloat(dt) ? !floatReduced(k + at + i, i) : !integerReduced(k + at + i, i);
+      for (size_t i = 0; i < m; ++i) {
+        double want = 0;
+        if (isFloat(dt) ? floatReduced(k + at + i, i, want) : integerReduced(k + at + i, i, want)) continue;
+        wrongAt({k + at + i, tensor, index + at + i, -1, want, kernels::loadValue(dt, out + (k + at + i) * es)});
+      }
       result.checked += m;
     }
   }
 
-  // Whether output element k holds the reduction of column i of `values`.
-  bool integerReduced(size_t k, size_t i) const {
+  // Whether output element k holds the reduction of column i of `values` (`expected`: that reduction).
+  bool integerReduced(size_t k, size_t i, double& expected) const {
     const RedOp rop = op.reduction.op;
     uint64_t sum = 0;
     int64_t best = int64_t(values[i]);
@@ -76,10 +88,11 @@ struct Checker {
     int64_t want = rop == RedOp::Sum ? int64_t(sum) : best;
     if (dt == DType::I32) want = int32_t(uint32_t(uint64_t(want)));
     const int64_t have = dt == DType::I64 ? *reinterpret_cast<const int64_t*>(out + k * es) : int64_t(kernels::loadValue(dt, out + k * es));
+    expected = double(want);
     return have == want;
   }
 
-  bool floatReduced(size_t k, size_t i) const {
+  bool floatReduced(size_t k, size_t i, double& expected) const {
     const RedOp rop = op.reduction.op;
     double sum = 0, absSum = 0, best = values[i];
     for (int r = 0; r < worldSize; ++r) {
@@ -95,6 +108,7 @@ struct Checker {
       tol /= worldSize;
     }
     tol += storageEps(dt) * std::fabs(want);
+    expected = want;
     return std::fabs(kernels::loadValue(dt, out + k * es) - want) <= tol;
   }
 };
@@ -142,7 +156,7 @@ CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int 
       for (int j = 0; j < W; ++j) c.copied(size_t(j) * part.count(rank), in, j, part.offset(rank), part.count(rank));
       break;
     case OpKind::SendRecv:
-      c.copied(0, in, int(((rank - op.shift) % W + W) % W), 0, n);
+      c.copied(0, in, op.recvFrom(rank, W), 0, n);
       break;
     case OpKind::Barrier: case OpKind::Compute: break;
   }

@@ -12,6 +12,7 @@ namespace spmd {
 struct CheckResult {
   uint64_t wrong = 0;
   uint64_t checked = 0;
+  std::vector<Mismatch> mismatches;  // the first kMaxMismatches wrong elements
 };
 
 // In a group, `rank` and `worldSize` are the group's and `members` its ranks' lane ranks (whose fills the

@@ -216,7 +216,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::Reduce: return typed.reduce(c, in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
     case OpKind::AllToAll: return c.allToAll(in, out, p.count, es, p.spec.algo);
-    case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.shift);
+    case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.sendTo(r, W), s.recvFrom(r, W));
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
   }
@@ -246,6 +246,15 @@ struct Executor::Run {
 };
 
 namespace {
+
+// What one op moved over each kind of link: the transport's counters after it less those before.
+void addLinkUsage(LinkUsage& sum, const LinkUsage& before, const LinkUsage& after) {
+  sum.split = after.split;
+  sum.shmBytes += after.shmBytes - before.shmBytes;
+  sum.tcpBytes += after.tcpBytes - before.tcpBytes;
+  sum.shmUs += after.shmUs - before.shmUs;
+  sum.tcpUs += after.tcpUs - before.tcpUs;
+}
 
 CommError inStage(const OpSpec& s, const std::exception& e) {
   return CommError(codeOf(e), "stage " + s.stage + ": " + describe(e));
@@ -455,6 +464,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   const Clock::time_point deadline = deadlineIn(s.timeoutSec);
   p.comm->setDeadline(deadline);
   const uint64_t seq = flight0.issue();
+  const LinkUsage linksBefore = data0_.linkUsage();
   auto t0 = Clock::now();
   flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
   try {
@@ -466,7 +476,10 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   }
   auto t1 = Clock::now();
   flight0.end(seq, OpState::Done, nanos(t1));
-  if (run.timed) keepTimes(run, i, t0, t1);
+  if (run.timed) {
+    keepTimes(run, i, t0, t1);
+    addLinkUsage(run.results[i].links, linksBefore, data0_.linkUsage());
+  }
   const double us = microsBetween(t0, t1);
   for (Prepared& q : run.ops) if (q.inFlight) q.concurrentUs += us;
   observe(p);
@@ -511,6 +524,7 @@ void Executor::finish(Run& run) {
       CheckResult c = checkOutput(program_, program_.ops[i], p.comm->rank(), p.comm->size(), out, p.members);
       r.wrong = c.wrong;
       r.checked = c.checked;
+      r.mismatches = std::move(c.mismatches);
     }
     r.output = std::move(out);
     if (p.estimator) {

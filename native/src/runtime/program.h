@@ -9,6 +9,7 @@
 #include "base/collectives.h"
 #include "runtime/backend.h"
 #include "base/host_bytes.h"
+#include "algorithms/ranks.h"
 #include "algorithms/typed_ops.h"
 #include "estimating/estimating_op.h"
 #include "estimating/quantized_allreduce.h"
@@ -40,6 +41,7 @@ struct OpSpec {
   int root = 0;
   Algo algo = Algo::Auto;
   int shift = 1;
+  int peer = -1;  // send_recv: >= 0 exchanges with this rank instead of the shift's (doctor's disjoint pairs)
   double computeUs = 0;
   // The stream's lane: 0 runs in order on the step's thread; another is posted to that lane's worker, runs
   // concurrently with the other lanes, and completes at a waitFor or at the step's end.
@@ -52,6 +54,10 @@ struct OpSpec {
   // block of it; all_gather: the input is this rank's block of it).
   bool inPlace = false;
   double timeoutSec = 300;
+
+  // send_recv's partners of rank r of W: its peer both ways, else the ring shift's (wrapped first: no overflow).
+  int sendTo(int r, int W) const { return peer >= 0 ? peer : algo::detail::wrapRank(r + algo::detail::wrapRank(shift, W), W); }
+  int recvFrom(int r, int W) const { return peer >= 0 ? peer : algo::detail::wrapRank(r - algo::detail::wrapRank(shift, W), W); }
 };
 
 struct Program {
@@ -63,6 +69,18 @@ struct Program {
   double timeoutSec = 300;  // the job's deadline for the untimed step-start barrier
 };
 
+// A wrong output element, as the check found it: where it is, where its value came from, what it should be.
+constexpr size_t kMaxMismatches = 10;
+
+struct Mismatch {
+  uint64_t index = 0;        // in this rank's output
+  int tensor = 0;            // the input tensor it came from (program order)
+  uint64_t sourceIndex = 0;  // the element of that tensor
+  int from = -1;             // the rank whose element it is; -1 for a reduction over every rank
+  double expected = 0;
+  double found = 0;
+};
+
 struct OpResult {
   Algo algorithm = Algo::Auto;
   std::vector<double> timeUs;        // per timed step: this op's own duration on this rank
@@ -71,6 +89,8 @@ struct OpResult {
   std::vector<double> concurrentUs;  // nonblocking: time other ops ran on lane 0 while it was in flight
   uint64_t wrong = 0;
   uint64_t checked = 0;              // elements compared on this rank
+  std::vector<Mismatch> mismatches;  // the first wrong elements (at most kMaxMismatches)
+  LinkUsage links;                   // blocking ops on a transport of two kinds: summed over timed steps
   DType outType = DType::F32;
   HostBytes output;                  // this rank's output after the last step
   // Numbers beyond the timings, each a Float64Array property of the JS result (estimating ops: wireBytes,

@@ -77,8 +77,8 @@ void TransportCollectives::allToAll(const void* in, void* out, size_t count, siz
   algo::allToAllDirect(t_, in, out, count, esize);
 }
 
-void TransportCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) {
-  algo::sendRecvShift(t_, in, out, bytes, shift);
+void TransportCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
+  algo::sendRecvPeers(t_, in, out, bytes, to, from);
 }
 
 void TransportCollectives::barrier() { algo::barrierDissemination(t_); }

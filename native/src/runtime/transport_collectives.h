@@ -21,6 +21,7 @@ class TransportCollectives : public Collectives {
   TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
       : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
   int rank() const override { return t_.rank(); }
+  LinkUsage linkUsage() const override { return t_.linkUsage(); }
   int size() const override { return t_.size(); }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
 
@@ -32,7 +33,7 @@ class TransportCollectives : public Collectives {
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
-  void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
+  void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
   void barrier() override;
   // Members come from an all-gather of every rank's (color, key); the group moves data on this transport.
   std::unique_ptr<Collectives> split(int color, int key) override;

@@ -1,31 +1,45 @@
-// `runner compare A.json B.json`: per-row ratios of two result files; exit 1 on a regression (a CI gate).
+// `runner compare A.json B.json`, or several runs per side `runner compare A1 A2 A3 -- B1 B2 B3`: per-row
+// ratios, noise-aware with several runs; exit 1 on a regression (a CI gate).
 import type { Argv, CommandModule } from "yargs";
 
 export interface CompareArgs {
-  before: string;
-  after: string;
+  before: string[];
+  "--"?: string[];
   threshold: number;
 }
 
+const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
+
+/** The two sides: what comes before "--" and after it, or (without "--") exactly one file each. */
+function sides(a: CompareArgs): [string[], string[]] {
+  if (a["--"] !== undefined) {
+    if (!a["--"].length) throw badInput("compare: give the second side's result files after --");
+    return [a.before, a["--"]];
+  }
+  if (a.before.length !== 2) throw badInput(`compare: give two result files, or several per side separated by -- (got ${a.before.length} files)`);
+  return [[a.before[0]!], [a.before[1]!]];
+}
+
 export const compareCommand: CommandModule<object, CompareArgs> = {
-  command: "compare <before> <after>",
-  describe: "Compare two result JSON files row by row; non-zero exit on a regression",
+  command: "compare <before..>",
+  describe: "Compare result JSON files row by row (several runs per side: A1 A2 -- B1 B2); non-zero exit on a regression",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("before", { type: "string", demandOption: true, describe: "Baseline result JSON" })
-      .positional("after", { type: "string", demandOption: true, describe: "Result JSON to check" })
+      .parserConfiguration({ "populate--": true })
+      .positional("before", { type: "string", array: true, demandOption: true, describe: "Baseline result JSON(s); then -- and the runs to check" })
       .option("threshold", { type: "number", default: 0.05, describe: "Allowed slowdown as a fraction (0.05 = 5%)" })
       .check((a) => {
-        if (!(a.threshold >= 0 && a.threshold < 1)) throw new Error(`--threshold: expected a fraction in [0, 1), got ${a.threshold}`);
+        if (!(a.threshold >= 0 && a.threshold < 1)) throw badInput(`--threshold: expected a fraction in [0, 1), got ${a.threshold}`);
         return true;
       })
-      .example("$0 compare base/results.json new/results.json --threshold 0.1", "fail if any row is >10% slower") as Argv<CompareArgs>,
+      .example("$0 compare base/results.json new/results.json --threshold 0.1", "fail if any row is >10% slower")
+      .example("$0 compare a1.json a2.json a3.json -- b1.json b2.json b3.json", "slower only beyond the runs' own spread") as Argv<CompareArgs>,
   handler: async (args) => {
-    const { compareResults, formatComparison, loadResults } = await import("../../report/compare.js");
-    const a = loadResults(args.before);
-    const b = loadResults(args.after);
-    const rows = compareResults(a.results, b.results, args.threshold);
-    process.stdout.write(formatComparison(rows, args.threshold));
+    const { compareRuns, formatComparison, loadResults, manifestDifferences } = await import("../../report/compare.js");
+    const [before, after] = sides(args).map((files) => files.map(loadResults));
+    const rows = compareRuns(before!.map((d) => d.results), after!.map((d) => d.results), args.threshold);
+    const differences = manifestDifferences(before![0]!.manifest, after![0]!.manifest);
+    process.stdout.write(formatComparison(rows, args.threshold, differences));
     process.exitCode = rows.some((c) => c.regression) ? 1 : 0;
   },
 };

@@ -1,24 +1,13 @@
 // `runner info`: what this build contains and where this process would sit in a job.
-import { readdirSync } from "node:fs";
 import os from "node:os";
 import type { CommandModule } from "yargs";
+import { cpuModel, gpuList } from "../../env/devices.js";
 import { VERSION } from "../../version.js";
 
 const ALL_BACKENDS = ["shm", "tcp", "mpi", "nccl", "hccl"];
 
-/** NVIDIA GPUs as the driver lists them (no driver: none); Ascend NPUs appear under /dev/davinci*. */
 function gpus(): string {
-  const found: string[] = [];
-  try {
-    found.push(...readdirSync("/proc/driver/nvidia/gpus").map((bus) => `nvidia ${bus}`));
-  } catch {
-    // no NVIDIA driver loaded
-  }
-  try {
-    found.push(...readdirSync("/dev").filter((d) => /^davinci\d+$/.test(d)).map((d) => `ascend ${d}`));
-  } catch {
-    // no /dev listing: nothing to add
-  }
+  const found = gpuList();
   return found.length ? found.join(", ") : "none detected";
 }
 
@@ -56,7 +45,7 @@ export const infoCommand: CommandModule<object, object> = {
       `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}; node ${place.nodeRank}` +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
-      `host: ${os.hostname()}, ${os.availableParallelism()} CPUs (${os.cpus()[0]?.model.trim() ?? "unknown model"}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+      `host: ${os.hostname()}, ${os.availableParallelism()} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `gpus: ${gpus()}`,
     ];
     console.log(lines.join("\n"));

@@ -1,25 +1,29 @@
 // `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
-// `runner run JOB.json [run options]`.
+// `runner run JOB.json [run options]`; `runner launch -n N doctor [options]` starts N ranks of `runner doctor`.
 
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { PACKAGE_ROOT } from "../../version.js";
 import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
+import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
+
+/** The job name that launches `runner doctor` instead of a job file. */
+const DOCTOR = "doctor";
 
 const RUNNER_ENTRY = path.join(PACKAGE_ROOT, "runner/index.js");
-
-type RunOptionName = keyof typeof RUN_OPTIONS;
 
 export interface LaunchArgs extends RunOptionArgs {
   job: string;
   nprocs: number;
+  threshold?: number;
+  size?: string;
 }
 
-/** The run options the user gave, in a form `run` parses back to the same values. */
-function forwardedRunArgs(argv: LaunchArgs): string[] {
+/** The options among `names` the user gave, in a form the rank's command parses back to the same values. */
+function forwardedArgs(argv: LaunchArgs, names: string[]): string[] {
   const forwarded: string[] = [];
-  for (const name of Object.keys(RUN_OPTIONS) as RunOptionName[]) {
-    const given: unknown = argv[name];
+  for (const name of names) {
+    const given: unknown = (argv as unknown as Record<string, unknown>)[name];
     if (given === undefined) continue;
     // A repeated option arrives as an array; each occurrence is passed on as given.
     for (const value of Array.isArray(given) ? given : [given]) {
@@ -30,27 +34,41 @@ function forwardedRunArgs(argv: LaunchArgs): string[] {
   return forwarded;
 }
 
+/** A check's failure is bad input: exit code 2 (cli/index.ts). */
+const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
+
+/** What each rank runs: `run JOB [run options]`, or `doctor [its options]`. */
+function rankCommand(argv: LaunchArgs): string[] {
+  if (argv.job === DOCTOR) return [DOCTOR, ...forwardedArgs(argv, [...Object.keys(DOCTOR_RUN_OPTIONS), ...Object.keys(DOCTOR_OPTIONS)])];
+  return ["run", argv.job, ...forwardedArgs(argv, Object.keys(RUN_OPTIONS))];
+}
+
 export const launchCommand: CommandModule<object, LaunchArgs> = {
   command: "launch <job>",
   describe: "Start N local ranks of a job (torchrun-style environment)",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON)" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
       .option("nprocs", { alias: "n", type: "number", demandOption: true, describe: "Number of ranks to start" })
       .options(RUN_OPTIONS)
+      .options(DOCTOR_OPTIONS)
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
       .check((argv) => {
         if (!Number.isInteger(argv.nprocs) || argv.nprocs < 1) {
-          throw new Error(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
+          throw badInput(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
         }
         // Strict mode does not look past "--", and silently dropping what is there would surprise.
+        const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
+        if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
+        if (argv.job === DOCTOR && argv.check !== undefined) throw badInput("--check is not an option of doctor");
         const stray = argv._.slice(1);
         if (stray.length > 0) {
-          throw new Error(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
+          throw badInput(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
         }
         return true;
       })
       .example("$0 launch -n 4 jobs/quickstart.json", "Run the quickstart job on 4 local ranks")
+      .example("$0 launch -n 4 doctor", "Survey the links between 4 local ranks")
       .example(
         "$0 launch -n 2 jobs/onebit.json --backend tcp --iterations 100 --json onebit.json",
         "Two ranks over TCP, 100 timed steps, results written as JSON",
@@ -64,7 +82,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const result = await launch({
       nprocs: argv.nprocs,
-      command: [process.execPath, RUNNER_ENTRY, "run", argv.job, ...forwardedRunArgs(argv)],
+      command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
     });
     bar?.stop();

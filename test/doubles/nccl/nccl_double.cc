@@ -2,6 +2,9 @@
 // native/src/backends/nccl/nccl_types.h), on host memory, over the doubles' engine (common/). It exists
 // so CI can run the nccl backend without a GPU; it is loaded only when a test names it in NCCL_LIBRARY.
 // "Device" pointers are host pointers and streams are the engine's.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -59,12 +62,28 @@ struct Group {
 };
 thread_local Group group;
 
+// Tests only: SPMD_DOUBLE_CORRUPT_RECV=<rank>:<byte> flips the top bit of that byte of every message rank
+// <rank> receives through ncclRecv (for byte 4k+3, float32 element k's sign), so that the runner's check has
+// wrong elements to locate (test/diagnose.test.js).
+void corruptReceived(int rank, const std::vector<spmd::RecvSpec>& recvs) {
+  const char* v = std::getenv("SPMD_DOUBLE_CORRUPT_RECV");
+  int who = -1;
+  size_t byte = 0;
+  if (!v || std::sscanf(v, "%d:%zu", &who, &byte) != 2 || who != rank) return;
+  for (const spmd::RecvSpec& r : recvs) {
+    if (r.bytes > byte) static_cast<uint8_t*>(r.data)[byte] ^= 0x80;
+  }
+}
+
 ncclResult_t flush() {
   Group g = std::move(group);
   group = Group{};
   if (!g.comm) return ncclSuccess;
   DoubleComm* e = g.comm->engine.get();
-  return enqueue(g.comm, g.stream, [e, sends = std::move(g.sends), recvs = std::move(g.recvs)] { e->transport().exchange(sends, recvs); });
+  return enqueue(g.comm, g.stream, [e, sends = std::move(g.sends), recvs = std::move(g.recvs)] {
+    e->transport().exchange(sends, recvs);
+    corruptReceived(e->rank(), recvs);
+  });
 }
 
 ncclResult_t point(ncclComm* comm, cudaStream_t stream, const spmd::SendSpec* s, const spmd::RecvSpec* r) {
@@ -160,6 +179,12 @@ SPMD_DOUBLE_EXPORT ncclResult_t ncclGroupEnd() {
 }
 
 #ifndef SPMD_DOUBLE_MINIMAL
+// As NCCL 2.18.5 would say (the first with ncclCommSplit, which the full double has).
+SPMD_DOUBLE_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  *version = 21805;
+  return ncclSuccess;
+}
+
 SPMD_DOUBLE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
   try {
     auto engine = comm->engine->split(color, key);

@@ -1,5 +1,6 @@
 #include "backends/hybrid/hybrid_transport.h"
 
+#include <chrono>
 #include <exception>
 
 #include "runtime/flight_recorder.h"
@@ -20,7 +21,31 @@ std::exception_ptr cause(std::exception_ptr a, std::exception_ptr b) {
   }
 }
 
+uint64_t bytesOf(std::span<const SendSpec> sends) {
+  uint64_t n = 0;
+  for (const SendSpec& s : sends) n += s.bytes;
+  return n;
+}
+
+double microsSince(Transport::Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Transport::Clock::now() - t0).count();
+}
+
 }  // namespace
+
+void HybridTransport::local() {
+  const auto t0 = Clock::now();
+  local_.exchange(localSends_, localRecvs_);
+  usage_.shmUs += microsSince(t0);
+  usage_.shmBytes += bytesOf(localSends_);
+}
+
+void HybridTransport::remote() {
+  const auto t0 = Clock::now();
+  remote_.exchange(remoteSends_, remoteRecvs_);
+  usage_.tcpUs += microsSince(t0);
+  usage_.tcpBytes += bytesOf(remoteSends_);
+}
 
 HybridTransport::HybridTransport(int rank, std::vector<int> localIndex, InterruptibleTransport& local,
                                  InterruptibleTransport& remote)
@@ -44,12 +69,12 @@ void HybridTransport::exchange(std::span<const SendSpec> sends, std::span<const 
   }
   local_.setDeadline(deadline_);
   remote_.setDeadline(deadline_);
-  if (localSends_.empty() && localRecvs_.empty()) return remote_.exchange(remoteSends_, remoteRecvs_);
-  if (remoteSends_.empty() && remoteRecvs_.empty()) return local_.exchange(localSends_, localRecvs_);
+  if (localSends_.empty() && localRecvs_.empty()) return remote();
+  if (remoteSends_.empty() && remoteRecvs_.empty()) return local();
 
   uint64_t ticket = helper_.post([this] {
     try {
-      local_.exchange(localSends_, localRecvs_);
+      local();
     } catch (...) {
       remote_.interrupt();
       throw;
@@ -57,7 +82,7 @@ void HybridTransport::exchange(std::span<const SendSpec> sends, std::span<const 
   });
   std::exception_ptr remoteError, localError;
   try {
-    remote_.exchange(remoteSends_, remoteRecvs_);
+    remote();
   } catch (...) {
     remoteError = std::current_exception();
     local_.interrupt();

@@ -21,6 +21,7 @@ class HybridTransport : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return int(localIndex_.size()); }
   void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override;
+  LinkUsage linkUsage() const override { return usage_; }
 
  private:
   int rank_;
@@ -31,6 +32,10 @@ class HybridTransport : public Transport {
   // Reused across exchanges: no allocation once warm.
   std::vector<SendSpec> localSends_, remoteSends_;
   std::vector<RecvSpec> localRecvs_, remoteRecvs_;
+  LinkUsage usage_{true};
+  // Each half timed and its sent bytes counted (the local half's on the helper thread).
+  void local();
+  void remote();
 };
 
 }  // namespace spmd

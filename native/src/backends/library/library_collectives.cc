@@ -127,7 +127,7 @@ void LibraryCollectives::scatter(const void* in, void* out, size_t count, size_t
 
 void LibraryCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) { algorithms_.allToAll(in, out, count, esize, a); }
 
-void LibraryCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) { algorithms_.sendRecv(in, out, bytes, shift); }
+void LibraryCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) { algorithms_.sendRecv(in, out, bytes, to, from); }
 
 std::unique_ptr<LibraryCollectives> LibraryCollectives::splitLane(int color, int key) {
   if (const std::string missing = lib_.splitMissing(); !missing.empty()) throw CommError(code::kUnsupported, missing);

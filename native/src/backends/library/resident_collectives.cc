@@ -152,13 +152,12 @@ void ResidentCollectives::allToAll(const void* in, void* out, size_t count, size
   exchange(src + p.offset(r) * esize, dst + size_t(r) * mine, mine);
 }
 
-void ResidentCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) {
-  const int W = size(), r = rank(), s = algo::detail::wrapRank(shift, W);
+void ResidentCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
   sends_.clear();
   recvs_.clear();
-  if (s == 0) return exchange(in, out, bytes);
-  sends_.push_back({algo::detail::wrapRank(r + s, W), in, bytes});
-  recvs_.push_back({algo::detail::wrapRank(r - s, W), out, bytes});
+  if (to == rank() && from == rank()) return exchange(in, out, bytes);
+  sends_.push_back({to, in, bytes});
+  recvs_.push_back({from, out, bytes});
   exchange(nullptr, nullptr, 0);
 }
 

@@ -192,20 +192,19 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
   complete(req, "MPI_Ialltoallv", count * esize);
 }
 
-void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int shift) {
+void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
   // MPI_Sendrecv as its two nonblocking halves, so the Waiter bounds it like every other op.
-  const int s = ((shift % size_) + size_) % size_;
-  if (s == 0) {
+  if (to == rank_ && from == rank_) {
     if (bytes) std::memcpy(out, in, bytes);
     return;
   }
   Units u = units(bytes, "MPI_Isend");
   MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  check(MPI_Irecv(out, u.count, u.type, (rank_ - s + size_) % size_, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
-  check(MPI_Isend(in, u.count, u.type, (rank_ + s) % size_, 0, comm_.get(), &reqs[1]), "MPI_Isend");
-  const SendSpec to{(rank_ + s) % size_, in, bytes};
-  const RecvSpec from{(rank_ - s + size_) % size_, out, bytes};
-  flight().notePeers({&to, 1}, {&from, 1});
+  check(MPI_Irecv(out, u.count, u.type, from, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
+  check(MPI_Isend(in, u.count, u.type, to, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  const SendSpec send{to, in, bytes};
+  const RecvSpec recv{from, out, bytes};
+  flight().notePeers({&send, 1}, {&recv, 1});
   if (waiter_.poll(reqs, *deadline_)) return;
   waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
                [](size_t i) { return i == 0; });

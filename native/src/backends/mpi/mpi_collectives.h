@@ -26,7 +26,7 @@ class MpiCollectives : public Collectives {
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
-  void sendRecv(const void* in, void* out, size_t bytes, int shift) override;
+  void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
   void barrier() override;
   // MPI_Comm_split of this lane's communicator: the group runs MPI's collectives among its members.
   std::unique_ptr<Collectives> split(int color, int key) override;

@@ -29,6 +29,7 @@ Api open(const std::string& path) {
   want("ncclCommAbort", a.commAbort);
   want("ncclGetErrorString", a.getErrorString);
   want("ncclCommSplit", a.commSplit);
+  want("ncclGetVersion", a.getVersion);
   a.doubleStreams = library::DoubleStreams::find(lib, path, kWhat);
   return a;
 }
@@ -42,6 +43,14 @@ std::string Api::missingOptional() const {
   library::noteMissing(out, getErrorString, "ncclGetErrorString");
   library::noteMissing(out, commSplit, "ncclCommSplit");
   return out;
+}
+
+std::string Api::version() const {
+  int code = 0;
+  if (!getVersion || getVersion(&code) != ncclSuccess) return "";
+  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + minor*100 + patch before.
+  const int major = code >= 10000 ? code / 10000 : code / 1000, rest = code >= 10000 ? code % 10000 : code % 1000;
+  return "NCCL " + std::to_string(major) + "." + std::to_string(rest / 100) + "." + std::to_string(rest % 100);
 }
 
 const Api& load(const std::string& path) { return library::loadOnce(path, &open); }

@@ -29,12 +29,16 @@ struct Api {
   ncclCommAbort_fn commAbort = nullptr;
   ncclGetErrorString_fn getErrorString = nullptr;
   ncclCommSplit_fn commSplit = nullptr;
+  // For the results' manifest only: its absence degrades nothing, so it is not listed as missing.
+  ncclGetVersion_fn getVersion = nullptr;
   // The test double's host streams; none for a real NCCL.
   library::DoubleStreams doubleStreams;
 
   bool hostMemory() const { return doubleStreams.present(); }
   // The optional symbols this library lacks, for `runner info` and the log ("" when none).
   std::string missingOptional() const;
+  // "NCCL 2.21.5" from ncclGetVersion, or "" without it.
+  std::string version() const;
 };
 
 // Opens `path` (a soname or a file) once per process and resolves the symbols; throws CommError

@@ -66,4 +66,5 @@ typedef ncclResult_t (*ncclCommAbort_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommSplit_fn)(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 typedef const char* (*ncclGetErrorString_fn)(ncclResult_t result);
+typedef ncclResult_t (*ncclGetVersion_fn)(int* version);
 }

@@ -1,0 +1,92 @@
+// `runner doctor` as one rank: meet the others as a job does (any launcher, any host-memory backend), survey
+// the hosts and links, and rank 0 reports the matrices (console, results.json, report.html).
+import path from "node:path";
+import type winston from "winston";
+import { openCommunicator, type OpenCommunicator } from "../comm/open.js";
+import { hostIdentity, type HostIdentity } from "../comm/host.js";
+import { topologyOf, type Topology } from "../comm/topology.js";
+import type { RunConfig } from "../config/run-config.js";
+import { discoverPlace } from "../env/discover.js";
+import type { Place } from "../env/place.js";
+import { closeLogger, createLogger } from "../log/logger.js";
+import { writeFileAtomic } from "../report/write-atomic.js";
+import type { ResultDocument } from "../results.js";
+import { jobToken } from "../run/identity.js";
+import { gatherHosts, manifest } from "../run/manifest.js";
+import { resolveConfig, type RunRequest } from "../run/request.js";
+import { createRunDir, writeResults } from "../run/write.js";
+import { VERSION } from "../version.js";
+import { doctorResult, formatDoctor } from "./format.js";
+import { measurer, type MeasureSettings } from "./measure.js";
+import { survey } from "./schedule.js";
+
+export interface DoctorRequest extends Omit<RunRequest, "job" | "check" | "dumpDir"> {
+  /** Outliers are below this fraction of the median. */
+  threshold: number;
+  /** The bandwidth message, bytes. */
+  size: number;
+}
+
+/** The hosts as the backend's start-up saw them, or (backends that meet without it) from every rank's identity. */
+async function hostsOf(opened: OpenCommunicator): Promise<Topology["hosts"]> {
+  if (opened.topology) return opened.topology.hosts;
+  const ids = await opened.bootstrap.allGather("doctor/host", JSON.stringify(hostIdentity()));
+  return topologyOf(ids.map((s) => JSON.parse(s) as HostIdentity)).hosts;
+}
+
+function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
+  if (!(r.threshold > 0 && r.threshold < 1)) {
+    throw Object.assign(new Error(`--threshold: expected a fraction between 0 and 1, got ${r.threshold}`), { exitCode: 2 });
+  }
+  if (!Number.isInteger(r.size) || r.size < 4 || r.size % 4 !== 0) {
+    throw Object.assign(new Error(`--size: expected a multiple of 4 bytes, got ${r.size}`), { exitCode: 2 });
+  }
+  return { bytes: r.size, iterations: r.iterations ?? 5, warmup: r.warmup ?? 1, timeoutSec };
+}
+
+async function report(doc: ResultDocument, output: RunConfig["output"], quiet: boolean, log: winston.Logger): Promise<void> {
+  const runDir = createRunDir(output.dir, "doctor");
+  const text = formatDoctor(doc.doctor!);
+  await writeResults(doc, runDir, output, 1);
+  writeFileAtomic(path.join(runDir, "doctor.txt"), text);
+  if (!quiet) process.stdout.write(text);
+  log.info(`results in ${runDir}${output.json ? ` and ${output.json}` : ""}`);
+}
+
+async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings): Promise<ResultDocument> {
+  const hosts = await hostsOf(opened);
+  const machines = await gatherHosts(opened.bootstrap);
+  const intra = hosts.flatMap((h, i) => (h.ranks.length > 1 ? [i] : []));
+  const measured = await survey(hosts.length, intra, measurer(opened.comm, hosts, s), r.threshold);
+  return {
+    version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
+    ...(opened.topology && { topology: opened.topology }),
+    results: [], average_bus_bandwidth: 0,
+    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, backend: r.backend ?? "auto" }),
+    doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold),
+  };
+}
+
+/** Runs this process's rank of the survey; returns the exit code (1 when an outlier is found). */
+export async function runDoctor(r: DoctorRequest): Promise<number> {
+  const cfg = resolveConfig(r);
+  const s = settingsOf(r, r.timeout ?? cfg.timeoutSec ?? 60);
+  const place = discoverPlace(process.env);
+  const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
+  const opened = await openCommunicator({
+    place, backend: cfg.backend, token: jobToken({ name: "doctor" }, place.size),
+    fingerprint: { version: VERSION, job: { doctor: s, threshold: r.threshold }, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } },
+    timeoutMs: cfg.connectTimeoutSec * 1000, addr: cfg.rendezvous.addr, port: cfg.rendezvous.port, iface: cfg.tcp.iface,
+  });
+  log.debug(opened.summary);
+  let failed = true;
+  try {
+    const doc = await diagnose(opened, place, r, s);
+    if (place.rank === 0) await report(doc, cfg.output, r.quiet ?? false, log);
+    failed = false;
+    return doc.doctor!.outliers.length > 0 ? 1 : 0;
+  } finally {
+    await opened.close(failed);
+    await closeLogger(log);
+  }
+}

@@ -1,0 +1,48 @@
+// results.json's manifest: what a run depended on, so that `runner compare` can say why two runs differ.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Bootstrap } from "../comm/bootstrap.js";
+import { native, PACKAGE_ROOT } from "../comm/native.js";
+import { libraryVersion } from "../comm/vendor-library.js";
+import { cpuModel, gpuList } from "../env/devices.js";
+import { recordedEnv } from "../env/recorded.js";
+import type { Manifest } from "../results.js";
+import { VERSION } from "../version.js";
+
+function gitDescribe(): string | null {
+  if (!existsSync(path.join(PACKAGE_ROOT, ".git"))) return null;
+  const p = spawnSync("git", ["describe", "--always", "--dirty", "--abbrev=40"], { cwd: PACKAGE_ROOT, encoding: "utf8", timeout: 5000 });
+  return p.status === 0 ? p.stdout.trim() : null;
+}
+
+const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
+
+function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
+  const { mpiLibrary } = native();
+  if (backend.startsWith("mpi")) return mpiLibrary ? firstLine(mpiLibrary) : null;
+  if (backend === "nccl" || backend === "hccl") return libraryVersion(backend, env);
+  return null;
+}
+
+/** Every rank says what its host holds; the hosts, once each, in rank order. */
+export async function gatherHosts(boot: Bootstrap): Promise<Manifest["hosts"]> {
+  const mine = JSON.stringify({ name: os.hostname(), cpu: cpuModel(), gpus: gpuList() });
+  const all = (await boot.allGather("manifest/host", mine)).map((s) => JSON.parse(s) as Manifest["hosts"][number]);
+  return all.filter((h, i) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(h)) === i);
+}
+
+export function manifest(backend: string, hosts: Manifest["hosts"], settings: Record<string, unknown>, env = process.env): Manifest {
+  const { mpiLibrary, cudaKernels } = native();
+  return {
+    runner: VERSION,
+    git: gitDescribe(),
+    node: process.version,
+    addon: { mpi: mpiLibrary ? firstLine(mpiLibrary) : null, cuda: cudaKernels ? cudaKernels.archs : false },
+    library: libraryOf(backend, env),
+    env: recordedEnv(env),
+    settings,
+    hosts,
+  };
+}
