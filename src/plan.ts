@@ -23,10 +23,10 @@ export interface PlannedStage {
   readonly fallback?: string | null;
 }
 
-/** How many ranks there are, and how many share a node (Place.localSize). */
+/** How many ranks there are, and which host each runs on (Topology.hostOf: hosts numbered by their lowest rank). */
 export interface World {
   size: number;
-  localSize: number;
+  hostOf: readonly number[];
 }
 
 export interface Plan {

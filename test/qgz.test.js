@@ -3,13 +3,15 @@
 // steps (so carried errors count too), on every nodes × local-ranks layout of 2, 4 and 8 ranks; every
 // result also within the quantization bound of the exact reduction; int8 and int4, sum and mean, shard and
 // full output, groups that do not divide a block, all-zero groups, values that clamp; its report fields;
-// the fallback to the exact collective; the launcher's local size; validation.
+// the fallback to the exact collective; the hosts' grouping where the stage names no layout; validation.
+// (Hosts that number their ranks round-robin, for real: mpirun-hosts.test.js.)
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { parseJob } from "../dist/config/load.js";
+import { plan } from "../dist/graph/plan.js";
 import { validateGraph } from "../dist/graph/validate.js";
 import { formatTable } from "../dist/report/table.js";
 import { toBfloat16 } from "./helpers/float.js";
@@ -138,7 +140,7 @@ for (const [N, L] of [[2, 1], [1, 2], [2, 2], [4, 1], [2, 4], [4, 2], [1, 8], [8
   });
 }
 
-test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the launcher's local size when the stage names none", { timeout: 300_000 }, async () => {
+test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the hosts' grouping when the stage names none", { timeout: 300_000 }, async () => {
   const W = 4, n = 2 * 4 * 50;
   const job = {
     name: "qgz-types", warmup: 0, iterations: 2,
@@ -148,11 +150,13 @@ test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the
       { id: "bf16", op: "quantized_allreduce", input: "b", groupSize: 24, reduce: "mean" },
     ],
   };
-  // Two "nodes" of two ranks, as torchrun numbers them.
+  // The launcher says two "nodes" of two ranks, but all four ranks share this host: the hosts win (one node
+  // of four), and the report says the launcher was contradicted.
   const env = (rank) => ({ LOCAL_RANK: String(rank % 2), LOCAL_WORLD_SIZE: "2" });
-  const { doc, file } = await runJob(W, job, { env });
-  verifyStage(doc, file, "f64", W, 2, { L: 2, bits: 4, groupSize: 20, output: "full" });
-  verifyStage(doc, file, "bf16", W, 2, { L: 2, groupSize: 24, reduce: "mean" }, { outRound: toBfloat16 });
+  const { doc, file, ranks } = await runJob(W, job, { env });
+  verifyStage(doc, file, "f64", W, 2, { L: 4, bits: 4, groupSize: 20, output: "full" });
+  verifyStage(doc, file, "bf16", W, 2, { L: 4, groupSize: 24, reduce: "mean" }, { outRound: toBfloat16 });
+  assert.match(ranks[0].stderr, /topology: the launcher's variables contradict the hosts the ranks met on, which are used: rank 0 is local rank 0 of 4 on host \S+ \(node 0\), the launcher says local rank 0 of 2;/);
 });
 
 test("error feedback: over 30 steps of one input the running mean of the outputs approaches the exact result", { timeout: 300_000 }, async () => {
@@ -211,10 +215,25 @@ test("validate: node layouts must tile the world, floating-point tensors only, g
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  // Where the stage names no layout, the launcher's local size must divide the world.
-  const parsed = parseJob(JSON.stringify(job({ input: "f" })), "q.json");
-  assert.throws(() => validateGraph(parsed, "q.json", 4, 3), /stages\[0\]: the launcher's local size 3 does not divide the world size 4: give "nodes" or "localSize"/);
-  assert.doesNotThrow(() => validateGraph(parsed, "q.json", 4, 2));
+  // Where the stage names no layout, the hosts decide when the ranks have met (the planner's test below).
+  assert.doesNotThrow(() => validateGraph(parseJob(JSON.stringify(job({ input: "f" })), "q.json"), "q.json", 4));
+});
+
+test("without nodes or localSize the stage splits by host, whatever the numbering; unequal hosts fall back", () => {
+  const jobWith = (extra) => parseJob(JSON.stringify({
+    name: "q", tensors: { f: { dtype: "float32", count: 64 } }, stages: [{ id: "q", op: "quantized_allreduce", input: "f", output: "full", ...extra }],
+  }), "q.json");
+  const job = jobWith({});
+  const op = (hostOf) => plan(job, { size: hostOf.length, hostOf }).program.ops[0];
+  assert.deepEqual(op([0, 1, 0, 1]).nodeOf, [0, 1, 0, 1]);
+  assert.equal(op([0, 1, 0, 1]).localSize, undefined);
+  const unequal = plan(job, { size: 4, hostOf: [0, 0, 0, 1] });
+  assert.equal(unequal.stages[0].fallback, "the hosts hold unequal numbers of ranks (3, 1); ran the exact allreduce");
+  assert.equal(unequal.program.ops[0].compression, undefined);
+  // A layout of the stage's own stays node by node, whatever the hosts.
+  const own = plan(jobWith({ localSize: 2 }), { size: 4, hostOf: [0, 0, 0, 1] });
+  assert.equal(own.program.ops[0].localSize, 2);
+  assert.equal(own.stages[0].fallback, null);
 });
 
 test("the table names each fallback under the rows", () => {

@@ -65,8 +65,10 @@ export interface NativeOp {
   gatherBits?: 4 | 8;
   /** quantized: values per quantization group (even). */
   groupSize?: number;
-  /** quantized: ranks per node (divides the world size). */
+  /** quantized: ranks per node, numbered node by node (divides the world size). */
   localSize?: number;
+  /** quantized: each rank's node, in place of localSize (every node holds as many ranks). */
+  nodeOf?: readonly number[];
   /** quantized: each quantization carries its error into the next step, weighted by beta. */
   errorFeedback?: boolean;
   beta?: number;

@@ -12,8 +12,8 @@ import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
-  /** Ranks per node, as the launcher says: where a hierarchical stage that names no layout splits. */
-  localSize: number;
+  /** Each rank's host (Topology.hostOf): where a hierarchical stage that names no layout splits. */
+  hostOf: readonly number[];
   /**
    * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
    * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
@@ -58,7 +58,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   const progress = o.progress ?? { update: () => {}, stop: () => {} };
   try {
     for (const [index, point] of points.entries()) {
-      const p = plan(job, { size: comm.size, localSize: o.localSize }, point);
+      const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);

@@ -28,7 +28,7 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const ctx: PlanContext = { job: pointJob, worldSize: world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name) };
+  const ctx: PlanContext = { job: pointJob, worldSize: world.size, hostOf: world.hostOf, tensorIndex: (name) => names.indexOf(name) };
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));
   const stages = order.map((stage): PlannedStage => {

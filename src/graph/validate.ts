@@ -38,8 +38,8 @@ function checkInputs(job: Job, stage: Stage, fail: Fail): void {
   }
 }
 
-/** Nodes × local ranks must tile the world: from the stage's own layout, or the launcher's local size. */
-function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: number | undefined, fail: Fail): void {
+/** A stage's own layout of nodes × local ranks must tile the world (without one, the hosts decide: quantized-allreduce.ts). */
+function checkLayout(stage: QuantizedStage, worldSize: number, fail: Fail): void {
   const { nodes, localSize } = stage;
   if (nodes !== undefined && localSize !== undefined) {
     if (nodes * localSize !== worldSize) {
@@ -48,16 +48,14 @@ function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: num
   } else if (nodes !== undefined || localSize !== undefined) {
     const [field, value] = nodes !== undefined ? ["nodes", nodes] : ["localSize", localSize!];
     if (worldSize % value !== 0) fail([field], `${field} ${value} does not divide the world size ${worldSize}`);
-  } else if (envLocalSize !== undefined && worldSize % envLocalSize !== 0) {
-    fail([], `the launcher's local size ${envLocalSize} does not divide the world size ${worldSize}: give "nodes" or "localSize"`);
   }
 }
 
 function checkStage(
-  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, localSize: number | undefined, fail: Fail,
+  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, fail: Fail,
 ): void {
   checkInputs(job, stage, fail);
-  if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, localSize, fail);
+  if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, fail);
   (stage.after ?? []).forEach((id, k) => {
     if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
     if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
@@ -89,10 +87,10 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
 /**
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
  * dtype/reduction compatibility, and (when the world size is known) roots in range and node layouts that
- * tile the world (`localSize`: the launcher's ranks per node, for stages that name no layout).
+ * tile the world.
  * Throws a ConfigError for the first problem, in declaration order.
  */
-export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number): void {
+export function validateGraph(job: Job, file: string, worldSize?: number): void {
   const failAt =
     (i: number): Fail =>
     (path, message) => {
@@ -104,7 +102,7 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
     if (first !== undefined) failAt(i)(["id"], `duplicate stage id "${stage.id}" (also stages[${first}])`);
     stageIds.set(stage.id, i);
   });
-  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, localSize, failAt(i)));
+  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, failAt(i)));
 
   const order = topologicalOrder(job.stages);
   if (order.length < job.stages.length) {
@@ -119,7 +117,7 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
   for (const point of sweepPoints(job)) {
     const { job: at } = applyParams(job, point.params, file);
     // What a point sets (a root, a node layout) must hold there too.
-    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, failAt(i)));
+    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, failAt(i)));
   }
 }
 

@@ -7,6 +7,7 @@ import type winston from "winston";
 import { transports, format } from "winston";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
+import { hostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
@@ -18,7 +19,7 @@ import { closeLogger, createLogger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
-import type { ResultDocument, ResultRow } from "../results.js";
+import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
 import { resolveRun, type RunRequest } from "./request.js";
@@ -81,7 +82,7 @@ async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cf
 
 async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
-  return execute(job, opened.comm, { log, localSize: place.localSize, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
+  return execute(job, opened.comm, { log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress }).catch((err: unknown) => {
     // A deadline, a dead peer or an abort: this rank's last ops say where the job stood.
     if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm));
     throw err;
@@ -97,11 +98,17 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
 }
 
+/** A rank's usage with where it ran: its host's name, the host's index and the rank's index there. */
+function withHost(u: RankUsage, topo: Topology): RankUsage {
+  const { node, localRank } = hostPlace(topo, u.rank);
+  return { ...u, host: topo.hosts[node]!.name, node, local_rank: localRank };
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
   const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
-  validateGraph(job, r.job, place.size, place.localSize);
+  validateGraph(job, r.job, place.size);
   validateBackend(job, r.job, cfg.backend, place.size);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);
@@ -109,6 +116,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
   const opened = await open(job, r.job, cfg, place);
   log.debug(opened.summary);
+  if (opened.warning) log.warn(opened.warning);
   const restore = releaseOnExit(opened, log);
   let failed = true;
   try {
@@ -119,8 +127,8 @@ export async function runRank(r: RunRequest): Promise<number> {
     if (place.rank === 0) {
       const doc: ResultDocument = {
         version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
-        ...(opened.topology && { topology: opened.topology }),
-        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks,
+        topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
+        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks: ranks.map((u) => withHost(u, opened.topology)),
       };
       await report(job, cfg, doc, runDir, r, log);
     }

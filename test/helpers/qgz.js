@@ -55,13 +55,25 @@ const range = (n) => Array.from({ length: n }, (_, i) => i);
 const stepOf = (q, k, g) => q.steps[Math.floor(k / g)];
 
 /**
- * Runs `steps` steps on W ranks' inputs (arrays of float32 values) with N = W/L nodes of L ranks (rank =
- * node·L + local) and returns what every rank holds after the last: { outs[r], state[r] } with state's
- * intra/inter/gather errors (Float64Arrays, or null without feedback), and without feedback bounds[r]: for
- * each output element, how far it may be from the exact result.
+ * Which rank is local index l of node a: `nodeOf` (each rank's node, as the hosts say; local indices in rank
+ * order), or N = W/L nodes of L ranks numbered node by node (rank = node·L + local).
  */
-export function qgzReference(inputs, { L, bits = 8, gatherBits = bits, groupSize: g, reduce = "sum", output = "shard", beta = null, steps = 1 }) {
-  const W = inputs.length, N = W / L, n = inputs[0].length, B = n / W;
+function layoutOf(W, L, nodeOf) {
+  const node = nodeOf ?? range(W).map((r) => Math.floor(r / L));
+  const members = [];
+  node.forEach((a, r) => (members[a] ??= []).push(r));
+  return { N: members.length, L: members[0].length, at: (a, l) => members[a][l], node: (r) => node[r], local: (r) => members[node[r]].indexOf(r) };
+}
+
+/**
+ * Runs `steps` steps on W ranks' inputs (arrays of float32 values) with N nodes of L ranks (layoutOf) and
+ * returns what every rank holds after the last: { outs[r], state[r] } with state's intra/inter/gather errors
+ * (Float64Arrays, or null without feedback), and without feedback bounds[r]: for each output element, how
+ * far it may be from the exact result.
+ */
+export function qgzReference(inputs, { L: localSize, nodeOf, bits = 8, gatherBits = bits, groupSize: g, reduce = "sum", output = "shard", beta = null, steps = 1 }) {
+  const W = inputs.length, n = inputs[0].length, B = n / W;
+  const { N, L, at, node, local } = layoutOf(W, localSize, nodeOf);
   const block = (a, j) => a.slice(j * B, (j + 1) * B);
   const errors = (len) => (beta === null ? null : new Float64Array(len));
   const state = inputs.map(() => ({ intra: errors(n), inter: errors(N * B), gather: output === "full" ? errors(B) : null }));
@@ -71,22 +83,22 @@ export function qgzReference(inputs, { L, bits = 8, gatherBits = bits, groupSize
   for (let t = 0; t < steps; t++) {
     // 1. every rank quantizes every block j.
     const q1 = inputs.map((x, r) => range(W).map((j) => quantizeBlock(block(x, j), bits, g, feedback(state[r].intra, j * B))));
-    // 2. rank (a, l), for each node a2: its node's L copies of block a2·L + l, summed in local order, requantized.
+    // 2. rank (a, l), for each node a2: its node's L copies of the block bound for (a2, l), summed in local order, requantized.
     const q2 = inputs.map((_, r) => {
-      const a = Math.floor(r / L), l = r % L;
-      return range(N).map((a2) => quantizeBlock(sumInOrder(range(L).map((l2) => q1[a * L + l2][a2 * L + l].values)), bits, g, feedback(state[r].inter, a2 * B)));
+      const a = node(r), l = local(r);
+      return range(N).map((a2) => quantizeBlock(sumInOrder(range(L).map((l2) => q1[at(a, l2)][at(a2, l)].values)), bits, g, feedback(state[r].inter, a2 * B)));
     });
     // 3. rank r: every node's requantized sum of block r, in node order; the mean divides once at the end.
     const reduced = inputs.map((_, r) => {
-      const a = Math.floor(r / L), l = r % L;
-      const sum = sumInOrder(range(N).map((a2) => q2[a2 * L + l][a].values));
+      const a = node(r), l = local(r);
+      const sum = sumInOrder(range(N).map((a2) => q2[at(a2, l)][a].values));
       return divide === 1 ? sum : sum.map((v) => f32(v / divide));
     });
     // How far block r may be from the exact result: every rank's and every node's quantization error.
     const blockBound = (r) => {
-      const a = Math.floor(r / L), l = r % L;
+      const a = node(r), l = local(r);
       return range(B).map((k) => {
-        const quantized = range(W).reduce((s, r2) => s + stepOf(q1[r2][r], k, g), 0) + range(N).reduce((s, a2) => s + stepOf(q2[a2 * L + l][a], k, g), 0);
+        const quantized = range(W).reduce((s, r2) => s + stepOf(q1[r2][r], k, g), 0) + range(N).reduce((s, a2) => s + stepOf(q2[at(a2, l)][a], k, g), 0);
         const magnitude = range(W).reduce((s, r2) => s + Math.abs(inputs[r2][r * B + k]), 0) + quantized;
         return (quantized + 2 ** -20 * magnitude) / divide;
       });
