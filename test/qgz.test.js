@@ -6,7 +6,7 @@
 // the fallback to the exact collective; the hosts' grouping where the stage names no layout; validation.
 // (Hosts that number their ranks round-robin, for real: mpirun-hosts.test.js.)
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -16,11 +16,8 @@ import { validateGraph } from "../dist/graph/validate.js";
 import { formatTable } from "../dist/report/table.js";
 import { toBfloat16 } from "./helpers/float.js";
 import { prepareJob } from "./helpers/matrix.js";
-import { readNpy } from "./helpers/npy.js";
-import { exactReduction, qgzReference, qgzWireBytes } from "./helpers/qgz.js";
+import { readDumps, verifyStage } from "./helpers/qgz.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
-
-const STATE = ["intra_error", "inter_error", "gather_error"];
 
 /**
  * Runs the job on W ranks (`env`: extra variables per rank) with dumps; returns the result document, the
@@ -32,75 +29,10 @@ async function runJob(W, job, { env = {}, expectFailure = false } = {}) {
     const ranks = await run();
     if (expectFailure) return { ranks };
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
-    const files = new Map();
-    for (const stage of job.stages) {
-      for (let r = 0; r < W; r++) {
-        for (const what of ["input", "output", ...STATE]) {
-          const file = path.join(dumpDir, stage.id, `rank${r}.${what}.npy`);
-          if (existsSync(file)) files.set(`${stage.id}/${r}/${what}`, readNpy(file, { bfloat16: true }).values);
-        }
-      }
-    }
-    return { doc: JSON.parse(readFileSync(json, "utf8")), ranks, file: (stage, r, what) => files.get(`${stage}/${r}/${what}`) };
+    return { doc: JSON.parse(readFileSync(json, "utf8")), ranks, file: readDumps(job, W, dumpDir) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function assertSame(got, want, what) {
-  assert.ok(got, `${what}: no dump`);
-  assert.equal(got.length, want.length, `${what}: length`);
-  // Object.is: -0 and +0 differ too.
-  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, want ${want[i]}`);
-}
-
-/**
- * One stage's dumps on W ranks against the model run over the same steps (`o`: the stage's options as the
- * model takes them, L the ranks per node), then its row: wire bytes, logical busbw, compression ratio,
- * rel_error recomputed from the dumps. Returns the row.
- */
-function verifyStage(doc, file, id, W, steps, o, { outRound = (v) => v } = {}) {
-  const inputs = Array.from({ length: W }, (_, r) => file(id, r, "input"));
-  const ref = qgzReference(inputs, { ...o, steps });
-  for (let r = 0; r < W; r++) {
-    assertSame(file(id, r, "output"), ref.outs[r].map(outRound), `${id} rank ${r} output`);
-    for (const [what, key] of [["intra_error", "intra"], ["inter_error", "inter"], ["gather_error", "gather"]]) {
-      if (ref.state[r][key]) assertSame(file(id, r, what), Array.from(ref.state[r][key]), `${id} rank ${r} ${what}`);
-      else assert.equal(file(id, r, what), undefined, `${id} rank ${r}: no ${what} without error feedback`);
-    }
-  }
-  // The model against the exact reduction, within the quantization bound it derives (no feedback only:
-  // feedback deliberately adds last step's error to this step's values).
-  if (ref.bounds) {
-    for (let r = 0; r < W; r++) {
-      const exact = exactReduction(inputs, o, r);
-      exact.forEach((v, i) => {
-        const d = Math.abs(ref.outs[r][i] - v);
-        if (!(d <= ref.bounds[r][i])) assert.fail(`${id} rank ${r} element ${i}: ${ref.outs[r][i]} is ${d} from ${v}, bound ${ref.bounds[r][i]}`);
-      });
-    }
-  }
-  const row = doc.results.find((x) => x.stage === id);
-  const n = inputs[0].length, full = o.output === "full";
-  assert.equal(row.fallback, null, `${id}: no fallback`);
-  assert.equal(row.algorithm, "auto");
-  assert.equal(row.redop, o.reduce ?? "sum");
-  assert.equal(row.wrong, null);
-  assert.equal(row.wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
-  const factor = full ? (2 * (W - 1)) / W : (W - 1) / W;
-  assert.ok(Math.abs(row.busbw - row.algbw * factor) <= 1e-9 * row.algbw, `${id}: logical busbw of the exact collective`);
-  assert.ok(Math.abs(row.compression_ratio - Math.round(row.size * factor) / row.wire_bytes) < 1e-12, `${id}: compression ratio`);
-  assert.equal(row.rel_error_by_step.length, steps, "warmup steps count");
-  assert.equal(row.rel_error, row.rel_error_by_step[steps - 1]);
-  // ‖out − exact‖ / ‖exact‖ over the whole array, from the dumps (null where the exact result is 0).
-  let errorSq = 0, exactSq = 0;
-  for (let r = 0; r < (full ? 1 : W); r++) {
-    const exact = exactReduction(inputs, o, r), out = file(id, r, "output");
-    exact.forEach((v, i) => ((errorSq += (out[i] - v) ** 2), (exactSq += v * v)));
-  }
-  if (exactSq === 0) assert.equal(row.rel_error, null);
-  else assert.ok(Math.abs(row.rel_error - Math.sqrt(errorSq / exactSq)) <= 1e-9 * row.rel_error + 1e-15, `${id}: rel_error ${row.rel_error}`);
-  return row;
 }
 
 const normal = (seed) => ({ kind: "normal", seed });

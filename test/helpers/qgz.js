@@ -11,6 +11,11 @@
 // clamps to 2^(b-1) - 1); every rank's quantization adds its error to the sum once, every node's
 // requantization once, and (full output) the gather's once; float32 rounding adds a few 2^-24 relative.
 
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { readNpy } from "./npy.js";
+
 const f32 = Math.fround;
 
 /** Round to nearest, ties to even (Math.round sends ties up). */
@@ -128,4 +133,76 @@ export function qgzWireBytes({ W, L, n, bits = 8, gatherBits = bits, groupSize: 
   const N = W / L, B = n / W;
   const blockBytes = (b) => 4 * Math.ceil(B / g) + (B * b) / 8;
   return (L - 1) * N * blockBytes(bits) + (N - 1) * blockBytes(bits) + (output === "full" ? (W - 1) * blockBytes(gatherBits) : 0);
+}
+
+const STATE = ["intra_error", "inter_error", "gather_error"];
+
+/** The .npy dumps of every stage on W ranks: file(stage, rank, what) gives its values, or undefined where there is none. */
+export function readDumps(job, W, dumpDir) {
+  const files = new Map();
+  for (const stage of job.stages) {
+    for (let r = 0; r < W; r++) {
+      for (const what of ["input", "output", ...STATE]) {
+        const file = path.join(dumpDir, stage.id, `rank${r}.${what}.npy`);
+        if (existsSync(file)) files.set(`${stage.id}/${r}/${what}`, readNpy(file, { bfloat16: true }).values);
+      }
+    }
+  }
+  return (stage, r, what) => files.get(`${stage}/${r}/${what}`);
+}
+
+export function assertSame(got, want, what) {
+  assert.ok(got, `${what}: no dump`);
+  assert.equal(got.length, want.length, `${what}: length`);
+  // Object.is: -0 and +0 differ too.
+  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, want ${want[i]}`);
+}
+
+/**
+ * One stage's dumps on W ranks against the model run over the same steps (`o`: the stage's options as the
+ * model takes them: L the ranks per node, or nodeOf each rank's node), then its row: wire bytes, logical busbw, compression ratio,
+ * rel_error recomputed from the dumps. Returns the row.
+ */
+export function verifyStage(doc, file, id, W, steps, o, { outRound = (v) => v } = {}) {
+  const inputs = Array.from({ length: W }, (_, r) => file(id, r, "input"));
+  const ref = qgzReference(inputs, { ...o, steps });
+  for (let r = 0; r < W; r++) {
+    assertSame(file(id, r, "output"), ref.outs[r].map(outRound), `${id} rank ${r} output`);
+    for (const [what, key] of [["intra_error", "intra"], ["inter_error", "inter"], ["gather_error", "gather"]]) {
+      if (ref.state[r][key]) assertSame(file(id, r, what), Array.from(ref.state[r][key]), `${id} rank ${r} ${what}`);
+      else assert.equal(file(id, r, what), undefined, `${id} rank ${r}: no ${what} without error feedback`);
+    }
+  }
+  // The model against the exact reduction, within the quantization bound it derives (no feedback only:
+  // feedback deliberately adds last step's error to this step's values).
+  if (ref.bounds) {
+    for (let r = 0; r < W; r++) {
+      const exact = exactReduction(inputs, o, r);
+      exact.forEach((v, i) => {
+        const d = Math.abs(ref.outs[r][i] - v);
+        if (!(d <= ref.bounds[r][i])) assert.fail(`${id} rank ${r} element ${i}: ${ref.outs[r][i]} is ${d} from ${v}, bound ${ref.bounds[r][i]}`);
+      });
+    }
+  }
+  const row = doc.results.find((x) => x.stage === id);
+  const n = inputs[0].length, full = o.output === "full";
+  assert.equal(row.fallback, null, `${id}: no fallback`);
+  assert.equal(row.algorithm, "auto");
+  assert.equal(row.redop, o.reduce ?? "sum");
+  assert.equal(row.wrong, null);
+  assert.equal(row.wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
+  const factor = full ? (2 * (W - 1)) / W : (W - 1) / W;
+  assert.ok(Math.abs(row.busbw - row.algbw * factor) <= 1e-9 * row.algbw, `${id}: logical busbw of the exact collective`);
+  assert.ok(Math.abs(row.compression_ratio - Math.round(row.size * factor) / row.wire_bytes) < 1e-12, `${id}: compression ratio`);
+  assert.equal(row.rel_error_by_step.length, steps, "warmup steps count");
+  assert.equal(row.rel_error, row.rel_error_by_step[steps - 1]);
+  // ‖out − exact‖ / ‖exact‖ over the whole array, from the dumps (null where the exact result is 0).
+  let errorSq = 0, exactSq = 0;
+  for (let r = 0; r < (full ? 1 : W); r++) {
+    const exact = exactReduction(inputs, o, r), out = file(id, r, "output");
+    exact.forEach((v, i) => ((errorSq += (out[i] - v) ** 2), (exactSq += v * v)));
+  }
+  if (exactSq === 0) assert.equal(row.rel_error, null);
+  else assert.ok(Math.abs(row.rel_error - Math.sqrt(errorSq / exactSq)) <= 1e-9 * row.rel_error + 1e-15, `${id}: rel_error ${row.rel_error}`);
+  return row;
 }
