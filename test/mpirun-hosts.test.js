@@ -5,7 +5,7 @@
 // the hosts hold unequal numbers of ranks), the topology in results.json and the table's header, and that
 // no process or namespace is left behind.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { prepareJob, verifyDumps } from "./helpers/matrix.js";
@@ -16,6 +16,11 @@ import { envForMpi, REPO, RUNNER } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 
 const test = requiredTest("mpirun-hosts.test.js", netnsUnavailable() ?? mpiMissing);
+const mpichTest = requiredTest("mpirun-hosts.test.js (MPICH)",
+  netnsUnavailable() ?? (spawnSync("mpiexec.mpich", ["-version"]).error ? "mpiexec.mpich not found (install mpich libmpich-dev)" : undefined));
+// The addon built for MPICH, next to the Open MPI one (native/build): only the addon, without the CUDA
+// kernels or the test doubles, so the build costs as little as it can; an earlier one is reused.
+const MPICH_BUILD = path.join(REPO, "native/build-mpich");
 
 const SUBNET = "10.77.0.0/24";
 const STEPS = 3; // warmup + iterations, for the model
@@ -43,18 +48,24 @@ function job(W) {
   };
 }
 
-/** mpirun in hosts[0] (under its hostname), reaching the others through the agent; resolves with code and output. */
-function mpirun(hosts, dir, { slots, mapBy, W, args }) {
+/** Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`. */
+const mpirun = ({ slots, mapBy }) => (hosts, dir, W) => {
   const hostfile = path.join(dir, "hostfile");
   writeFileSync(hostfile, hosts.map((h, i) => `${h.ipv4} slots=${slots[i]}\n`).join(""));
-  const argv = [
+  return [
     "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", launcherAgent(hosts, dir), "--hostfile", hostfile, "--map-by", mapBy,
-    "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET,
-    "-np", String(W), process.execPath, RUNNER, ...args,
+    "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
   ];
-  const [program, ...rest] = inHost(hosts[0], argv);
+};
+
+/**
+ * Runs `launcher`'s command line (from `launcher(hosts, dir, W)`) in hosts[0], under its hostname, starting
+ * W ranks of `node runner <args>` that reach the other hosts through the agent; resolves with code and output.
+ */
+function launch(hosts, dir, W, { launcher, env = {} }, args) {
+  const [program, ...rest] = inHost(hosts[0], [...launcher(hosts, dir, W), process.execPath, RUNNER, ...args]);
   return new Promise((resolve) => {
-    const child = spawn(program, rest, { cwd: REPO, env: envForMpi() });
+    const child = spawn(program, rest, { cwd: REPO, env: { ...envForMpi(), ...env } });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -74,13 +85,13 @@ function header(dir) {
 }
 
 /**
- * Runs the job on `hosts` as mpirun places W ranks; checks the results against `want`: the hosts' ranks,
- * the backend, and whether quantized_allreduce ran hierarchically or fell back.
+ * Runs the job on `hosts` as the launcher places W ranks; checks the results against `want`: the hosts'
+ * ranks, the backend, the table's header, and whether quantized_allreduce ran hierarchically or fell back.
  */
-async function runAcross(hosts, { slots, mapBy, W, backend, want }) {
+async function runAcross(hosts, { W, backend, want, ...how }) {
   const j = job(W);
   const { dir, json, dumpDir, run } = prepareJob(W, j, {
-    dump: true, extraArgs: ["--backend", backend], launch: (_w, args) => mpirun(hosts, dir, { slots, mapBy, W, args: ["run", ...args] }),
+    dump: true, extraArgs: ["--backend", backend], launch: (_w, args) => launch(hosts, dir, W, how, ["run", ...args]),
   });
   try {
     const { code, out } = await run();
@@ -125,23 +136,45 @@ async function onHosts(count, body) {
 }
 
 test("mpirun --map-by node over 2 hosts: ranks 0,2 on hostA and 1,3 on hostB, backend mpi; qgZ groups by host", { timeout: 180_000 }, async () => {
-  await onHosts(2, (hosts) => runAcross(hosts, { slots: [2, 2], mapBy: "node", W: 4, backend: "mpi", want: { hosts: [[0, 2], [1, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,2), hostB (ranks 1,3)" } }));
+  await onHosts(2, (hosts) => runAcross(hosts, { launcher: mpirun({ slots: [2, 2], mapBy: "node" }), W: 4, backend: "mpi", want: { hosts: [[0, 2], [1, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,2), hostB (ranks 1,3)" } }));
 });
 
 test("mpirun --map-by slot over 2 hosts, backend auto (mpi under an MPI launcher)", { timeout: 180_000 }, async () => {
-  await onHosts(2, (hosts) => runAcross(hosts, { slots: [2, 2], mapBy: "slot", W: 4, backend: "auto", want: { hosts: [[0, 1], [2, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,1), hostB (ranks 2,3)" } }));
+  await onHosts(2, (hosts) => runAcross(hosts, { launcher: mpirun({ slots: [2, 2], mapBy: "slot" }), W: 4, backend: "auto", want: { hosts: [[0, 1], [2, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,1), hostB (ranks 2,3)" } }));
 });
 
 test("mpirun --map-by node over 3 hosts with 5 ranks: unequal hosts, qgZ falls back to the exact stage and says why", { timeout: 180_000 }, async () => {
   await onHosts(3, (hosts) =>
-    runAcross(hosts, { slots: [2, 2, 2], mapBy: "node", W: 5, backend: "mpi", want: {
+    runAcross(hosts, { launcher: mpirun({ slots: [2, 2, 2], mapBy: "node" }), W: 5, backend: "mpi", want: {
       hosts: [[0, 3], [1, 4], [2]], backend: "mpi", fallback: "2, 2, 1", header: "# 3 hosts: hostA (ranks 0,3), hostB (ranks 1,4), hostC (rank 2)",
     } }));
 });
 
 test("a hostfile of 3 + 1 slots, backend tcp bootstrapped over MPI: routes by real host", { timeout: 180_000 }, async () => {
   await onHosts(2, (hosts) =>
-    runAcross(hosts, { slots: [3, 1], mapBy: "slot", W: 4, backend: "tcp", want: {
+    runAcross(hosts, { launcher: mpirun({ slots: [3, 1], mapBy: "slot" }), W: 4, backend: "tcp", want: {
       hosts: [[0, 1, 2], [3]], backend: "tcp", fallback: "3, 1", header: "# 2 hosts: hostA (ranks 0-2), hostB (rank 3); links: 6 tcp",
     } }));
+});
+
+/** MPICH's mpiexec (Hydra) with `-ppn 1`: one rank per host in turn, so ranks go round-robin over the hosts. */
+const mpiexec = (hosts, dir, W) => [
+  "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", launcherAgent(hosts, dir), "-iface", "eth0",
+  "-hosts", hosts.map((h) => `${h.ipv4}:2`).join(","), "-ppn", "1", "-n", String(W),
+];
+
+mpichTest("MPICH's mpiexec round-robin over 2 hosts, with the addon built for MPICH in its own build directory", { timeout: 600_000 }, async () => {
+  // npm exec: the build sees npm's configuration (nodedir: the installed Node headers, no download).
+  const build = spawnSync("npm", ["exec", "--offline", "--", "node", RUNNER, "build", "--out", MPICH_BUILD, "--target", "spmd_native",
+    "-D", "MPI_C_COMPILER=mpicc.mpich", "-D", "SPMD_CUDA=OFF", "-D", "SPMD_BUILD_TEST_DOUBLES=OFF"], { cwd: REPO, encoding: "utf8" });
+  assert.equal(build.status, 0, build.stdout + build.stderr);
+  assert.match(build.stdout, /MPI backend: built \(MPI [\d.]+: \S*libmpich/);
+  const env = { SPMD_BUILD_DIR: MPICH_BUILD };
+  const info = spawnSync(process.execPath, [RUNNER, "info"], { cwd: REPO, env: { ...envForMpi(), ...env }, encoding: "utf8" }).stdout;
+  assert.match(info, /^mpi: MPICH/m);
+  await onHosts(2, async (hosts) => {
+    for (const backend of ["mpi", "auto"]) {
+      await runAcross(hosts, { launcher: mpiexec, env, W: 4, backend, want: { hosts: [[0, 2], [1, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,2), hostB (ranks 1,3)" } });
+    }
+  });
 });

@@ -265,8 +265,12 @@ interface NativeModule {
 
 /** The package's root, in a checkout or installed (this file is dist/comm/native.js). */
 export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
-/** Where `runner build` (and `npm ci` in a checkout) builds the addon. */
-export const BUILD_DIR = path.join(PACKAGE_ROOT, "native/build");
+/**
+ * Where `runner build` (and `npm ci` in a checkout) builds the addon, and the first place a run looks for
+ * it: SPMD_BUILD_DIR when set, so one checkout can hold a second build against another MPI (MPICH next to
+ * Open MPI), each run picking its own; else native/build.
+ */
+export const BUILD_DIR = process.env.SPMD_BUILD_DIR ? path.resolve(process.env.SPMD_BUILD_DIR) : path.join(PACKAGE_ROOT, "native/build");
 /** The platform an addon is built for, as the packed package names its prebuilt one. */
 export const PLATFORM = `${process.platform}-${process.arch}`;
 const ADDON = "spmd_native.node";
