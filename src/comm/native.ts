@@ -172,6 +172,8 @@ export interface MpiWorld {
   /** What MPI_Init_thread granted: "multiple" gives the backend a second lane for nonblocking ops. */
   threadLevel: "multiple" | "serialized" | "funneled" | "single";
   lanes: 1 | 2;
+  /** This rank's index and their number among the ranks MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) puts on its node. */
+  shared: { localRank: number; localSize: number };
 }
 
 /** This process's MPI runtime (its own thread; MPI_Init_thread, MPI_Finalize) and exchanges over it. */

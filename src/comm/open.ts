@@ -10,7 +10,9 @@ import { hostIdentity, type HostIdentity } from "./host.js";
 import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
 import { startTcp } from "./start-tcp.js";
-import { describeHosts, hostPlace, launcherContradictions, linkCounts, topologyOf, type LauncherView, type LinkCounts, type Topology } from "./topology.js";
+import {
+  contradictions, describeHosts, hostPlace, linkCounts, MPI_SHARED, topologyOf, type LauncherView, type LinkCounts, type Topology,
+} from "./topology.js";
 import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
 import type { Job } from "../config/job.js";
 
@@ -42,8 +44,8 @@ export interface OpenCommunicator {
   /** How the ranks met; it stays open for small exchanges until close(). */
   bootstrap: Bootstrap;
   topology: JobTopology;
-  /** Where the launcher's variables contradict the hosts (the same line on every rank), for the log. */
-  warning?: string;
+  /** Where the launcher's variables or MPI contradict the hosts (the same lines on every rank), for the log. */
+  warnings: string[];
   /** How this rank started, for the log: "backend mpi (MPI_THREAD_MULTIPLE, 2 lanes), bootstrap mpi". */
   summary: string;
   /** `failed`: leave at once, without waiting for peers that may be dead. */
@@ -150,15 +152,21 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
 
 interface Met {
   topo: Topology;
-  warning?: string;
+  warnings: string[];
 }
 
-/** Which ranks share a host, from the identities every rank sends, checked against what each rank's launcher said. */
+/**
+ * Which ranks share a host, from the identities every rank sends, checked against what each rank's launcher
+ * said and, over MPI, against MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+ */
 async function meet(boot: Bootstrap, place: Place): Promise<Met> {
   const said: LauncherView = { localRank: place.localRank, localSize: place.localSize, nodeRank: place.nodeRank };
-  const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said }))).map((s) => JSON.parse(s) as HostIdentity & { said: LauncherView });
+  const mpi = boot instanceof MpiBootstrap ? boot.world.shared : undefined;
+  type Sent = HostIdentity & { said: LauncherView; mpi?: LauncherView };
+  const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said, mpi }))).map((s) => JSON.parse(s) as Sent);
   const topo = topologyOf(all);
-  return { topo, warning: launcherContradictions(topo, all.map((a) => a.said)) };
+  const warnings = [contradictions(topo, all.map((a) => a.said)), mpi && contradictions(topo, all.map((a) => a.mpi!), MPI_SHARED)];
+  return { topo, warnings: warnings.filter((w): w is string => !!w) };
 }
 
 /** auto once the hosts are known. */
@@ -204,12 +212,12 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   let comm: NativeCommunicator;
   let backend: string = plan.backend;
   let topology: JobTopology;
-  let warning: string | undefined;
+  let warnings: string[];
   try {
     await agree(boot, o.place.rank, o.fingerprint);
     const met = await meet(boot, o.place);
     const topo = met.topo;
-    ({ warning } = met);
+    ({ warnings } = met);
     topology = { ...topo };
     if (plan.backend === "nccl" || plan.backend === "hccl") {
       comm = await startLibrary(plan.backend, boot, o.place, topo, input.env);
@@ -237,7 +245,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     comm,
     bootstrap: boot,
     topology,
-    ...(warning && { warning }),
+    warnings,
     summary: `backend ${backend}, bootstrap ${boot.kind}`,
     close: async (failed = false) => {
       comm.close();

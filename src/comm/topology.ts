@@ -45,8 +45,16 @@ export function hostPlace(t: Topology, rank: number): HostPlace {
   return { node, localRank: ranks.indexOf(rank), localSize: ranks.length };
 }
 
-/** What the launcher's variables said of a rank's place, checked against the hosts. */
+/** What the launcher's variables (or MPI) said of a rank's place, checked against the hosts. */
 export type LauncherView = Pick<Place, "localRank" | "localSize" | "nodeRank">;
+
+/** Who said what a LauncherView holds, as a contradiction names it. */
+export interface Witness {
+  contradicts: string;
+  says: string;
+}
+export const LAUNCHER: Witness = { contradicts: "the launcher's variables contradict", says: "the launcher says" };
+export const MPI_SHARED: Witness = { contradicts: "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) contradicts", says: "MPI says" };
 
 /** Where a launcher view's node index groups ranks otherwise than the hosts do. */
 function nodeDisagrees(t: Topology, said: readonly LauncherView[]): (rank: number) => boolean {
@@ -64,10 +72,10 @@ function nodeDisagrees(t: Topology, said: readonly LauncherView[]): (rank: numbe
 }
 
 /**
- * One line naming the ranks (the first four) whose launcher-given local rank, local size or node index
+ * One line naming the ranks (the first four) whose local rank, local size or node index as `who` gives them
  * contradicts the hosts they met on, or undefined when all agree. The hosts win; the line is a warning.
  */
-export function launcherContradictions(t: Topology, said: readonly LauncherView[]): string | undefined {
+export function contradictions(t: Topology, said: readonly LauncherView[], who: Witness = LAUNCHER): string | undefined {
   const nodeWrong = nodeDisagrees(t, said);
   const bad = said.flatMap((v, rank) => {
     const real = hostPlace(t, rank);
@@ -75,11 +83,11 @@ export function launcherContradictions(t: Topology, said: readonly LauncherView[
     if (!localWrong && !nodeWrong(rank)) return [];
     const node = v.nodeRank === undefined ? "" : ` on node ${v.nodeRank}`;
     return [`rank ${rank} is local rank ${real.localRank} of ${real.localSize} on host ${t.hosts[real.node]!.name} (node ${real.node}), ` +
-      `the launcher says local rank ${v.localRank} of ${v.localSize}${node}`];
+      `${who.says} local rank ${v.localRank} of ${v.localSize}${node}`];
   });
   if (bad.length === 0) return undefined;
   const more = bad.length > 4 ? `; and ${bad.length - 4} more` : "";
-  return `topology: the launcher's variables contradict the hosts the ranks met on, which are used: ${bad.slice(0, 4).join("; ")}${more}`;
+  return `topology: ${who.contradicts} the hosts the ranks met on, which are used: ${bad.slice(0, 4).join("; ")}${more}`;
 }
 
 const pairs = (n: number) => (n * (n - 1)) / 2;

@@ -116,7 +116,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
   const opened = await open(job, r.job, cfg, place);
   log.debug(opened.summary);
-  if (opened.warning) log.warn(opened.warning);
+  for (const w of opened.warnings) log.warn(w);
   const restore = releaseOnExit(opened, log);
   let failed = true;
   try {
