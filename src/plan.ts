@@ -30,17 +30,10 @@ export interface PlannedStage {
   readonly group?: { name: string; count: number };
 }
 
-/** The hosts of the topology openCommunicator returns (comm/open.ts JobTopology), where the backend knows it. */
-export interface HostLayout {
-  hosts: readonly { ranks: readonly number[] }[];
-}
-
-/** How many ranks there are, and how many share a node (Place.localSize). */
+/** How many ranks there are, and which host each runs on (Topology.hostOf: hosts numbered by their lowest rank). */
 export interface World {
   size: number;
-  localSize: number;
-  /** Which ranks share a host, where the communicator's topology says (graph/groups.ts hostsOf). */
-  topology?: HostLayout;
+  hostOf: readonly number[];
 }
 
 export interface Plan {

@@ -76,8 +76,11 @@ export interface ResultDocument {
   world_size: number;
   /** "shm", "tcp", "shm+tcp" (shm within hosts, tcp between) or "mpi". */
   backend: string;
-  /** Where the ranks ran and how many pairs of ranks each kind of link joined (absent under mpi). */
-  topology?: { hosts: { name: string; ranks: number[] }[]; links: { shm: number; tcp: number } };
+  /**
+   * Where the ranks ran: the hosts in order of their lowest rank, as the ranks found when they met; and, where
+   * the runner links the ranks itself (shm, tcp), how many pairs of ranks each kind of link joined.
+   */
+  topology?: { hosts: { name: string; ranks: number[] }[]; links?: { shm: number; tcp: number } };
   results: ResultRow[];
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */
@@ -151,6 +154,10 @@ export interface RankUsage {
    * (about 100 MiB for an idle rank on Linux x86-64, Node 20).
    */
   max_rss_kib: number;
+  /** Where it ran: its host's name (as in topology.hosts), the host's index there, and the rank's index among the host's ranks. */
+  host?: string;
+  node?: number;
+  local_rank?: number;
 }
 
 /** results.json's "manifest" (DESIGN.md): enough to tell why two runs differ. */

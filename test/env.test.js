@@ -43,7 +43,7 @@ test("no launcher: a single rank", () => {
 
 test("torchrun / runner launch", () => {
   assert.deepEqual(discoverPlace(torchrun), {
-    rank: 3, size: 8, localRank: 1, localSize: 2, nodeRank: 1, launcher: "torchrun", master: { addr: "node01", port: 29500 },
+    rank: 3, size: 8, localRank: 1, localSize: 2, launcher: "torchrun", master: { addr: "node01", port: 29500 },
   });
   assert.equal(discoverPlace({ ...torchrun, GROUP_RANK: "2" }).nodeRank, 2);
   assert.equal(discoverPlace({ ...torchrun, NODE_RANK: "3" }).nodeRank, 3);
@@ -52,41 +52,43 @@ test("torchrun / runner launch", () => {
 test("torchrun without local variables is a single host", () => {
   const { LOCAL_RANK, LOCAL_WORLD_SIZE, ...env } = torchrun;
   assert.deepEqual(discoverPlace(env), {
-    rank: 3, size: 8, localRank: 3, localSize: 8, nodeRank: 0, launcher: "torchrun", master: { addr: "node01", port: 29500 },
+    rank: 3, size: 8, localRank: 3, localSize: 8, launcher: "torchrun", master: { addr: "node01", port: 29500 },
   });
 });
 
 test("torchrun with one rank needs no master", () => {
   assert.deepEqual(discoverPlace({ RANK: "0", WORLD_SIZE: "1" }), {
-    rank: 0, size: 1, localRank: 0, localSize: 1, nodeRank: 0, launcher: "torchrun",
+    rank: 0, size: 1, localRank: 0, localSize: 1, launcher: "torchrun",
   });
 });
 
 test("Open MPI", () => {
-  assert.deepEqual(discoverPlace(openMpi), { rank: 5, size: 8, localRank: 1, localSize: 4, nodeRank: 1, launcher: "openmpi" });
-  assert.equal(discoverPlace({ ...openMpi, OMPI_COMM_WORLD_NODE_RANK: "0" }).nodeRank, 0);
+  assert.deepEqual(discoverPlace(openMpi), { rank: 5, size: 8, localRank: 1, localSize: 4, launcher: "openmpi" });
+  // The rank's index on its host (here as under --map-by node: rank 5 of 8 on 2 hosts is the third on its
+  // host), not the host's number: Open MPI gives none.
+  assert.equal(discoverPlace({ ...openMpi, OMPI_COMM_WORLD_NODE_RANK: "2" }).nodeRank, undefined);
   assert.deepEqual(discoverPlace({ ...openMpi, MASTER_ADDR: "10.0.0.1", MASTER_PORT: "1234" }).master, { addr: "10.0.0.1", port: 1234 });
   assert.deepEqual(discoverPlace({ ...openMpi, MASTER_ADDR: "10.0.0.1" }).master, { addr: "10.0.0.1" });
 });
 
 test("PMIx", () => {
   const env = { PMIX_RANK: "2", PMI_SIZE: "4", MPI_LOCALRANKID: "0", MPI_LOCALNRANKS: "2" };
-  assert.deepEqual(discoverPlace(env), { rank: 2, size: 4, localRank: 0, localSize: 2, nodeRank: 1, launcher: "pmix" });
+  assert.deepEqual(discoverPlace(env), { rank: 2, size: 4, localRank: 0, localSize: 2, launcher: "pmix" });
 });
 
 test("MPICH Hydra", () => {
   const env = { PMI_RANK: "1", PMI_SIZE: "4", MPI_LOCALRANKID: "1", MPI_LOCALNRANKS: "4" };
-  assert.deepEqual(discoverPlace(env), { rank: 1, size: 4, localRank: 1, localSize: 4, nodeRank: 0, launcher: "mpich" });
+  assert.deepEqual(discoverPlace(env), { rank: 1, size: 4, localRank: 1, localSize: 4, launcher: "mpich" });
 });
 
 test("Cray PALS", () => {
   const env = { PMI_RANK: "3", PMI_SIZE: "4", PALS_LOCAL_RANKID: "1", MPI_LOCALNRANKS: "2" };
-  assert.deepEqual(discoverPlace(env), { rank: 3, size: 4, localRank: 1, localSize: 2, nodeRank: 1, launcher: "mpich" });
+  assert.deepEqual(discoverPlace(env), { rank: 3, size: 4, localRank: 1, localSize: 2, launcher: "mpich" });
 });
 
 test("MVAPICH", () => {
   const env = { MV2_COMM_WORLD_RANK: "0", MV2_COMM_WORLD_SIZE: "2", MV2_COMM_WORLD_LOCAL_RANK: "0", MV2_COMM_WORLD_LOCAL_SIZE: "1" };
-  assert.deepEqual(discoverPlace(env), { rank: 0, size: 2, localRank: 0, localSize: 1, nodeRank: 0, launcher: "mvapich" });
+  assert.deepEqual(discoverPlace(env), { rank: 0, size: 2, localRank: 0, localSize: 1, launcher: "mvapich" });
 });
 
 test("SLURM with SLURM_TASKS_PER_NODE", () => {
@@ -99,7 +101,7 @@ test("SLURM with SLURM_TASKS_PER_NODE", () => {
 test("SLURM with SLURM_NTASKS_PER_NODE and a master port", () => {
   const env = { SLURM_PROCID: "5", SLURM_NTASKS: "8", SLURM_LOCALID: "1", SLURM_NTASKS_PER_NODE: "4", SLURM_NODELIST: "a[3-4]", MASTER_PORT: "6000" };
   assert.deepEqual(discoverPlace(env), {
-    rank: 5, size: 8, localRank: 1, localSize: 4, nodeRank: 1, launcher: "slurm", master: { addr: "a3", port: 6000 },
+    rank: 5, size: 8, localRank: 1, localSize: 4, launcher: "slurm", master: { addr: "a3", port: 6000 },
   });
 });
 

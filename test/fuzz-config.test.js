@@ -25,7 +25,7 @@ function load(text, worldSize) {
     const job = parseJob(text, FILE);
     validateGraph(job, FILE, worldSize);
     const points = sweepPoints(job);
-    for (const point of [points[0], points.at(-1)]) plan(job, { size: worldSize, localSize: worldSize }, point);
+    for (const point of [points[0], points.at(-1)]) plan(job, { size: worldSize, hostOf: Array(worldSize).fill(0) }, point);
     return "accepted";
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;

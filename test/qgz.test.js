@@ -3,22 +3,21 @@
 // steps (so carried errors count too), on every nodes × local-ranks layout of 2, 4 and 8 ranks; every
 // result also within the quantization bound of the exact reduction; int8 and int4, sum and mean, shard and
 // full output, groups that do not divide a block, all-zero groups, values that clamp; its report fields;
-// the fallback to the exact collective; the launcher's local size; validation.
+// the fallback to the exact collective; the hosts' grouping where the stage names no layout; validation.
+// (Hosts that number their ranks round-robin, for real: mpirun-hosts.test.js.)
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { parseJob } from "../dist/config/load.js";
+import { plan } from "../dist/graph/plan.js";
 import { validateGraph } from "../dist/graph/validate.js";
 import { formatTable } from "../dist/report/table.js";
 import { toBfloat16 } from "./helpers/float.js";
 import { prepareJob } from "./helpers/matrix.js";
-import { readNpy } from "./helpers/npy.js";
-import { exactReduction, qgzReference, qgzWireBytes } from "./helpers/qgz.js";
+import { readDumps, verifyStage } from "./helpers/qgz.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
-
-const STATE = ["intra_error", "inter_error", "gather_error"];
 
 /**
  * Runs the job on W ranks (`env`: extra variables per rank) with dumps; returns the result document, the
@@ -30,75 +29,10 @@ async function runJob(W, job, { env = {}, expectFailure = false } = {}) {
     const ranks = await run();
     if (expectFailure) return { ranks };
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
-    const files = new Map();
-    for (const stage of job.stages) {
-      for (let r = 0; r < W; r++) {
-        for (const what of ["input", "output", ...STATE]) {
-          const file = path.join(dumpDir, stage.id, `rank${r}.${what}.npy`);
-          if (existsSync(file)) files.set(`${stage.id}/${r}/${what}`, readNpy(file, { bfloat16: true }).values);
-        }
-      }
-    }
-    return { doc: JSON.parse(readFileSync(json, "utf8")), ranks, file: (stage, r, what) => files.get(`${stage}/${r}/${what}`) };
+    return { doc: JSON.parse(readFileSync(json, "utf8")), ranks, file: readDumps(job, W, dumpDir) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function assertSame(got, want, what) {
-  assert.ok(got, `${what}: no dump`);
-  assert.equal(got.length, want.length, `${what}: length`);
-  // Object.is: -0 and +0 differ too.
-  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, want ${want[i]}`);
-}
-
-/**
- * One stage's dumps on W ranks against the model run over the same steps (`o`: the stage's options as the
- * model takes them, L the ranks per node), then its row: wire bytes, logical busbw, compression ratio,
- * rel_error recomputed from the dumps. Returns the row.
- */
-function verifyStage(doc, file, id, W, steps, o, { outRound = (v) => v } = {}) {
-  const inputs = Array.from({ length: W }, (_, r) => file(id, r, "input"));
-  const ref = qgzReference(inputs, { ...o, steps });
-  for (let r = 0; r < W; r++) {
-    assertSame(file(id, r, "output"), ref.outs[r].map(outRound), `${id} rank ${r} output`);
-    for (const [what, key] of [["intra_error", "intra"], ["inter_error", "inter"], ["gather_error", "gather"]]) {
-      if (ref.state[r][key]) assertSame(file(id, r, what), Array.from(ref.state[r][key]), `${id} rank ${r} ${what}`);
-      else assert.equal(file(id, r, what), undefined, `${id} rank ${r}: no ${what} without error feedback`);
-    }
-  }
-  // The model against the exact reduction, within the quantization bound it derives (no feedback only:
-  // feedback deliberately adds last step's error to this step's values).
-  if (ref.bounds) {
-    for (let r = 0; r < W; r++) {
-      const exact = exactReduction(inputs, o, r);
-      exact.forEach((v, i) => {
-        const d = Math.abs(ref.outs[r][i] - v);
-        if (!(d <= ref.bounds[r][i])) assert.fail(`${id} rank ${r} element ${i}: ${ref.outs[r][i]} is ${d} from ${v}, bound ${ref.bounds[r][i]}`);
-      });
-    }
-  }
-  const row = doc.results.find((x) => x.stage === id);
-  const n = inputs[0].length, full = o.output === "full";
-  assert.equal(row.fallback, null, `${id}: no fallback`);
-  assert.equal(row.algorithm, "auto");
-  assert.equal(row.redop, o.reduce ?? "sum");
-  assert.equal(row.wrong, null);
-  assert.equal(row.wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
-  const factor = full ? (2 * (W - 1)) / W : (W - 1) / W;
-  assert.ok(Math.abs(row.busbw - row.algbw * factor) <= 1e-9 * row.algbw, `${id}: logical busbw of the exact collective`);
-  assert.ok(Math.abs(row.compression_ratio - Math.round(row.size * factor) / row.wire_bytes) < 1e-12, `${id}: compression ratio`);
-  assert.equal(row.rel_error_by_step.length, steps, "warmup steps count");
-  assert.equal(row.rel_error, row.rel_error_by_step[steps - 1]);
-  // ‖out − exact‖ / ‖exact‖ over the whole array, from the dumps (null where the exact result is 0).
-  let errorSq = 0, exactSq = 0;
-  for (let r = 0; r < (full ? 1 : W); r++) {
-    const exact = exactReduction(inputs, o, r), out = file(id, r, "output");
-    exact.forEach((v, i) => ((errorSq += (out[i] - v) ** 2), (exactSq += v * v)));
-  }
-  if (exactSq === 0) assert.equal(row.rel_error, null);
-  else assert.ok(Math.abs(row.rel_error - Math.sqrt(errorSq / exactSq)) <= 1e-9 * row.rel_error + 1e-15, `${id}: rel_error ${row.rel_error}`);
-  return row;
 }
 
 const normal = (seed) => ({ kind: "normal", seed });
@@ -138,7 +72,7 @@ for (const [N, L] of [[2, 1], [1, 2], [2, 2], [4, 1], [2, 4], [4, 2], [1, 8], [8
   });
 }
 
-test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the launcher's local size when the stage names none", { timeout: 300_000 }, async () => {
+test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the hosts' grouping when the stage names none", { timeout: 300_000 }, async () => {
   const W = 4, n = 2 * 4 * 50;
   const job = {
     name: "qgz-types", warmup: 0, iterations: 2,
@@ -148,11 +82,13 @@ test("float64 and bfloat16 tensors compute in float32, outputs rounded back; the
       { id: "bf16", op: "quantized_allreduce", input: "b", groupSize: 24, reduce: "mean" },
     ],
   };
-  // Two "nodes" of two ranks, as torchrun numbers them.
+  // The launcher says two "nodes" of two ranks, but all four ranks share this host: the hosts win (one node
+  // of four), and the report says the launcher was contradicted.
   const env = (rank) => ({ LOCAL_RANK: String(rank % 2), LOCAL_WORLD_SIZE: "2" });
-  const { doc, file } = await runJob(W, job, { env });
-  verifyStage(doc, file, "f64", W, 2, { L: 2, bits: 4, groupSize: 20, output: "full" });
-  verifyStage(doc, file, "bf16", W, 2, { L: 2, groupSize: 24, reduce: "mean" }, { outRound: toBfloat16 });
+  const { doc, file, ranks } = await runJob(W, job, { env });
+  verifyStage(doc, file, "f64", W, 2, { L: 4, bits: 4, groupSize: 20, output: "full" });
+  verifyStage(doc, file, "bf16", W, 2, { L: 4, groupSize: 24, reduce: "mean" }, { outRound: toBfloat16 });
+  assert.match(ranks[0].stderr, /topology: the launcher's variables contradict the hosts the ranks met on, which are used: rank 0 is local rank 0 of 4 on host \S+ \(node 0\), the launcher says local rank 0 of 2;/);
 });
 
 test("error feedback: over 30 steps of one input the running mean of the outputs approaches the exact result", { timeout: 300_000 }, async () => {
@@ -211,10 +147,25 @@ test("validate: node layouts must tile the world, floating-point tensors only, g
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  // Where the stage names no layout, the launcher's local size must divide the world.
-  const parsed = parseJob(JSON.stringify(job({ input: "f" })), "q.json");
-  assert.throws(() => validateGraph(parsed, "q.json", 4, 3), /stages\[0\]: the launcher's local size 3 does not divide the world size 4: give "nodes" or "localSize"/);
-  assert.doesNotThrow(() => validateGraph(parsed, "q.json", 4, 2));
+  // Where the stage names no layout, the hosts decide when the ranks have met (the planner's test below).
+  assert.doesNotThrow(() => validateGraph(parseJob(JSON.stringify(job({ input: "f" })), "q.json"), "q.json", 4));
+});
+
+test("without nodes or localSize the stage splits by host, whatever the numbering; unequal hosts fall back", () => {
+  const jobWith = (extra) => parseJob(JSON.stringify({
+    name: "q", tensors: { f: { dtype: "float32", count: 64 } }, stages: [{ id: "q", op: "quantized_allreduce", input: "f", output: "full", ...extra }],
+  }), "q.json");
+  const job = jobWith({});
+  const op = (hostOf) => plan(job, { size: hostOf.length, hostOf }).program.ops[0];
+  assert.deepEqual(op([0, 1, 0, 1]).nodeOf, [0, 1, 0, 1]);
+  assert.equal(op([0, 1, 0, 1]).localSize, undefined);
+  const unequal = plan(job, { size: 4, hostOf: [0, 0, 0, 1] });
+  assert.equal(unequal.stages[0].fallback, "the hosts hold unequal numbers of ranks (3, 1); ran the exact allreduce");
+  assert.equal(unequal.program.ops[0].compression, undefined);
+  // A layout of the stage's own stays node by node, whatever the hosts.
+  const own = plan(jobWith({ localSize: 2 }), { size: 4, hostOf: [0, 0, 0, 1] });
+  assert.equal(own.program.ops[0].localSize, 2);
+  assert.equal(own.stages[0].fallback, null);
 });
 
 test("the table names each fallback under the rows", () => {

@@ -75,8 +75,10 @@ export interface NativeOp {
   gatherBits?: 4 | 8;
   /** quantized: values per quantization group (even). */
   groupSize?: number;
-  /** quantized: ranks per node (divides the world size). */
+  /** quantized: ranks per node, numbered node by node (divides the world size). */
   localSize?: number;
+  /** quantized: each rank's node, in place of localSize (every node holds as many ranks). */
+  nodeOf?: readonly number[];
   /** quantized: each quantization carries its error into the next step, weighted by beta. */
   errorFeedback?: boolean;
   beta?: number;
@@ -207,6 +209,8 @@ export interface MpiWorld {
   /** What MPI_Init_thread granted: "multiple" gives the backend a second lane for nonblocking ops. */
   threadLevel: "multiple" | "serialized" | "funneled" | "single";
   lanes: 1 | 2;
+  /** This rank's index and their number among the ranks MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) puts on its node. */
+  shared: { localRank: number; localSize: number };
 }
 
 /** This process's MPI runtime (its own thread; MPI_Init_thread, MPI_Finalize) and exchanges over it. */
@@ -302,8 +306,12 @@ interface NativeModule {
   cudaKernels: { archs: string; bytes: number } | null;
 }
 
-/** Where `runner build` (and `npm ci` in a checkout) builds the addon. */
-export const BUILD_DIR = path.join(PACKAGE_ROOT, "native/build");
+/**
+ * Where `runner build` (and `npm ci` in a checkout) builds the addon, and the first place a run looks for
+ * it: SPMD_BUILD_DIR when set, so one checkout can hold a second build against another MPI (MPICH next to
+ * Open MPI), each run picking its own; else native/build.
+ */
+export const BUILD_DIR = process.env.SPMD_BUILD_DIR ? path.resolve(process.env.SPMD_BUILD_DIR) : path.join(PACKAGE_ROOT, "native/build");
 /** The platform an addon is built for, as the packed package names its prebuilt one. */
 export const PLATFORM = `${process.platform}-${process.arch}`;
 const ADDON = "spmd_native.node";

@@ -11,7 +11,9 @@ import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
 import { StartupTimeout, underDeadline } from "./startup.js";
 import { startTcp } from "./start-tcp.js";
-import { describeHosts, linkCounts, topologyOf, type LinkCounts, type Topology } from "./topology.js";
+import {
+  contradictions, describeHosts, hostPlace, linkCounts, MPI_SHARED, topologyOf, type LauncherView, type LinkCounts, type Topology,
+} from "./topology.js";
 import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
 import type { Job } from "../config/job.js";
 
@@ -33,17 +35,18 @@ export interface OpenOptions {
   device?: Job["device"];
 }
 
-/** Where the ranks run and how they are linked; absent where a library links them (mpi, nccl, hccl). */
-export interface JobTopology {
-  hosts: Topology["hosts"];
-  links: LinkCounts;
+/** Where the ranks run (on every backend) and how they are linked (absent where a library links them: mpi, nccl, hccl). */
+export interface JobTopology extends Topology {
+  links?: LinkCounts;
 }
 
 export interface OpenCommunicator {
   comm: NativeCommunicator;
   /** How the ranks met; it stays open for small exchanges until close(). */
   bootstrap: Bootstrap;
-  topology?: JobTopology;
+  topology: JobTopology;
+  /** Where the launcher's variables or MPI contradict the hosts (the same lines on every rank), for the log. */
+  warnings: string[];
   /** How this rank started, for the log: "backend mpi (MPI_THREAD_MULTIPLE, 2 lanes), bootstrap mpi". */
   summary: string;
   /** `failed`: leave at once, without waiting for peers that may be dead. */
@@ -148,10 +151,23 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
   }
 }
 
-/** Which ranks share a host, from the identities every rank sends. */
-async function meet(boot: Bootstrap): Promise<Topology> {
-  const ids = await boot.allGather("host", JSON.stringify(hostIdentity()));
-  return topologyOf(ids.map((s) => JSON.parse(s) as HostIdentity));
+interface Met {
+  topo: Topology;
+  warnings: string[];
+}
+
+/**
+ * Which ranks share a host, from the identities every rank sends, checked against what each rank's launcher
+ * said and, over MPI, against MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+ */
+async function meet(boot: Bootstrap, place: Place): Promise<Met> {
+  const said: LauncherView = { localRank: place.localRank, localSize: place.localSize, nodeRank: place.nodeRank };
+  const mpi = boot instanceof MpiBootstrap ? boot.world.shared : undefined;
+  type Sent = HostIdentity & { said: LauncherView; mpi?: LauncherView };
+  const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said, mpi }))).map((s) => JSON.parse(s) as Sent);
+  const topo = topologyOf(all);
+  const warnings = [contradictions(topo, all.map((a) => a.said)), mpi && contradictions(topo, all.map((a) => a.mpi!), MPI_SHARED)];
+  return { topo, warnings: warnings.filter((w): w is string => !!w) };
 }
 
 /** auto once the hosts are known. */
@@ -166,11 +182,13 @@ function byTopology(topo: Topology): "shm" | "tcp" | "shm+tcp" {
  * communicator's progress thread (connect()): rank 0's event loop stays free to serve the TCP store the
  * others read the id from.
  */
-async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<NativeCommunicator> {
+async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, topo: Topology, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<NativeCommunicator> {
   const library = vendorLibrary(backend, env).path;
   const mine = place.rank === 0 ? native().libraryId(backend, library).toString("base64") : undefined;
   const id = Buffer.from(await boot.broadcast(`${backend}/id`, mine), "base64");
-  const comm = new (native().Communicator)({ backend, rank: place.rank, size: place.size, localRank: place.localRank, library, id });
+  // The device is the rank's index on its host, as the hosts say.
+  const { localRank } = hostPlace(topo, place.rank);
+  const comm = new (native().Communicator)({ backend, rank: place.rank, size: place.size, localRank, library, id });
   const init = backend === "nccl" ? "nccl: ncclCommInitRank" : "hccl: HcclCommInitRootInfo";
   try {
     await underDeadline(init, boot, place, timeoutMs, () => comm.connect());
@@ -195,24 +213,28 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   const boot = await openBootstrap(plan.bootstrap, o, input);
   let comm: NativeCommunicator;
   let backend: string = plan.backend;
-  let topology: JobTopology | undefined;
+  let topology: JobTopology;
+  let warnings: string[];
   try {
     await agree(boot, o.place.rank, o.fingerprint);
+    const met = await meet(boot, o.place);
+    const topo = met.topo;
+    ({ warnings } = met);
+    topology = { ...topo };
     if (plan.backend === "nccl" || plan.backend === "hccl") {
-      comm = await startLibrary(plan.backend, boot, o.place, input.env, o.timeoutMs);
+      comm = await startLibrary(plan.backend, boot, o.place, topo, input.env, o.timeoutMs);
     } else if (plan.backend === "mpi") {
       // planStart pairs the mpi backend with the MPI bootstrap, on whose thread MPI was initialised.
       const { mpi, world } = boot as MpiBootstrap;
       comm = new (native().Communicator)({ backend: "mpi", rank: o.place.rank, size: o.place.size, mpi });
       backend += ` (MPI_THREAD_${world.threadLevel.toUpperCase()}, ${world.lanes} lane${world.lanes > 1 ? "s" : ""})`;
     } else {
-      const topo = await meet(boot);
       const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
       comm =
         chosen === "shm"
           ? await startShm(boot, o.place, topo)
           : await startTcp(boot, o.place, topo, { token: o.token, timeoutMs: o.timeoutMs, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
-      topology = { hosts: topo.hosts, links: linkCounts(topo, chosen !== "tcp") };
+      topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;
     }
   } catch (err) {
@@ -225,6 +247,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     comm,
     bootstrap: boot,
     topology,
+    warnings,
     summary: `backend ${backend}, bootstrap ${boot.kind}`,
     close: async (failed = false) => {
       comm.close();

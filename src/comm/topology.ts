@@ -1,4 +1,5 @@
 // The job's hosts and the links between its ranks, from the identities the ranks exchanged when they met.
+import type { Place } from "../env/place.js";
 import type { HostIdentity } from "./host.js";
 
 export interface Topology {
@@ -31,6 +32,64 @@ export function topologyOf(ids: readonly HostIdentity[]): Topology {
   return { hosts, hostOf };
 }
 
+/** Where a rank sits among the hosts: its host's index, its index among that host's ranks, and their number. */
+export interface HostPlace {
+  node: number;
+  localRank: number;
+  localSize: number;
+}
+
+export function hostPlace(t: Topology, rank: number): HostPlace {
+  const node = t.hostOf[rank]!;
+  const ranks = t.hosts[node]!.ranks;
+  return { node, localRank: ranks.indexOf(rank), localSize: ranks.length };
+}
+
+/** What the launcher's variables (or MPI) said of a rank's place, checked against the hosts. */
+export type LauncherView = Pick<Place, "localRank" | "localSize" | "nodeRank">;
+
+/** Who said what a LauncherView holds, as a contradiction names it. */
+export interface Witness {
+  contradicts: string;
+  says: string;
+}
+export const LAUNCHER: Witness = { contradicts: "the launcher's variables contradict", says: "the launcher says" };
+export const MPI_SHARED: Witness = { contradicts: "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) contradicts", says: "MPI says" };
+
+/** Where a launcher view's node index groups ranks otherwise than the hosts do. */
+function nodeDisagrees(t: Topology, said: readonly LauncherView[]): (rank: number) => boolean {
+  const hostOfNode = new Map<number, number>();
+  const nodeOfHost = new Map<number, number>();
+  said.forEach((v, rank) => {
+    if (v.nodeRank === undefined) return;
+    if (!hostOfNode.has(v.nodeRank)) hostOfNode.set(v.nodeRank, t.hostOf[rank]!);
+    if (!nodeOfHost.has(t.hostOf[rank]!)) nodeOfHost.set(t.hostOf[rank]!, v.nodeRank);
+  });
+  return (rank) => {
+    const node = said[rank]!.nodeRank;
+    return node !== undefined && (hostOfNode.get(node) !== t.hostOf[rank] || nodeOfHost.get(t.hostOf[rank]!) !== node);
+  };
+}
+
+/**
+ * One line naming the ranks (the first four) whose local rank, local size or node index as `who` gives them
+ * contradicts the hosts they met on, or undefined when all agree. The hosts win; the line is a warning.
+ */
+export function contradictions(t: Topology, said: readonly LauncherView[], who: Witness = LAUNCHER): string | undefined {
+  const nodeWrong = nodeDisagrees(t, said);
+  const bad = said.flatMap((v, rank) => {
+    const real = hostPlace(t, rank);
+    const localWrong = v.localRank !== real.localRank || v.localSize !== real.localSize;
+    if (!localWrong && !nodeWrong(rank)) return [];
+    const node = v.nodeRank === undefined ? "" : ` on node ${v.nodeRank}`;
+    return [`rank ${rank} is local rank ${real.localRank} of ${real.localSize} on host ${t.hosts[real.node]!.name} (node ${real.node}), ` +
+      `${who.says} local rank ${v.localRank} of ${v.localSize}${node}`];
+  });
+  if (bad.length === 0) return undefined;
+  const more = bad.length > 4 ? `; and ${bad.length - 4} more` : "";
+  return `topology: ${who.contradicts} the hosts the ranks met on, which are used: ${bad.slice(0, 4).join("; ")}${more}`;
+}
+
 const pairs = (n: number) => (n * (n - 1)) / 2;
 
 /** Pairs on one host use shm when `shmWithinHosts`, every other pair tcp. */
@@ -40,7 +99,7 @@ export function linkCounts(t: Topology, shmWithinHosts: boolean): LinkCounts {
   return { shm, tcp: all - shm };
 }
 
-/** "vm (ranks 0-3)" or "a (ranks 0,1), b (ranks 2,3)". */
+/** "vm (ranks 0-3)" or "a (ranks 0,2), b (ranks 1,3)". */
 export function describeHosts(hosts: Topology["hosts"]): string {
   const ranks = (r: number[]) => {
     const contiguous = r.every((v, i) => i === 0 || v === r[i - 1]! + 1);

@@ -3,12 +3,11 @@
 import path from "node:path";
 import type winston from "winston";
 import { openCommunicator, type OpenCommunicator } from "../comm/open.js";
-import { hostIdentity, type HostIdentity } from "../comm/host.js";
-import { topologyOf, type Topology } from "../comm/topology.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import type { Place } from "../env/place.js";
 import { closeLogger, createLogger } from "../log/logger.js";
+import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { ResultDocument } from "../results.js";
 import { jobToken } from "../run/identity.js";
@@ -27,13 +26,6 @@ export interface DoctorRequest extends Omit<RunRequest, "job" | "check" | "dumpD
   size: number;
 }
 
-/** The hosts as the backend's start-up saw them, or (backends that meet without it) from every rank's identity. */
-async function hostsOf(opened: OpenCommunicator): Promise<Topology["hosts"]> {
-  if (opened.topology) return opened.topology.hosts;
-  const ids = await opened.bootstrap.allGather("doctor/host", JSON.stringify(hostIdentity()));
-  return topologyOf(ids.map((s) => JSON.parse(s) as HostIdentity)).hosts;
-}
-
 function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
   if (!(r.threshold > 0 && r.threshold < 1)) {
     throw Object.assign(new Error(`--threshold: expected a fraction between 0 and 1, got ${r.threshold}`), { exitCode: 2 });
@@ -47,20 +39,20 @@ function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
 async function report(doc: ResultDocument, output: RunConfig["output"], quiet: boolean, log: winston.Logger): Promise<void> {
   const runDir = createRunDir(output.dir, "doctor");
   const text = formatDoctor(doc.doctor!);
-  await writeResults(doc, runDir, output, 1);
+  await writeResults(doc, formatTable(doc), runDir, output, 1);
   writeFileAtomic(path.join(runDir, "doctor.txt"), text);
   if (!quiet) process.stdout.write(text);
   log.info(`results in ${runDir}${output.json ? ` and ${output.json}` : ""}`);
 }
 
 async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings): Promise<ResultDocument> {
-  const hosts = await hostsOf(opened);
+  const { hosts } = opened.topology;
   const machines = await gatherHosts(opened.bootstrap);
   const intra = hosts.flatMap((h, i) => (h.ranks.length > 1 ? [i] : []));
   const measured = await survey(hosts.length, intra, measurer(opened.comm, hosts, s), r.threshold);
   return {
     version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
-    ...(opened.topology && { topology: opened.topology }),
+    topology: { hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     results: [], average_bus_bandwidth: 0,
     manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, backend: r.backend ?? "auto" }),
     doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold),

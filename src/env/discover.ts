@@ -86,8 +86,7 @@ function place({ launcher, rank, size, localRank, localSize, nodeRank, master }:
     size: size.value,
     localRank: localRank.value,
     localSize: localSize.value,
-    // Without a launcher-given node index, assume ranks are packed node by node.
-    nodeRank: nodeRank?.value ?? Math.floor(rank.value / localSize.value),
+    ...(nodeRank && { nodeRank: nodeRank.value }),
     launcher,
     ...(master && { master }),
   };
@@ -133,7 +132,6 @@ interface MpiNames {
   size: string[];
   localRank: string[];
   localSize: string[];
-  nodeRank?: string[];
 }
 
 /** A launcher that exports rank, size, local rank and local size, each under one or more names. */
@@ -154,7 +152,6 @@ function mpiRow(label: string, launcher: (env: Env) => Launcher, names: MpiNames
       size,
       localRank,
       localSize,
-      nodeRank: names.nodeRank && readVar(env, names.nodeRank),
       master: masterAt(get(env, "MASTER_ADDR"), env),
     });
   };
@@ -165,7 +162,7 @@ const openMpi = mpiRow("Open MPI", () => "openmpi", {
   size: ["OMPI_COMM_WORLD_SIZE"],
   localRank: ["OMPI_COMM_WORLD_LOCAL_RANK"],
   localSize: ["OMPI_COMM_WORLD_LOCAL_SIZE"],
-  nodeRank: ["OMPI_COMM_WORLD_NODE_RANK"],
+  // No node index: OMPI_COMM_WORLD_NODE_RANK is the rank's index on its host, not the host's number.
 });
 
 const pmi = mpiRow("PMIx/MPICH", (env) => (get(env, "PMIX_RANK") === undefined ? "mpich" : "pmix"), {

@@ -4,7 +4,12 @@ export interface Place {
   size: number;
   localRank: number;
   localSize: number;
-  nodeRank: number;
+  /**
+   * The host's index, where the launcher gives one (torchrun's GROUP_RANK/NODE_RANK, SLURM_NODEID); Open MPI
+   * and MPICH give none. Like localRank and localSize it is only the launcher's word: the ranks learn their
+   * hosts from each other when they meet (comm/topology.ts), and this is checked against that.
+   */
+  nodeRank?: number;
   launcher: "torchrun" | "openmpi" | "pmix" | "mpich" | "mvapich" | "slurm" | "none";
   /** Rendezvous address; absent when an MPI launcher bootstraps the ranks instead. */
   master?: { addr: string; port?: number };

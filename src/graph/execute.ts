@@ -7,16 +7,14 @@ import { graphMetric, isConcurrent, soloProgram } from "../metrics/graph.js";
 import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
-import type { HostLayout, Plan } from "../plan.js";
+import type { Plan } from "../plan.js";
 import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {
   log: winston.Logger;
-  /** Ranks per node, as the launcher says: where a hierarchical stage that names no layout splits. */
-  localSize: number;
-  /** Which ranks share a host, from the communicator's topology where it has one (graph/groups.ts hostsOf). */
-  topology?: HostLayout;
+  /** Each rank's host (Topology.hostOf): where a hierarchical stage that names no layout splits. */
+  hostOf: readonly number[];
   /**
    * Each rank writes `<dir>/<stage>/rank<r>.output.npy`, its inputs (`rank<r>.input.npy`, or
    * `rank<r>.input<i>.npy` for several) and any op state (`rank<r>.worker_error.npy`, ...) after every
@@ -63,7 +61,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   const progress = o.progress ?? { update: () => {}, stop: () => {} };
   try {
     for (const [index, point] of points.entries()) {
-      const p = plan(job, { size: comm.size, localSize: o.localSize, topology: o.topology }, point);
+      const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       // Concurrent stages are timed alone first, untimed for the report, so their outputs are the step loop's.
       const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program)) : undefined;

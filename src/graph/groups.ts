@@ -1,7 +1,6 @@
 // Process groups and streams (DESIGN.md, "Graphs, streams and groups"): the partitions a job's `groups`
 // name, resolved against the world, and the lane each stream runs on.
 import type { GroupSpec, Job, Stage } from "../config/job.js";
-import type { HostLayout } from "../plan.js";
 
 /** Lanes the native backends offer (shm, tcp, hybrid, mpi with MPI_THREAD_MULTIPLE): "main" plus three. */
 export const MAX_STREAMS = 4;
@@ -19,13 +18,9 @@ export function streamLanes(order: readonly Stage[]): Map<string, number> {
 }
 
 
-/**
- * Which ranks share a host, in order of their lowest rank. The ONE place that reads it: from the topology
- * the communicator found where the backend knows it, else contiguous blocks of the launcher's local size.
- */
-export function hostsOf(worldSize: number, localSize: number, topology?: HostLayout): number[][] {
-  if (topology) return topology.hosts.map((h) => [...h.ranks]).sort((a, b) => a[0]! - b[0]!);
-  return byKey(worldSize, (r) => Math.floor(r / Math.max(1, localSize)));
+/** Which ranks share a host, in order of their lowest rank: from each rank's host as the ranks found them. */
+export function hostsOf(hostOf: readonly number[]): number[][] {
+  return byKey(hostOf.length, (r) => hostOf[r]!);
 }
 
 /** The ranks grouped by key, listed by their lowest rank. */

@@ -104,8 +104,10 @@ function describeItem(i: MemoryItem): string {
  * Refuses, in one line with the numbers, a job whose ranks on this host (`world.localSize` of them, sharing
  * its memory and usually its cgroup) need more than `available` bytes; returns the plan otherwise.
  */
-export function checkMemory(job: Job, file: string, world: World, dumps: boolean, available?: { bytes: number; source: string }): MemoryPlan {
-  const p = memoryPlan(job, world, dumps);
+export function checkMemory(job: Job, file: string, world: { size: number; localSize: number }, dumps: boolean, available?: { bytes: number; source: string }): MemoryPlan {
+  // Before the ranks meet the hosts are not known: as the launcher says, `localSize` ranks a host.
+  const hostOf = Array.from({ length: world.size }, (_, r) => Math.floor(r / world.localSize));
+  const p = memoryPlan(job, { size: world.size, hostOf }, dumps);
   const needed = p.total * world.localSize;
   if (!available || needed <= available.bytes) return p;
   // The largest piece, a stage's rather than a bare tensor's where they tie: the stage is what to change.

@@ -29,12 +29,16 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const groups = jobGroups(job, world.size, hostsOf(world.size, world.localSize, world.topology));
+  const groups = jobGroups(job, world.size, hostsOf(world.hostOf));
   const partition = (s: Stage) => (s.group === undefined ? undefined : groups.get(s.group)!);
   // Inside a group the world is the group (validateGraph made every group of a stage's partition one size).
-  const contextOf = (s: Stage): PlanContext => ({
-    job: pointJob, worldSize: partition(s)?.[0]!.length ?? world.size, localSize: world.localSize, tensorIndex: (name) => names.indexOf(name),
-  });
+  // A hierarchical stage there treats the group as one node unless it names its layout: its members' hosts
+  // differ from group to group, and the plan is the same for all.
+  const contextOf = (s: Stage): PlanContext => {
+    const worldSize = partition(s)?.[0]!.length ?? world.size;
+    const hostOf = partition(s) ? new Array<number>(worldSize).fill(0) : world.hostOf;
+    return { job: pointJob, worldSize, hostOf, tensorIndex: (name) => names.indexOf(name) };
+  };
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));
   const lanes = streamLanes(order);

@@ -3,7 +3,6 @@ import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
 import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
-import type { HostLayout } from "../plan.js";
 
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
 
@@ -46,8 +45,8 @@ function checkInputs(job: Job, stage: Stage, fail: Fail): void {
   }
 }
 
-/** Nodes × local ranks must tile the world: from the stage's own layout, or the launcher's local size. */
-function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: number | undefined, fail: Fail): void {
+/** A stage's own layout of nodes × local ranks must tile the world (without one, the hosts decide: quantized-allreduce.ts). */
+function checkLayout(stage: QuantizedStage, worldSize: number, fail: Fail): void {
   const { nodes, localSize } = stage;
   if (nodes !== undefined && localSize !== undefined) {
     if (nodes * localSize !== worldSize) {
@@ -56,8 +55,6 @@ function checkLayout(stage: QuantizedStage, worldSize: number, envLocalSize: num
   } else if (nodes !== undefined || localSize !== undefined) {
     const [field, value] = nodes !== undefined ? ["nodes", nodes] : ["localSize", localSize!];
     if (worldSize % value !== 0) fail([field], `${field} ${value} does not divide the world size ${worldSize}`);
-  } else if (envLocalSize !== undefined && worldSize % envLocalSize !== 0) {
-    fail([], `the launcher's local size ${envLocalSize} does not divide the world size ${worldSize}: give "nodes" or "localSize"`);
   }
 }
 
@@ -98,11 +95,11 @@ function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fa
 }
 
 function checkStage(
-  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, localSize: number | undefined, groups: Groups, fail: Fail,
+  job: Job, stage: Stage, stageIds: ReadonlyMap<string, number>, worldSize: number | undefined, groups: Groups, fail: Fail,
 ): void {
   checkInputs(job, stage, fail);
   checkGraphFields(job, stage, fail);
-  if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, localSize, fail);
+  if (stage.op === "quantized_allreduce" && worldSize !== undefined) checkLayout(stage, worldSize, fail);
   (stage.after ?? []).forEach((id, k) => {
     if (id === stage.id) fail(["after", k], `stage "${id}" cannot run after itself`);
     if (!stageIds.has(id)) fail(["after", k], `unknown stage ${JSON.stringify(id)} (${known("stages", [...stageIds.keys()])})`);
@@ -134,12 +131,12 @@ function findCycle(stages: readonly Stage[], stageIds: ReadonlyMap<string, numbe
  * fails. `split` groups wait for the hosts (topology null) where ranks could disagree on them: before they
  * meet, each knows only its own host's local size.
  */
-function resolveAll(job: Job, file: string, worldSize: number | undefined, localSize: number | undefined, topology?: HostLayout | null): Groups {
+function resolveAll(job: Job, file: string, worldSize: number | undefined, hostOf: readonly number[] | undefined): Groups {
   if (worldSize === undefined) return new Map();
-  const hosts = hostsOf(worldSize, localSize ?? worldSize, topology ?? undefined);
-  const known = Object.entries(job.groups ?? {}).filter(([, spec]) => topology !== null || !("split" in spec));
+  const hosts = hostOf && hostsOf(hostOf);
+  const known = Object.entries(job.groups ?? {}).filter(([, spec]) => hosts || !("split" in spec));
   return new Map(known.map(([name, spec]) => {
-    const groups = resolveGroups(spec, worldSize, hosts);
+    const groups = resolveGroups(spec, worldSize, hosts ?? []);
     if (typeof groups === "string") throw new ConfigError(file, formatJsonPath(["groups", name]), `not a partition of the ranks: ${groups}`);
     return [name, groups];
   }));
@@ -157,12 +154,11 @@ function checkStreams(job: Job, order: readonly number[], failAt: (i: number) =>
 /**
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
  * dtype/reduction compatibility, and (when the world size is known) groups that partition the world, roots
- * in range and node layouts that tile the world (`localSize`: the launcher's ranks per node, for stages
- * that name no layout and for `split` groups where `topology`, the communicator's, is not known; null: split
- * groups are left for the check after the ranks meet).
+ * in range and node layouts that tile the world. `hostOf` (each rank's host, once the ranks have met)
+ * resolves `split` groups; without it they are left for the check after the ranks meet.
  * Throws a ConfigError for the first problem, in declaration order.
  */
-export function validateGraph(job: Job, file: string, worldSize?: number, localSize?: number, topology?: HostLayout | null): void {
+export function validateGraph(job: Job, file: string, worldSize?: number, hostOf?: readonly number[]): void {
   const failAt =
     (i: number): Fail =>
     (path, message) => {
@@ -174,8 +170,8 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
     if (first !== undefined) failAt(i)(["id"], `duplicate stage id "${stage.id}" (also stages[${first}])`);
     stageIds.set(stage.id, i);
   });
-  const groups = resolveAll(job, file, worldSize, localSize, topology);
-  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, localSize, groups, failAt(i)));
+  const groups = resolveAll(job, file, worldSize, hostOf);
+  job.stages.forEach((stage, i) => checkStage(job, stage, stageIds, worldSize, groups, failAt(i)));
 
   const order = topologicalOrder(job.stages);
   if (order.length < job.stages.length) {
@@ -192,7 +188,7 @@ export function validateGraph(job: Job, file: string, worldSize?: number, localS
   for (const point of sweepPoints(job)) {
     const { job: at } = applyParams(job, point.params, file);
     // What a point sets (a root, a node layout) must hold there too.
-    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, localSize, groups, failAt(i)));
+    if (Object.keys(point.params).length > 0) at.stages.forEach((stage, i) => checkStage(at, stage, stageIds, worldSize, groups, failAt(i)));
   }
 }
 

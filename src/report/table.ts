@@ -47,8 +47,10 @@ function lines(rows: string[][]): string[] {
 
 /** "2 hosts: a (ranks 0,1), b (ranks 2,3); links: 2 shm, 4 tcp" */
 function topologyLine(t: NonNullable<ResultDocument["topology"]>): string {
-  const links = (["shm", "tcp"] as const).filter((k) => t.links[k] > 0).map((k) => `${t.links[k]} ${k}`);
-  return `${t.hosts.length} host${t.hosts.length > 1 ? "s" : ""}: ${describeHosts(t.hosts)}; links: ${links.join(", ") || "none"}`;
+  const hosts = `${t.hosts.length} host${t.hosts.length > 1 ? "s" : ""}: ${describeHosts(t.hosts)}`;
+  if (!t.links) return hosts;
+  const links = (["shm", "tcp"] as const).filter((k) => t.links![k] > 0).map((k) => `${t.links![k]} ${k}`);
+  return `${hosts}; links: ${links.join(", ") || "none"}`;
 }
 
 /** "shm 1.2 MB in 340 us (3.5 GB/s), tcp ..." over every stage with link classes (the hybrid transport). */

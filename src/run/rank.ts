@@ -8,6 +8,7 @@ import { transports, format } from "winston";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import { startPresence, type PresenceBoard } from "../comm/presence.js";
+import { hostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
@@ -23,7 +24,7 @@ import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
 import { formatTable } from "../report/table.js";
-import type { ResultDocument, ResultRow } from "../results.js";
+import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
 import { gatherHosts, manifest } from "./manifest.js";
@@ -56,9 +57,9 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
   try {
     // `split` groups with the hosts the ranks found, before the job's first collective. Every rank read the
     // same topology, so all stop here alike, and rank 0 keeps the store up until each has left.
-    validateGraph(job, file, place.size, place.localSize, opened.topology);
+    validateGraph(job, file, place.size, opened.topology.hostOf);
   } catch (err) {
-    await opened.close(!opened.topology);
+    await opened.close(false);
     throw err;
   }
   return opened;
@@ -105,7 +106,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   const board = presenceBoard(opened);
   let failed = false;
   try {
-    const rows = await execute(job, opened.comm, { log, localSize: place.localSize, topology: opened.topology, dumpDir: r.dumpDir, progress, samples: r.samples });
+    const rows = await execute(job, opened.comm, { log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples });
     // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
     return rows;
@@ -150,11 +151,17 @@ function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
   return { backend: cfg.backend, iterations, warmup, check, timeoutSec, connectTimeoutSec: cfg.connectTimeoutSec, iface: cfg.tcp.iface ?? null };
 }
 
+/** A rank's usage with where it ran: its host's name, the host's index and the rank's index there. */
+function withHost(u: RankUsage, topo: Topology): RankUsage {
+  const { node, localRank } = hostPlace(topo, u.rank);
+  return { ...u, host: topo.hosts[node]!.name, node, local_rank: localRank };
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
   const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
-  validateGraph(job, r.job, place.size, place.localSize, null);
+  validateGraph(job, r.job, place.size);
   validateBackend(job, r.job, cfg.backend, place.size);
   const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
@@ -164,6 +171,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
   const opened = await open(job, r.job, cfg, place);
   log.debug(opened.summary);
+  for (const w of opened.warnings) log.warn(w);
   const restore = releaseOnExit(opened, log);
   let failed = true;
   try {
@@ -175,8 +183,8 @@ export async function runRank(r: RunRequest): Promise<number> {
     if (place.rank === 0) {
       const doc: ResultDocument = {
         version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
-        ...(opened.topology && { topology: opened.topology }),
-        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks,
+        topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
+        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks: ranks.map((u) => withHost(u, opened.topology)),
         manifest: manifest(opened.comm.backend, hosts, runSettings(job, cfg)),
       };
       await report(job, cfg, doc, runDir, r, log);

@@ -5,20 +5,32 @@ type S = Extract<Stage, { op: "quantized_allreduce" }>;
 
 const gatherBits = (s: S) => s.gatherBits ?? s.bits;
 
-/** Ranks per node: the stage's own layout (simulating several nodes on one host) or the launcher's. */
-export function quantizedLocalSize(s: S, worldSize: number, envLocalSize: number): number {
-  if (s.localSize !== undefined) return s.localSize;
-  if (s.nodes !== undefined) return worldSize / s.nodes;
-  return envLocalSize;
+/**
+ * Where the hierarchy splits: the stage's own layout (simulating nodes on one host, ranks numbered node by
+ * node) as ranks per node, or else the hosts the ranks run on, whatever their numbering.
+ */
+function layout(s: S, ctx: PlanContext): { localSize: number } | { nodeOf: readonly number[] } {
+  if (s.localSize !== undefined) return { localSize: s.localSize };
+  if (s.nodes !== undefined) return { localSize: ctx.worldSize / s.nodes };
+  return { nodeOf: ctx.hostOf };
+}
+
+/** Hosts holding unequal numbers of ranks ("3, 1"), when the stage splits by host; undefined when they are equal. */
+function unequalHosts(s: S, ctx: PlanContext): string | undefined {
+  if (s.localSize !== undefined || s.nodes !== undefined) return undefined;
+  const counts = ctx.hostOf.reduce<number[]>((c, h) => ((c[h] = (c[h] ?? 0) + 1), c), []);
+  return counts.every((c) => c === counts[0]) ? undefined : counts.join(", ");
 }
 
 /** Blocks of n/W elements, and whole bytes of int4 codes per block (DeepSpeed's numel % 2W rule). */
 function fallback(s: S, ctx: PlanContext): string | null {
+  const exact = s.output === "full" ? "allreduce" : "reduce_scatter";
+  const unequal = unequalHosts(s, ctx);
+  if (unequal) return `the hosts hold unequal numbers of ranks (${unequal}); ran the exact ${exact}`;
   const n = inputCount(s, ctx), W = ctx.worldSize;
   const int4 = s.bits === 4 || (s.output === "full" && gatherBits(s) === 4);
   const multiple = W * (int4 ? 2 : 1);
   if (n % multiple === 0) return null;
-  const exact = s.output === "full" ? "allreduce" : "reduce_scatter";
   return `count ${n} is not a multiple of ${int4 ? "2W" : "W"} = ${multiple}${int4 ? " (int4 codes pack in pairs)" : ""}; ran the exact ${exact}`;
 }
 
@@ -47,7 +59,7 @@ export const quantizedAllreduce: StageKind<S> = {
       bits: s.bits,
       gatherBits: gatherBits(s),
       groupSize: s.groupSize,
-      localSize: quantizedLocalSize(s, ctx.worldSize, ctx.localSize),
+      ...layout(s, ctx),
       errorFeedback: s.errorFeedback !== undefined,
       beta: s.errorFeedback?.beta ?? 1,
     };

@@ -4,8 +4,8 @@ import type { Job, ReduceOp, Stage } from "../config/job.js";
 export interface PlanContext {
   readonly job: Job;
   readonly worldSize: number;
-  /** Ranks per node, as the launcher says (Place.localSize). */
-  readonly localSize: number;
+  /** Each rank's host, as the ranks found when they met (Topology.hostOf). */
+  readonly hostOf: readonly number[];
   tensorIndex(name: string): number;
 }
 

@@ -1,9 +1,12 @@
 // "Hosts" for multi-host tests: network namespaces, each with an eth0 joined by a veth pair to a bridge
 // that lives in a namespace of its own. Nothing is added to the machine's own network: every address
 // (10.77.0.0/24, fd77::/64) and device exists only inside namespaces made here, which are removed when the
-// body ends, fails or the process exits. Ranks run in a host through `ip netns exec`.
+// body ends, fails or the process exits. Ranks run in a host through `ip netns exec`, or are started by a
+// real launcher (mpirun, mpiexec) through an ssh stand-in that does the same (launcherAgent).
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { REPO, RUNNER, shmLeftovers } from "./ranks.js";
 
 const PREFIX = "spmdt";
@@ -64,10 +67,10 @@ function shapeLink(ns, { rate, delay }) {
 }
 
 /**
- * Makes `count` hosts, runs `body(hosts)` and removes them. A host is { ns, ipv4, ipv6 } (an address is
- * undefined when that family is off). `shape: { rate: "1gbit", delay: "1ms" }` shapes every host's egress;
- * hosts.shaping then says what was applied. `shape: [{ rate: "1gbit" }, ...]` shapes host i by entry i, and
- * hosts.shaping is then per host.
+ * Makes `count` hosts, runs `body(hosts)` and removes them. A host is { ns, name, ipv4, ipv6 } (an address
+ * is undefined when that family is off; `name`, "hostA", "hostB"..., is its hostname under a launcher).
+ * `shape: { rate: "1gbit", delay: "1ms" }` shapes every host's egress; hosts.shaping then says what was
+ * applied. `shape: [{ rate: "1gbit" }, ...]` shapes host i by entry i, and hosts.shaping is then per host.
  */
 export async function withHosts(count, body, { ipv4 = true, ipv6 = true, shape } = {}) {
   removeStale();
@@ -75,6 +78,7 @@ export async function withHosts(count, body, { ipv4 = true, ipv6 = true, shape }
   const sw = `${tag}-sw`;
   const hosts = Array.from({ length: count }, (_, i) => ({
     ns: `${tag}-h${i}`,
+    name: `host${String.fromCharCode(65 + i)}`,
     ipv4: ipv4 ? `10.77.0.${i + 1}` : undefined,
     ipv6: ipv6 ? `fd77::${i + 1}` : undefined,
   }));
@@ -155,4 +159,47 @@ export async function runSpread(hosts, placement, args, { env = {}, timeoutMs } 
   const ranks = await Promise.all(placement.map((h, r) => runInHost(hosts[h], args, envs[r], timeoutMs).done));
   assert.deepEqual(shmLeftovers(ranks.map((p) => p.pid)), [], "shared-memory segments left behind");
   return ranks;
+}
+
+/** The namespace and hostname a launcher's HOST means: its IPv4 address. */
+function hostCases(hosts) {
+  return hosts.map((h) => `  ${h.ipv4}) ns=${h.ns} name=${h.name} ;;`).join("\n");
+}
+
+/**
+ * Writes `dir/agent`, an ssh stand-in for launchers (Open MPI's plm_rsh_agent, Hydra's -launcher-exec): it
+ * takes `[ssh options] HOST COMMAND...` and runs COMMAND as a shell command line, as ssh's remote shell
+ * would, in HOST's namespace with the host's own hostname (a UTS namespace), so the ranks there see a host
+ * of their own. Returns its path.
+ */
+export function launcherAgent(hosts, dir) {
+  const agent = path.join(dir, "agent");
+  writeFileSync(agent, `#!/bin/bash
+# Options that take a value, then those that do not (ssh -x, -T...).
+while [[ $1 == -* ]]; do case $1 in -[opliFJ]) shift 2 ;; *) shift ;; esac; done
+host=$1; shift
+case $host in
+${hostCases(hosts)}
+  *) echo "agent: no host $host" >&2; exit 255 ;;
+esac
+exec ip netns exec "$ns" unshare --uts bash -c "hostname $name; $*"
+`);
+  chmodSync(agent, 0o755);
+  return agent;
+}
+
+/** The command line that runs `argv` in `host`, under its hostname: where a launcher itself runs. */
+export function inHost(host, argv) {
+  return ["ip", "netns", "exec", host.ns, "unshare", "--uts", "bash", "-c", `hostname ${host.name}; exec "$@"`, "bash", ...argv];
+}
+
+/** Processes still running in any of the hosts (pids), as "ip netns pids" lists them. */
+export function processesIn(hosts) {
+  return hosts.flatMap((h) => ip(["netns", "pids", h.ns]).split("\n").filter(Boolean).map(Number));
+}
+
+/** Which of the hosts' namespaces still exist. */
+export function namespacesLeft(hosts) {
+  const names = new Set(ip(["netns", "list"]).split("\n").map((l) => l.split(" ")[0]));
+  return hosts.map((h) => h.ns).filter((ns) => names.has(ns));
 }

@@ -11,6 +11,11 @@
 // clamps to 2^(b-1) - 1); every rank's quantization adds its error to the sum once, every node's
 // requantization once, and (full output) the gather's once; float32 rounding adds a few 2^-24 relative.
 
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { readNpy } from "./npy.js";
+
 const f32 = Math.fround;
 
 /** Round to nearest, ties to even (Math.round sends ties up). */
@@ -55,13 +60,25 @@ const range = (n) => Array.from({ length: n }, (_, i) => i);
 const stepOf = (q, k, g) => q.steps[Math.floor(k / g)];
 
 /**
- * Runs `steps` steps on W ranks' inputs (arrays of float32 values) with N = W/L nodes of L ranks (rank =
- * node·L + local) and returns what every rank holds after the last: { outs[r], state[r] } with state's
- * intra/inter/gather errors (Float64Arrays, or null without feedback), and without feedback bounds[r]: for
- * each output element, how far it may be from the exact result.
+ * Which rank is local index l of node a: `nodeOf` (each rank's node, as the hosts say; local indices in rank
+ * order), or N = W/L nodes of L ranks numbered node by node (rank = node·L + local).
  */
-export function qgzReference(inputs, { L, bits = 8, gatherBits = bits, groupSize: g, reduce = "sum", output = "shard", beta = null, steps = 1 }) {
-  const W = inputs.length, N = W / L, n = inputs[0].length, B = n / W;
+function layoutOf(W, L, nodeOf) {
+  const node = nodeOf ?? range(W).map((r) => Math.floor(r / L));
+  const members = [];
+  node.forEach((a, r) => (members[a] ??= []).push(r));
+  return { N: members.length, L: members[0].length, at: (a, l) => members[a][l], node: (r) => node[r], local: (r) => members[node[r]].indexOf(r) };
+}
+
+/**
+ * Runs `steps` steps on W ranks' inputs (arrays of float32 values) with N nodes of L ranks (layoutOf) and
+ * returns what every rank holds after the last: { outs[r], state[r] } with state's intra/inter/gather errors
+ * (Float64Arrays, or null without feedback), and without feedback bounds[r]: for each output element, how
+ * far it may be from the exact result.
+ */
+export function qgzReference(inputs, { L: localSize, nodeOf, bits = 8, gatherBits = bits, groupSize: g, reduce = "sum", output = "shard", beta = null, steps = 1 }) {
+  const W = inputs.length, n = inputs[0].length, B = n / W;
+  const { N, L, at, node, local } = layoutOf(W, localSize, nodeOf);
   const block = (a, j) => a.slice(j * B, (j + 1) * B);
   const errors = (len) => (beta === null ? null : new Float64Array(len));
   const state = inputs.map(() => ({ intra: errors(n), inter: errors(N * B), gather: output === "full" ? errors(B) : null }));
@@ -71,22 +88,22 @@ export function qgzReference(inputs, { L, bits = 8, gatherBits = bits, groupSize
   for (let t = 0; t < steps; t++) {
     // 1. every rank quantizes every block j.
     const q1 = inputs.map((x, r) => range(W).map((j) => quantizeBlock(block(x, j), bits, g, feedback(state[r].intra, j * B))));
-    // 2. rank (a, l), for each node a2: its node's L copies of block a2·L + l, summed in local order, requantized.
+    // 2. rank (a, l), for each node a2: its node's L copies of the block bound for (a2, l), summed in local order, requantized.
     const q2 = inputs.map((_, r) => {
-      const a = Math.floor(r / L), l = r % L;
-      return range(N).map((a2) => quantizeBlock(sumInOrder(range(L).map((l2) => q1[a * L + l2][a2 * L + l].values)), bits, g, feedback(state[r].inter, a2 * B)));
+      const a = node(r), l = local(r);
+      return range(N).map((a2) => quantizeBlock(sumInOrder(range(L).map((l2) => q1[at(a, l2)][at(a2, l)].values)), bits, g, feedback(state[r].inter, a2 * B)));
     });
     // 3. rank r: every node's requantized sum of block r, in node order; the mean divides once at the end.
     const reduced = inputs.map((_, r) => {
-      const a = Math.floor(r / L), l = r % L;
-      const sum = sumInOrder(range(N).map((a2) => q2[a2 * L + l][a].values));
+      const a = node(r), l = local(r);
+      const sum = sumInOrder(range(N).map((a2) => q2[at(a2, l)][a].values));
       return divide === 1 ? sum : sum.map((v) => f32(v / divide));
     });
     // How far block r may be from the exact result: every rank's and every node's quantization error.
     const blockBound = (r) => {
-      const a = Math.floor(r / L), l = r % L;
+      const a = node(r), l = local(r);
       return range(B).map((k) => {
-        const quantized = range(W).reduce((s, r2) => s + stepOf(q1[r2][r], k, g), 0) + range(N).reduce((s, a2) => s + stepOf(q2[a2 * L + l][a], k, g), 0);
+        const quantized = range(W).reduce((s, r2) => s + stepOf(q1[r2][r], k, g), 0) + range(N).reduce((s, a2) => s + stepOf(q2[at(a2, l)][a], k, g), 0);
         const magnitude = range(W).reduce((s, r2) => s + Math.abs(inputs[r2][r * B + k]), 0) + quantized;
         return (quantized + 2 ** -20 * magnitude) / divide;
       });
@@ -116,4 +133,76 @@ export function qgzWireBytes({ W, L, n, bits = 8, gatherBits = bits, groupSize: 
   const N = W / L, B = n / W;
   const blockBytes = (b) => 4 * Math.ceil(B / g) + (B * b) / 8;
   return (L - 1) * N * blockBytes(bits) + (N - 1) * blockBytes(bits) + (output === "full" ? (W - 1) * blockBytes(gatherBits) : 0);
+}
+
+const STATE = ["intra_error", "inter_error", "gather_error"];
+
+/** The .npy dumps of every stage on W ranks: file(stage, rank, what) gives its values, or undefined where there is none. */
+export function readDumps(job, W, dumpDir) {
+  const files = new Map();
+  for (const stage of job.stages) {
+    for (let r = 0; r < W; r++) {
+      for (const what of ["input", "output", ...STATE]) {
+        const file = path.join(dumpDir, stage.id, `rank${r}.${what}.npy`);
+        if (existsSync(file)) files.set(`${stage.id}/${r}/${what}`, readNpy(file, { bfloat16: true }).values);
+      }
+    }
+  }
+  return (stage, r, what) => files.get(`${stage}/${r}/${what}`);
+}
+
+export function assertSame(got, want, what) {
+  assert.ok(got, `${what}: no dump`);
+  assert.equal(got.length, want.length, `${what}: length`);
+  // Object.is: -0 and +0 differ too.
+  for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, want ${want[i]}`);
+}
+
+/**
+ * One stage's dumps on W ranks against the model run over the same steps (`o`: the stage's options as the
+ * model takes them: L the ranks per node, or nodeOf each rank's node), then its row: wire bytes, logical busbw, compression ratio,
+ * rel_error recomputed from the dumps. Returns the row.
+ */
+export function verifyStage(doc, file, id, W, steps, o, { outRound = (v) => v } = {}) {
+  const inputs = Array.from({ length: W }, (_, r) => file(id, r, "input"));
+  const ref = qgzReference(inputs, { ...o, steps });
+  for (let r = 0; r < W; r++) {
+    assertSame(file(id, r, "output"), ref.outs[r].map(outRound), `${id} rank ${r} output`);
+    for (const [what, key] of [["intra_error", "intra"], ["inter_error", "inter"], ["gather_error", "gather"]]) {
+      if (ref.state[r][key]) assertSame(file(id, r, what), Array.from(ref.state[r][key]), `${id} rank ${r} ${what}`);
+      else assert.equal(file(id, r, what), undefined, `${id} rank ${r}: no ${what} without error feedback`);
+    }
+  }
+  // The model against the exact reduction, within the quantization bound it derives (no feedback only:
+  // feedback deliberately adds last step's error to this step's values).
+  if (ref.bounds) {
+    for (let r = 0; r < W; r++) {
+      const exact = exactReduction(inputs, o, r);
+      exact.forEach((v, i) => {
+        const d = Math.abs(ref.outs[r][i] - v);
+        if (!(d <= ref.bounds[r][i])) assert.fail(`${id} rank ${r} element ${i}: ${ref.outs[r][i]} is ${d} from ${v}, bound ${ref.bounds[r][i]}`);
+      });
+    }
+  }
+  const row = doc.results.find((x) => x.stage === id);
+  const n = inputs[0].length, full = o.output === "full";
+  assert.equal(row.fallback, null, `${id}: no fallback`);
+  assert.equal(row.algorithm, "auto");
+  assert.equal(row.redop, o.reduce ?? "sum");
+  assert.equal(row.wrong, null);
+  assert.equal(row.wire_bytes, qgzWireBytes({ W, n, ...o }), `${id}: wire bytes`);
+  const factor = full ? (2 * (W - 1)) / W : (W - 1) / W;
+  assert.ok(Math.abs(row.busbw - row.algbw * factor) <= 1e-9 * row.algbw, `${id}: logical busbw of the exact collective`);
+  assert.ok(Math.abs(row.compression_ratio - Math.round(row.size * factor) / row.wire_bytes) < 1e-12, `${id}: compression ratio`);
+  assert.equal(row.rel_error_by_step.length, steps, "warmup steps count");
+  assert.equal(row.rel_error, row.rel_error_by_step[steps - 1]);
+  // ‖out − exact‖ / ‖exact‖ over the whole array, from the dumps (null where the exact result is 0).
+  let errorSq = 0, exactSq = 0;
+  for (let r = 0; r < (full ? 1 : W); r++) {
+    const exact = exactReduction(inputs, o, r), out = file(id, r, "output");
+    exact.forEach((v, i) => ((errorSq += (out[i] - v) ** 2), (exactSq += v * v)));
+  }
+  if (exactSq === 0) assert.equal(row.rel_error, null);
+  else assert.ok(Math.abs(row.rel_error - Math.sqrt(errorSq / exactSq)) <= 1e-9 * row.rel_error + 1e-15, `${id}: rel_error ${row.rel_error}`);
+  return row;
 }

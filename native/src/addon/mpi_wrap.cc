@@ -65,6 +65,10 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
     out.Set("size", rt->size());
     out.Set("threadLevel", rt->threadLevel());
     out.Set("lanes", rt->multiple() ? 2 : 1);
+    Napi::Object shared = Napi::Object::New(env);
+    shared.Set("localRank", rt->sharedRank());
+    shared.Set("localSize", rt->sharedSize());
+    out.Set("shared", shared);
     return out;
   };
   return ops_.submit(env, Value(), rt_->thread(), std::move(p));

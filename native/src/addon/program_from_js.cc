@@ -41,6 +41,10 @@ QuantizedSpec quantizedFromJs(const OptionReader& r, int W) {
   if (q.groupSize % 2 != 0) r.fail("groupSize", "an even number");
   q.localSize = int(r.integer("localSize", 1, 1, W));
   if (W % q.localSize != 0) r.fail("localSize", "a divisor of the world size " + std::to_string(W));
+  if (r.has("nodeOf")) {
+    q.nodeOf = r.indices("nodeOf", size_t(W));
+    if (q.nodeOf.size() != size_t(W)) r.fail("nodeOf", "one node index per rank (" + std::to_string(W) + ")");
+  }
   q.errorFeedback = r.boolean("errorFeedback", false);
   q.beta = float(r.number("beta", 1));
   if (!(q.beta >= 0 && q.beta <= 1)) r.fail("beta", "a number in [0, 1]");

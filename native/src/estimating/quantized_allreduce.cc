@@ -1,6 +1,8 @@
 #include "estimating/quantized_allreduce.h"
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 
@@ -9,18 +11,24 @@ namespace {
 
 using kernels::QuantFormat;
 
+// Which node each rank is on and its index there; every node holds L ranks.
+struct Layout {
+  int N = 0, L = 0;
+  std::vector<int> node, local;
+};
+
 // The three quantizations whose values the op checks, each with its own flag in device memory.
 enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
 constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
 
 class HierarchicalQuantized final : public EstimatingOp {
  public:
-  HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, bool full, bool mean)
-      : m_(m), k_(m.kernels()), rank_(world.rank()), W_(world.size()), L_(s.localSize), N_(W_ / L_), n_(n),
+  HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, Layout layout, bool full, bool mean)
+      : m_(m), k_(m.kernels()), layout_(std::move(layout)), rank_(world.rank()), W_(world.size()), L_(layout_.L), N_(layout_.N), n_(n),
         B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
         format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
         recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
-        intra_(world.split(rank_ / L_, rank_ % L_)), inter_(world.split(rank_ % L_, rank_ / L_)),
+        intra_(world.split(node(rank_), local(rank_))), inter_(world.split(local(rank_), node(rank_))),
         wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
         wideOut_(floats(full && dt != DType::F32, n)), intraError_(errors(feedback_, n)),
         interError_(errors(feedback_, size_t(N_) * B_)), gatherError_(errors(feedback_ && full, B_)),
@@ -31,13 +39,13 @@ class HierarchicalQuantized final : public EstimatingOp {
   void run(Collectives& world, const void* in, void* out) override {
     const float* x = input(in);
     uint8_t* send1 = send1_.as<uint8_t>();
-    // 1. Block j into slot j/L of record j%L.
+    // 1. Block j into slot node(j) of record local(j).
     for (int j = 0; j < W_; ++j) {
-      uint8_t* slot = send1 + (size_t(j % L_) * size_t(N_) + size_t(j / L_)) * recordBytes_;
+      uint8_t* slot = send1 + (size_t(local(j)) * size_t(N_) + size_t(node(j))) * recordBytes_;
       k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
     }
     intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
-    // 2. Slot a of every local rank's record: the node's copies of block a·L + l, summed and requantized.
+    // 2. Slot a of every local rank's record: the node's copies of the block bound for (a, l), summed and requantized.
     for (int a = 0; a < N_; ++a) {
       const kernels::Strided copies{recv1_.as<uint8_t>() + size_t(a) * recordBytes_, size_t(N_) * recordBytes_, L_};
       k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_), beta_, B_,
@@ -96,6 +104,8 @@ class HierarchicalQuantized final : public EstimatingOp {
   }
 
   float* error(const Buffer& e, size_t offset) { return feedback_ ? e.as<float>() + offset : nullptr; }
+  int node(int r) const { return layout_.node[size_t(r)]; }
+  int local(int r) const { return layout_.local[size_t(r)]; }
   uint32_t* flag(Check c) { return nonFinite_.as<uint32_t>() + c; }
 
   NamedBuffer fetch(const char* name, const Buffer& b) const {
@@ -106,6 +116,7 @@ class HierarchicalQuantized final : public EstimatingOp {
 
   Memory& m_;
   kernels::DeviceKernels& k_;
+  const Layout layout_;
   const int rank_, W_, L_, N_;
   const size_t n_, B_;
   const DType dt_;
@@ -122,6 +133,30 @@ class HierarchicalQuantized final : public EstimatingOp {
   Buffer nonFinite_;  // one flag per Check
 };
 
+// The given nodes, or W / localSize nodes numbered node by node; local indices in rank order.
+Layout layoutOf(const QuantizedSpec& s, int W, const std::function<CommError(const std::string&)>& invalid) {
+  Layout out;
+  out.node = s.nodeOf;
+  if (out.node.empty()) {
+    if (s.localSize < 1 || W % s.localSize != 0) {
+      throw invalid("local size " + std::to_string(s.localSize) + " does not divide the world size " + std::to_string(W));
+    }
+    for (int r = 0; r < W; ++r) out.node.push_back(r / s.localSize);
+  }
+  if (out.node.size() != size_t(W)) throw invalid("nodeOf names " + std::to_string(out.node.size()) + " ranks, not " + std::to_string(W));
+  std::vector<int> count;
+  for (int a : out.node) {
+    if (size_t(a) >= count.size()) count.resize(size_t(a) + 1, 0);
+    out.local.push_back(count[size_t(a)]++);
+  }
+  out.N = int(count.size());
+  out.L = count[0];
+  for (size_t a = 0; a < count.size(); ++a) {
+    if (count[a] != out.L) throw invalid("node " + std::to_string(a) + " holds " + std::to_string(count[a]) + " ranks and node 0 " + std::to_string(out.L));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives& world, size_t count, DType dt,
@@ -129,9 +164,7 @@ std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives
   const int W = world.size();
   auto invalid = [](const std::string& what) { return CommError(code::kInvalid, "quantized_allreduce: " + what); };
   if (!isFloat(dt)) throw invalid("needs a floating-point tensor, got " + std::string(dtypeName(dt)));
-  if (spec.localSize < 1 || W % spec.localSize != 0) {
-    throw invalid("local size " + std::to_string(spec.localSize) + " does not divide the world size " + std::to_string(W));
-  }
+  Layout layout = layoutOf(spec, W, invalid);
   for (int bits : {spec.bits, spec.gatherBits}) if (bits != 4 && bits != 8) throw invalid("bits must be 4 or 8");
   if (spec.groupSize < 2 || spec.groupSize % 2 != 0) throw invalid("groupSize must be even");
   const bool int4 = spec.bits == 4 || (full && spec.gatherBits == 4);
@@ -139,7 +172,7 @@ std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives
   if (count % multiple != 0) {
     throw invalid("count " + std::to_string(count) + " is not a multiple of " + std::to_string(multiple));
   }
-  return std::make_unique<HierarchicalQuantized>(memory, world, count, dt, spec, full, mean);
+  return std::make_unique<HierarchicalQuantized>(memory, world, count, dt, spec, std::move(layout), full, mean);
 }
 
 }  // namespace spmd

@@ -4,14 +4,16 @@
 // an allreduce. Written once over Collectives and its sub-communicators (Collectives::split), so every
 // backend that offers those runs it.
 //
-// Ranks form N nodes of L local ranks, rank r = node·L + local (launchers number the ranks of a node
-// consecutively). The tensor's n elements form W blocks of B = n/W; block j is bound for rank j. A step:
+// Ranks form N nodes of L local ranks: node(r) is given per rank (the hosts the ranks really run on,
+// whatever their numbering), or r / L (ranks numbered node by node, as a stage's `nodes`/`localSize`
+// simulate); local(r) is r's index among its node's ranks, and (a, l) names the rank with node a and local
+// index l. The tensor's n elements form W blocks of B = n/W; block j is bound for rank j. A step:
 //  1. Quantize each block straight into the record for the local rank it is bound for (the design's
-//     swizzle, at no cost): record l holds blocks l, L + l, 2L + l, ..., one per node.
+//     swizzle, at no cost): record l holds the blocks bound for (0, l), (1, l), ..., one per node.
 //  2. All-to-all the records among the node's L ranks. Rank (a, l) now holds, from every local rank, the
 //     blocks bound for the ranks of local index l: it sums the L copies of each (dequantized, in local
 //     rank order) and requantizes the sums.
-//  3. All-to-all among the N ranks of local index l: block a'·L + l goes to node a'. Rank r dequantizes
+//  3. All-to-all among the N ranks of local index l: the block bound for (a', l) goes to node a'. Rank r dequantizes
 //     and sums the N copies of block r (in node order): block r of the sum, divided by W for the mean.
 //  4. "full" output only: quantize block r (gatherBits) and all-gather every rank's; every rank
 //     dequantizes all W blocks and holds the same n values.
@@ -26,6 +28,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "estimating/estimating_op.h"
 #include "kernels/memory.h"
@@ -37,14 +40,16 @@ struct QuantizedSpec {
   int bits = 8;             // 4 or 8
   int gatherBits = 8;       // the all-gather's, for an allreduce
   size_t groupSize = 2048;  // values per quantization group; even
-  int localSize = 1;        // ranks per node; divides the world size
+  int localSize = 1;        // ranks per node, numbered node by node; divides the world size
+  std::vector<int> nodeOf;  // each rank's node, when given (then localSize is unused); every node holds as many ranks
   bool errorFeedback = false;
   float beta = 1;           // error feedback: the weight of the carried error
 };
 
 // Collective over `world`, the lane it will run on: splits off the node's ranks and the ranks of this
 // local index. `full`: every rank gets all n values (an allreduce), else block r (a reduce_scatter).
-// Throws CommError(kInvalid) for integer dtypes, a local size that does not divide W, or a count that is
+// Throws CommError(kInvalid) for integer dtypes, a local size that does not divide W, nodes of unequal
+// sizes (the planner falls back to the exact collective for those first), or a count that is
 // not a multiple of W (of 2W when int4 codes travel, so every block is whole bytes): the planner falls back
 // to the exact collective for those counts before native code sees them. `world` moves pointers into `memory`.
 std::unique_ptr<EstimatingOp> makeQuantizedAllreduce(Memory& memory, Collectives& world, size_t count, DType dt,

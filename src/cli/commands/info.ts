@@ -42,7 +42,8 @@ export const infoCommand: CommandModule<object, object> = {
       ...(mpiLibrary ? [`mpi: ${mpiLibrary.split("\n")[0]!.replace(/\s+/g, " ").trim()}`] : []),
       ...(["nccl", "hccl"] as const).filter((b) => built.includes(b)).map((b) => `${b}: ${describeLibrary(b, process.env)}`),
       `cuda kernels: ${cudaKernels ? `built for ${cudaKernels.archs} (${cudaKernels.bytes} bytes of fatbins)` : "not built (no nvcc at build time)"}`,
-      `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}; node ${place.nodeRank}` +
+      `launcher: ${place.launcher}; rank ${place.rank} of ${place.size}; local rank ${place.localRank} of ${place.localSize}` +
+        (place.nodeRank !== undefined ? `; node ${place.nodeRank}` : "") +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
       `host: ${os.hostname()}, ${os.availableParallelism()} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,

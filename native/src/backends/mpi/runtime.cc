@@ -42,6 +42,10 @@ void Runtime::init(const InitOptions& o) {
   world_ = Comm::dup(MPI_COMM_WORLD);
   rank_ = world_.rank();
   size_ = world_.size();
+  // MPI's own word on which ranks share this one's node, for the bootstrap to check the hosts against.
+  const Comm shared = Comm::nodeLocal(world_.get());
+  sharedRank_ = shared.rank();
+  sharedSize_ = shared.size();
   faults_ = std::make_unique<Faults>(MPI_COMM_WORLD);
   interruptible_.store(faults_.get(), std::memory_order_release);
 }

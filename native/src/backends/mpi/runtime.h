@@ -38,6 +38,9 @@ class Runtime {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // This rank's index and their number among the ranks MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups with it.
+  int sharedRank() const { return sharedRank_; }
+  int sharedSize() const { return sharedSize_; }
   // Granted MPI_THREAD_MULTIPLE: a second thread may call MPI, so the backend can have two lanes.
   bool multiple() const { return level_ == MPI_THREAD_MULTIPLE; }
   std::string threadLevel() const;
@@ -50,7 +53,7 @@ class Runtime {
   static std::string libraryVersion();
 
  private:
-  int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE;
+  int rank_ = 0, size_ = 1, level_ = MPI_THREAD_SINGLE, sharedRank_ = 0, sharedSize_ = 1;
   bool oversubscribed_ = false;
   Comm world_;
   std::unique_ptr<Faults> faults_;

@@ -1,0 +1,57 @@
+// The job's hosts as the ranks find them when they meet (comm/topology.ts): each rank's place among them,
+// the launcher's variables checked against them, and the report's header line. The real launches across
+// namespace hosts are in mpirun-hosts.test.js.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { contradictions, hostPlace, MPI_SHARED, topologyOf } from "../dist/comm/topology.js";
+import { formatTable } from "../dist/report/table.js";
+
+// mpirun --map-by node over two hosts: ranks dealt round-robin.
+const roundRobin = topologyOf(["a", "b", "a", "b"].map((h) => ({ key: h, name: h })));
+
+test("each rank's host, host index and local rank come from the hosts, whatever the numbering", () => {
+  assert.deepEqual(roundRobin.hosts, [{ name: "a", ranks: [0, 2] }, { name: "b", ranks: [1, 3] }]);
+  assert.deepEqual([0, 1, 2, 3].map((r) => hostPlace(roundRobin, r)), [
+    { node: 0, localRank: 0, localSize: 2 }, { node: 1, localRank: 0, localSize: 2 },
+    { node: 0, localRank: 1, localSize: 2 }, { node: 1, localRank: 1, localSize: 2 },
+  ]);
+  const unequal = topologyOf(["a", "a", "a", "b"].map((h) => ({ key: h, name: h })));
+  assert.deepEqual(hostPlace(unequal, 3), { node: 1, localRank: 0, localSize: 1 });
+});
+
+test("the launcher's variables are a cross-check: agreement says nothing, a contradiction names the ranks", () => {
+  // What Open MPI exports under --map-by node: local rank and size, no node index.
+  const openMpi = [0, 0, 1, 1].map((localRank) => ({ localRank, localSize: 2 }));
+  assert.equal(contradictions(roundRobin, openMpi), undefined);
+  // SLURM's node index agrees when it groups the ranks as the hosts do, however it numbers the nodes.
+  assert.equal(contradictions(roundRobin, openMpi.map((v, r) => ({ ...v, nodeRank: 1 - (r % 2) }))), undefined);
+  // Variables that assume ranks numbered host by host: ranks 1 and 2 are placed wrongly, and node 1 spans
+  // both hosts (rank 3).
+  const hostMajor = [0, 1, 0, 1].map((localRank, r) => ({ localRank, localSize: 2, nodeRank: r >> 1 }));
+  assert.equal(
+    contradictions(roundRobin, hostMajor),
+    "topology: the launcher's variables contradict the hosts the ranks met on, which are used: " +
+      "rank 1 is local rank 0 of 2 on host b (node 1), the launcher says local rank 1 of 2 on node 0; " +
+      "rank 2 is local rank 1 of 2 on host a (node 0), the launcher says local rank 0 of 2 on node 1; " +
+      "rank 3 is local rank 1 of 2 on host b (node 1), the launcher says local rank 1 of 2 on node 1",
+  );
+  // Only the node index wrong: one node spanning both hosts.
+  assert.match(contradictions(roundRobin, openMpi.map((v) => ({ ...v, nodeRank: 0 }))), /: rank 1 is local rank 0 of 2 on host b \(node 1\), the launcher says local rank 0 of 2 on node 0; rank 3 /);
+  // Four ranks named at most.
+  const many = topologyOf(Array.from({ length: 8 }, (_, r) => ({ key: String(r % 2), name: `h${r % 2}` })));
+  const wrong = contradictions(many, Array.from({ length: 8 }, (_, r) => ({ localRank: r % 4, localSize: 4 })));
+  assert.match(wrong, /: rank 1 .*; rank 4 is local rank 2 of 4 on host h0 \(node 0\), the launcher says local rank 0 of 4; and 2 more$/);
+  assert.equal(wrong.split("; ").length, 5);
+  // MPI's shared-memory split is checked alike where the ranks met over MPI.
+  assert.equal(contradictions(roundRobin, [0, 1, 2, 3].map((r) => ({ localRank: r, localSize: 4 })), MPI_SHARED),
+    "topology: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) contradicts the hosts the ranks met on, which are used: " +
+    "rank 0 is local rank 0 of 2 on host a (node 0), MPI says local rank 0 of 4; rank 1 is local rank 0 of 2 on host b (node 1), MPI says local rank 1 of 4; " +
+    "rank 2 is local rank 1 of 2 on host a (node 0), MPI says local rank 2 of 4; rank 3 is local rank 1 of 2 on host b (node 1), MPI says local rank 3 of 4");
+});
+
+test("the table's header lists the hosts and their ranks, with links where the runner made them", () => {
+  const doc = (topology) => ({ version: "0", job: "j", world_size: 4, backend: "mpi", topology, results: [], average_bus_bandwidth: 0 });
+  const lines = (t) => formatTable(doc(t)).split("\n").slice(0, 2);
+  assert.deepEqual(lines({ hosts: roundRobin.hosts }), ["# spmd-runner 0: job j, 4 ranks, backend mpi", "# 2 hosts: a (ranks 0,2), b (ranks 1,3)"]);
+  assert.equal(lines({ hosts: [{ name: "vm", ranks: [0, 1, 2, 3] }], links: { shm: 6, tcp: 0 } })[1], "# 1 host: vm (ranks 0-3); links: 6 shm");
+});
