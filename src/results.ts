@@ -61,9 +61,11 @@ export interface ResultRow {
 export interface GraphMetric {
   /** The step, from its start to the last stream drained: slowest rank, median over steps. */
   step_us: number;
-  /** Σ and max of the stages' times run alone (the untimed calibration pass; slowest rank, median). */
+  /** Σ and max of the stages' times run alone (slowest rank, median over solo_steps). */
   solo_sum_us: number;
   solo_max_us: number;
+  /** The timed steps of the solo pass: the calibration pass's (5 at most), or the job's iterations with --solo. */
+  solo_steps: number;
   /** 100 × (Σ solo − step) / (Σ solo − max solo), clamped to [0, 100]: 100 fully overlapped, 0 serialised. */
   overlap_pct: number;
   /** Stage ids from the step's start to the stage that ended it, each the latest of what the next waited for. */

@@ -25,9 +25,13 @@ function flightIntervals(stderr) {
   });
 }
 
-test("two stages on different streams are in flight together (rank 0's flight record), and the step reports its overlap", async () => {
+/** Starts ranks on the nccl backend over the NCCL ABI double. */
+const ncclDouble = (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: NCCL_DOUBLE } });
+
+/** Two stages on different streams are in flight together (rank 0's flight record), and the step reports its overlap. */
+async function checkOverlap(backend, launch) {
   const job = {
-    name: "streams", iterations: 2, warmup: 1,
+    name: "streams", iterations: 2, warmup: 1, check: true,
     tensors: { a: { dtype: "float32", count: 4096 } },
     stages: [
       { id: "busy", op: "compute", us: COMPUTE_US },
@@ -36,7 +40,7 @@ test("two stages on different streams are in flight together (rank 0's flight re
       { id: "tail", op: "allreduce", input: "a", after: ["side"] },
     ],
   };
-  const { dir, json, run } = prepareJob(2, job, { extraArgs: ["--log-level", "debug"] });
+  const { dir, json, run } = prepareJob(2, job, { extraArgs: ["--log-level", "debug", "--backend", backend], ...(launch && { launch }) });
   try {
     const ranks = await run();
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
@@ -58,8 +62,37 @@ test("two stages on different streams are in flight together (rank 0's flight re
     assert.ok(graph.overlap_pct > 0 && graph.overlap_pct <= 100 + 1e-9, `overlap ${graph.overlap_pct}%`);
     assert.equal(graph.critical_path.at(-1), "tail");
     for (const row of rows) assert.ok(row.start_us >= 0, `${row.stage}: start ${row.start_us}`);
+    // Checked: the stages that move data (compute has no output to check).
+    assert.deepEqual(rows.map((r) => [r.stage, r.wrong]), [["busy", null], ["side", null], ["gathered", 0], ["tail", 0]]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("two stages on different streams are in flight together (rank 0's flight record), and the step reports its overlap", () => checkOverlap("shm"));
+test("the same on nccl over the ABI double: each stream's lane its own communicator and thread", () => checkOverlap("nccl", ncclDouble));
+
+test("--solo times the stages alone over the job's own steps; without it, a calibration pass of 5 steps at most", async () => {
+  const us = 2000;
+  const job = {
+    name: "solo", iterations: 7, warmup: 1, check: true,
+    tensors: { a: { dtype: "float32", count: 64 } },
+    stages: [{ id: "c", op: "compute", us }, { id: "side", op: "allreduce", input: "a", stream: "s1" }],
+  };
+  for (const [extra, steps] of [[[], 5], [["--solo"], 7]]) {
+    const { dir, json, run } = prepareJob(2, job, { extraArgs: extra });
+    try {
+      const ranks = await run();
+      ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+      const rows = JSON.parse(readFileSync(json, "utf8")).results;
+      assert.deepEqual(rows.map((r) => [r.stage, r.wrong]), [["c", null], ["side", 0]]);
+      for (const { graph } of rows) {
+        assert.equal(graph.solo_steps, steps, `${extra}: solo steps`);
+        assert.ok(graph.solo_max_us >= us * 0.95 && graph.solo_sum_us > graph.solo_max_us, `${extra}: ${JSON.stringify(graph)}`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
 });
 
@@ -128,6 +161,8 @@ async function checkGroups(W, streams, backend, launch) {
     const ranks = [await run()].flat();
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
     const rows = JSON.parse(readFileSync(json, "utf8")).results;
+    assert.deepEqual(rows.map((r) => r.stage), job.stages.map((s) => s.id), "a row per stage");
+    for (const stream of streams) assert.ok(rows.some((r) => (r.stream ?? "main") === stream), `no row on stream ${stream}`);
     for (const row of rows) {
       assert.equal(row.wrong, 0, `${row.stage}: the runner's check found ${row.wrong} wrong`);
       assert.equal(row.groups, partitions[row.group].length, `${row.stage}: groups`);
@@ -151,7 +186,11 @@ mpiTest("every op in groups, in place and not, W=3, 3 streams, under mpirun (bac
   checkGroups(3, ["main", "s1", "s2"], "mpi", mpirun));
 
 test("every op in groups, in place and not, W=3, backend nccl (ncclCommSplit of the ABI double): element by element", () =>
-  checkGroups(3, ["main"], "nccl", (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: NCCL_DOUBLE } })));
+  checkGroups(3, ["main"], "nccl", ncclDouble));
+
+// Each stream on a communicator of its own, its groups split from it.
+test("every op in groups, in place and not, W=2, 2 streams, backend nccl (a communicator per lane, ABI double): element by element", () =>
+  checkGroups(2, ["main", "s1"], "nccl", ncclDouble));
 
 test("bad graphs stop with one line and exit 2 before any rank communicates", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-streams-"));
@@ -169,8 +208,8 @@ test("bad graphs stop with one line and exit 2 before any rank communicates", as
       'stages[0].root: root 3 is outside the groups of "p" (2 groups of 2 ranks) (expected 0..1)'],
     [write("cycle", { stages: [{ id: "x", op: "barrier", stream: "s", after: ["y"] }, { id: "y", op: "barrier", after: ["x"] }] }),
       "stages[0].after: cycle x -> y -> x (across streams s, main)"],
-    [write("nccl-stream", { stages: [{ id: "x", op: "barrier" }, { id: "y", op: "allreduce", input: "a", stream: "s" }] }),
-      'stages[1].stream: stage "y": backend nccl runs one lane, so no stream but "main" (igather aside)', ["--backend", "nccl"]],
+    [write("hccl-stream", { stages: [{ id: "x", op: "barrier" }, { id: "y", op: "allreduce", input: "a", stream: "s" }] }),
+      'stages[1].stream: stage "y": backend hccl runs one lane, so no stream but "main" (igather aside)', ["--backend", "hccl"]],
     [write("hccl-group", { groups: { p: { block: 2 } }, stages: [{ id: "x", op: "allreduce", input: "a", group: "p" }] }),
       'stages[0].group: stage "x": backend hccl makes no sub-communicators, so no groups', ["--backend", "hccl"]],
   ];

@@ -24,6 +24,10 @@ export const RUN_OPTIONS = {
   "log-all-ranks": { type: "boolean", describe: "Log from every rank, not only rank 0" },
   quiet: { type: "boolean", describe: "No table or info logs on the console (result files are still written)" },
   samples: { type: "boolean", describe: "Keep every iteration's time (slowest rank's and each rank's) in results.json" },
+  solo: {
+    type: "boolean",
+    describe: "Time concurrent streams' stages alone over the job's warmup and iterations (default: a short calibration pass)",
+  },
 } satisfies Record<string, Options>;
 
 /** The options as yargs names them: the RunRequest's fields, the multi-word ones in kebab case. */

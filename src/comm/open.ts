@@ -177,14 +177,22 @@ function byTopology(topo: Topology): "shm" | "tcp" | "shm+tcp" {
 }
 
 /**
- * Rank 0 asks the vendor library for its id (NCCL's unique id, HCCL's root info), the bootstrap carries it
- * to every rank, and all join with it. Joining blocks until every rank arrives, so it runs on the
+ * The communicators each library backend joins, one per lane (stream): nccl one per stream the graphs allow
+ * (graph/groups.ts MAX_STREAMS, native kMaxLanes), all made at start-up, so the streams of any job overlap;
+ * hccl one, so it runs no stream but "main".
+ */
+const LIBRARY_LANES: Record<LibraryBackend, number> = { nccl: 4, hccl: 1 };
+
+/**
+ * Rank 0 asks the vendor library for its ids (NCCL's unique ids, HCCL's root info), the bootstrap carries them
+ * to every rank, and all join with them. Joining blocks until every rank arrives, so it runs on the
  * communicator's progress thread (connect()): rank 0's event loop stays free to serve the TCP store the
  * others read the id from.
  */
 async function startLibrary(backend: LibraryBackend, boot: Bootstrap, place: Place, topo: Topology, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<NativeCommunicator> {
   const library = vendorLibrary(backend, env).path;
-  const mine = place.rank === 0 ? native().libraryId(backend, library).toString("base64") : undefined;
+  const ids = () => Buffer.concat(Array.from({ length: LIBRARY_LANES[backend] }, () => native().libraryId(backend, library)));
+  const mine = place.rank === 0 ? ids().toString("base64") : undefined;
   const id = Buffer.from(await boot.broadcast(`${backend}/id`, mine), "base64");
   // The device is the rank's index on its host, as the hosts say.
   const { localRank } = hostPlace(topo, place.rank);

@@ -25,6 +25,8 @@ export interface ExecuteOptions {
   progress?: Progress;
   /** Keep every iteration's time in the rows (--samples). */
   samples?: boolean;
+  /** Time concurrent stages alone over the job's own steps, not a calibration pass (--solo). */
+  solo?: boolean;
 }
 
 const POLL_MS = 200;
@@ -63,8 +65,8 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
     for (const [index, point] of points.entries()) {
       const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
-      // Concurrent stages are timed alone first, untimed for the report, so their outputs are the step loop's.
-      const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program)) : undefined;
+      // Concurrent stages are timed alone first, left out of the rows, so their outputs are the step loop's.
+      const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
       const pointRows = await aggregate(comm, p, results, job.check, o.samples);

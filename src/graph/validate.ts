@@ -193,11 +193,12 @@ export function validateGraph(job: Job, file: string, worldSize?: number, hostOf
 }
 
 /**
- * The vendor libraries' backends run one lane (so no stream but "main", igather aside, which completes where
- * it is posted), and hccl makes no sub-communicators (HcclCreateSubCommConfig is not wired).
+ * nccl joins a communicator per lane, so it runs every stream; hccl runs one lane (so no stream but "main",
+ * igather aside, which completes where it is posted) and makes no sub-communicators (HcclCreateSubCommConfig
+ * is not wired).
  */
 function checkLibraryGraph(stage: Stage, backend: string, fail: (field: string, message: string) => never): void {
-  if ((backend === "nccl" || backend === "hccl") && stage.op !== "igather" && streamOf(stage) !== "main") {
+  if (backend === "hccl" && stage.op !== "igather" && streamOf(stage) !== "main") {
     fail("stream", `backend ${backend} runs one lane, so no stream but "main" (igather aside)`);
   }
   if (backend === "hccl" && stage.group !== undefined) fail("group", "backend hccl makes no sub-communicators, so no groups");

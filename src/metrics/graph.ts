@@ -16,10 +16,15 @@ export function isConcurrent(plan: Plan): boolean {
   return plan.stages.some((s) => s.lane !== 0);
 }
 
-/** The same ops, every one on lane 0 in schedule order, so each runs alone; nothing checked. */
-export function soloProgram(program: NativeProgram): NativeProgram {
+/**
+ * The same ops, every one on lane 0 in schedule order, so each runs alone; nothing checked. `timed` (--solo):
+ * over the job's own warmup and iterations, so the solo medians rest on as many steps as the step's; else a
+ * calibration pass of SOLO_STEPS at most, cheap next to the job.
+ */
+export function soloProgram(program: NativeProgram, timed = false): NativeProgram {
   const ops = program.ops.map((op) => ({ ...op, lane: 0, waitFor: [] }));
-  return { ...program, ops, warmup: Math.max(1, program.warmup), iterations: Math.min(SOLO_STEPS, program.iterations), check: false };
+  const steps = timed ? { warmup: program.warmup, iterations: program.iterations } : { warmup: Math.max(1, program.warmup), iterations: Math.min(SOLO_STEPS, program.iterations) };
+  return { ...program, ops, ...steps, check: false };
 }
 
 /** Per op, per step: the slowest rank's values of `pick`, op-major. */
@@ -62,6 +67,7 @@ export async function graphMetric(comm: NativeCommunicator, plan: Plan, results:
     step_us: stepUs,
     solo_sum_us: soloSum,
     solo_max_us: soloMax,
+    solo_steps: soloSteps,
     overlap_pct: overlap,
     critical_path: criticalPath(plan, perOp(ends, iterations).map(mean)),
   };

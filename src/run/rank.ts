@@ -106,7 +106,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   const board = presenceBoard(opened);
   let failed = false;
   try {
-    const rows = await execute(job, opened.comm, { log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples });
+    const rows = await execute(job, opened.comm, { log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo });
     // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
     return rows;

@@ -22,6 +22,8 @@ export interface RunRequest {
   quiet?: boolean;
   /** Keep every iteration's time in results.json. */
   samples?: boolean;
+  /** Solo times of concurrent stages from a pass of the job's own warmup and iterations (graph.ts, soloProgram). */
+  solo?: boolean;
 }
 
 function checkCount(name: string, v: number | undefined, min: number): void {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "addon/errors.h"
 #include "backends/hccl/hccl_api.h"
@@ -17,6 +18,7 @@ namespace {
 struct Vendor {
   const char* backend;
   size_t idBytes;
+  int maxIds;  // ids a Communicator takes: one per lane (nccl), or one
   std::string (*id)(const std::string& library);  // the root's id, as bytes
   // What a library that loads is: the ABI double or not, the optional symbols it lacks, its version ("" unknown).
   void (*probe)(const std::string& library, bool& hostMemory, std::string& missing, std::string& version);
@@ -28,15 +30,22 @@ std::string bytesOf(const T& v) {
   return std::string(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+// The `i`th T in `b`.
 template <typename T>
-T fromBytes(const std::string& b) {
+T fromBytes(const std::string& b, size_t i = 0) {
   T v;
-  std::memcpy(&v, b.data(), sizeof v);
+  std::memcpy(&v, b.data() + i * sizeof v, sizeof v);
   return v;
 }
 
+std::vector<ncclUniqueId> ncclIds(const std::string& b) {
+  std::vector<ncclUniqueId> ids;
+  for (size_t i = 0; i < b.size() / sizeof(ncclUniqueId); ++i) ids.push_back(fromBytes<ncclUniqueId>(b, i));
+  return ids;
+}
+
 const Vendor kVendors[] = {
-    {"nccl", sizeof(ncclUniqueId), [](const std::string& lib) { return bytesOf(nccl::uniqueId(lib)); },
+    {"nccl", sizeof(ncclUniqueId), kMaxLanes, [](const std::string& lib) { return bytesOf(nccl::uniqueId(lib)); },
      [](const std::string& lib, bool& host, std::string& missing, std::string& version) {
        const nccl::Api& api = nccl::load(lib);
        host = api.hostMemory();
@@ -44,9 +53,9 @@ const Vendor kVendors[] = {
        version = api.version();
      },
      [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
-       return nccl::makeBackend({lib, fromBytes<ncclUniqueId>(id), rank, size, localRank});
+       return nccl::makeBackend({lib, ncclIds(id), rank, size, localRank});
      }},
-    {"hccl", sizeof(HcclRootInfo), [](const std::string& lib) { return bytesOf(hccl::rootInfo(lib)); },
+    {"hccl", sizeof(HcclRootInfo), 1, [](const std::string& lib) { return bytesOf(hccl::rootInfo(lib)); },
      [](const std::string& lib, bool& host, std::string& missing, std::string& /*version*/) {
        const hccl::Api& api = hccl::load(lib);  // HCCL's API has no version call
        host = api.hostMemory();
@@ -110,8 +119,10 @@ bool isLibraryBackend(const std::string& kind) { return find(kind) != nullptr; }
 std::unique_ptr<Backend> startLibraryBackend(const std::string& kind, const OptionReader& o, int rank, int size) {
   const Vendor& v = *find(kind);
   Napi::Value id = o.value("id");
-  if (!id.IsBuffer() || id.As<Napi::Buffer<char>>().Length() != v.idBytes) {
-    o.fail("id", "a Buffer of " + std::to_string(v.idBytes) + " bytes");
+  const size_t length = id.IsBuffer() ? id.As<Napi::Buffer<char>>().Length() : 0;
+  if (length == 0 || length % v.idBytes != 0 || length / v.idBytes > size_t(v.maxIds)) {
+    o.fail("id", "a Buffer of " + std::to_string(v.idBytes) + " bytes" +
+                     (v.maxIds > 1 ? " per lane (at most " + std::to_string(v.maxIds) + ")" : ""));
   }
   const auto buf = id.As<Napi::Buffer<char>>();
   const int localRank = int(o.integer("localRank", 0, size - 1));

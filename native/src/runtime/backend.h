@@ -23,8 +23,13 @@ class Backend {
   virtual int lanes() const = 0;
   // Where the job's tensors live: host memory, or a library backend's device, where they stay for the run.
   virtual Memory& memory() { return hostMemory(); }
-  // Lane 0 over pointers into memory(): lane(0) itself where that is host memory.
-  virtual Collectives& deviceLane() { return lane(0); }
+  // Lane i's view of memory(): a library backend's device with the lane's own stream, where the lane's
+  // copies and kernels go.
+  virtual Memory& laneMemory(int) { return memory(); }
+  // Lane i over pointers into memory(): lane(i) itself where that is host memory.
+  virtual Collectives& deviceLane(int i) { return lane(i); }
+  // On lane i's worker thread, before its first op: what the thread needs to issue work (a device).
+  virtual void enterLane(int) {}
   // Drops whatever names other processes could still find (shm name); safe to call repeatedly.
   virtual void release() {}
 };

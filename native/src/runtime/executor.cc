@@ -86,7 +86,7 @@ struct Executor::Prepared {
 };
 
 Executor::Executor(Backend& backend, const Program& program)
-    : backend_(backend), memory_(backend.memory()), lane0_(backend.lane(0)), data0_(backend.deviceLane()), program_(program) {}
+    : backend_(backend), memory_(backend.memory()), lane0_(backend.lane(0)), data0_(backend.deviceLane(0)), program_(program) {}
 
 void Executor::placeTensors() {
   placed_.clear();
@@ -163,8 +163,8 @@ void Executor::prepareInPlace(Prepared& p, int W, int r) {
 }
 
 // In place, before each step (untimed): the input back where the op reads it, as a fresh step's would be.
-void Executor::refill(Prepared& p) {
-  if (p.both.get()) memory_.copy(p.both.as<uint8_t>() + p.inAt, p.in, p.count * elementSize(p.dt));
+void Executor::refill(Prepared& p, Memory& lane) {
+  if (p.both.get()) lane.copy(p.both.as<uint8_t>() + p.inAt, p.in, p.count * elementSize(p.dt));
 }
 
 void Executor::packCoalesced(Prepared& p, int W) {
@@ -224,9 +224,9 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
 
 // One run's ops and results, and what its steps share.
 struct Executor::Run {
-  explicit Run(Memory& m) {
-    typed.push_back(std::make_unique<TypedOps>(m));
-    for (int k = 1; k < kMaxLanes; ++k) typed.push_back(std::make_unique<TypedOps>(hostMemory()));  // host lanes
+  explicit Run(Backend& b) {
+    // Each lane's copies and kernels on its own memory (a library lane's stream); lanes the backend lacks run none.
+    for (int k = 0; k < kMaxLanes; ++k) typed.push_back(std::make_unique<TypedOps>(k < b.lanes() ? b.laneMemory(k) : hostMemory()));
   }
   // A group's sub-communicator of a lane, made once per run (DESIGN.md, "Graphs, streams and groups").
   struct Group {
@@ -281,7 +281,7 @@ void Executor::fillTensors() {
 // posted on lane 0, and refuses other streams.
 Collectives& Executor::laneOf(const OpSpec& s) {
   if (s.lane == 0) return data0_;
-  if (s.lane < backend_.lanes()) return backend_.lane(s.lane);
+  if (s.lane < backend_.lanes()) return backend_.deviceLane(s.lane);
   if (s.kind == OpKind::Gather) return data0_;
   throw CommError(code::kUnsupported, "stage " + s.stage + ": backend " + backend_.name() + " has " + std::to_string(backend_.lanes()) +
                                           " lane, so it runs no stream but \"main\" (igather aside)");
@@ -322,8 +322,15 @@ void Executor::prepareAll(Run& run) {
       throw CommError(e.code(), "stage " + s.stage + ": " + e.what());
     }
     run.results[i].outType = run.ops.back().dt;
-    if (s.lane > 0 && s.lane < backend_.lanes() && !run.workers[size_t(s.lane)]) run.workers[size_t(s.lane)] = std::make_unique<LaneWorker>();
+    if (s.lane > 0 && s.lane < backend_.lanes() && !run.workers[size_t(s.lane)]) startWorker(run, s.lane);
   }
+}
+
+// A lane's worker, whose thread is made ready for the lane's ops first (a failure there surfaces at the
+// first wait on the lane, naming the stage waited for).
+void Executor::startWorker(Run& run, int lane) {
+  run.workers[size_t(lane)] = std::make_unique<LaneWorker>();
+  run.workers[size_t(lane)]->post([this, lane] { backend_.enterLane(lane); });
 }
 
 // Untimed, before the first step: each estimating stage's state (a quantized one splits its lane into its
@@ -382,14 +389,14 @@ void Executor::post(Run& run, Prepared& p, int step) {
   }
   p.ticket = worker->post([&, this, step, waits = std::move(waits)] {
     for (auto [other, ticket] : waits) other->wait(ticket);  // rethrows that lane's failure: this one stops too
-    refill(p);
+    refill(p, backend_.laneMemory(s.lane));  // on the lane's stream, ahead of the op
     const Clock::time_point deadline = deadlineIn(s.timeoutSec);
     p.comm->setDeadline(deadline);
     p.started = Clock::now();
     try {
       recordOp(backend_.lane(s.lane), p.seq, step, s.kind, s.stage, p.bytes(), [&] {
         execute(*p.comm, *run.typed[size_t(s.lane)], p, deadline);
-        memory_.synchronize();
+        backend_.laneMemory(s.lane).synchronize();
       });
     } catch (const std::exception& e) {
       throw inStage(s, e);
@@ -460,7 +467,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   Prepared& p = run.ops[i];
   const OpSpec& s = p.spec;
   FlightRecorder& flight0 = lane0_.flight();
-  refill(p);
+  refill(p, memory_);
   const Clock::time_point deadline = deadlineIn(s.timeoutSec);
   p.comm->setDeadline(deadline);
   const uint64_t seq = flight0.issue();
@@ -537,7 +544,7 @@ void Executor::finish(Run& run) {
 
 std::vector<OpResult> Executor::run() {
   fillTensors();
-  Run run(memory_);
+  Run run(backend_);
   try {
     prepareAll(run);
     setUpEstimators(run);

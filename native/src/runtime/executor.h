@@ -29,6 +29,7 @@ class Executor {
   Collectives& laneOf(const OpSpec& s);
   Collectives& communicator(Run& run, const OpSpec& s);
   void prepareAll(Run& run);
+  void startWorker(Run& run, int lane);
   void setUpEstimators(Run& run);
   void stepStart(Run& run, int step);
   void runStep(Run& run, int step);
@@ -43,7 +44,7 @@ class Executor {
   void execute(Collectives& c, TypedOps& typed, Prepared& p, Transport::Clock::time_point deadline);
   void packCoalesced(Prepared& p, int worldSize);
   void prepareInPlace(Prepared& p, int worldSize, int rank);
-  void refill(Prepared& p);
+  void refill(Prepared& p, Memory& lane);
   void placeTensors();
   const void* tensor(int i) const;
 

@@ -10,7 +10,7 @@ export const DOCTOR_OPTIONS = {
   size: { type: "string", requiresArg: true, describe: "doctor: bytes each pair exchanges to measure bandwidth (4Mi)" },
 } satisfies Record<string, Options>;
 
-const { check: _check, "dump-dir": _dump, samples: _samples, ...doctorRunOptions } = RUN_OPTIONS;
+const { check: _check, "dump-dir": _dump, samples: _samples, solo: _solo, ...doctorRunOptions } = RUN_OPTIONS;
 /** The run options that mean something to doctor. */
 export const DOCTOR_RUN_OPTIONS = doctorRunOptions;
 

@@ -25,7 +25,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
     process.exitCode = await runRank({
       job: a.job, config: a.config, backend: a.backend, iface: a.iface, check: a.check, iterations: a.iterations, warmup: a.warmup,
       timeout: a.timeout, out: a.out, json: a.json, dumpDir: a["dump-dir"], logLevel: a["log-level"], logAllRanks: a["log-all-ranks"],
-      quiet: a.quiet, samples: a.samples,
+      quiet: a.quiet, samples: a.samples, solo: a.solo,
     });
   },
 };

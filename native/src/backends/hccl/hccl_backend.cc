@@ -17,11 +17,14 @@ std::unique_ptr<Backend> makeBackend(const HcclOptions& o) {
   const Api& api = load(o.library);
   // HcclRootInfo is 4 KiB: held once, by the join that needs it.
   auto root = std::make_shared<HcclRootInfo>(o.root);
-  auto join = [&api, root, o = o]() -> library::LibraryBackend::Joined {
+  // One lane: HCCL makes no other communicators here.
+  auto join = [&api, root, o = o]() {
     auto device = api.hostMemory() ? library::makeHostDevice(api.doubleStreams) : library::makeAclDevice(o.localRank);
     HcclComm comm = nullptr;
     check(api, api.commInitRootInfo(uint32_t(o.size), root.get(), uint32_t(o.rank), &comm), "HcclCommInitRootInfo");
-    return {std::move(device), comm};
+    std::vector<library::LibraryBackend::Joined> lanes;
+    lanes.push_back({std::move(device), comm});
+    return lanes;
   };
   return std::make_unique<library::LibraryBackend>("hccl", std::make_unique<HcclLibrary>(api), join, o.rank, o.size);
 }

@@ -67,8 +67,8 @@ void check(int err, const char* call) {
 
 class CudaDevice : public Device {
  public:
-  explicit CudaDevice(int device) {
-    check(cudart().setDevice(device), "cudaSetDevice");
+  explicit CudaDevice(int device) : index_(device) {
+    select();
     check(cudart().streamCreate(&stream_), "cudaStreamCreate");
     // Loaded now, outside any op's time. Where they cannot be (a build without nvcc, no driver API), only
     // the ops that need them fail, saying why.
@@ -107,6 +107,7 @@ class CudaDevice : public Device {
     return *kernels_;
   }
   Stream stream() const override { return stream_; }
+  void select() override { check(cudart().setDevice(index_), "cudaSetDevice"); }
   bool idle() override {
     const int err = cudart().streamQuery(stream_);
     if (err == kCudaErrorNotReady) return false;
@@ -119,6 +120,7 @@ class CudaDevice : public Device {
     if (bytes && dst != src) check(cudart().memcpyAsync(dst, src, bytes, kind, stream_), "cudaMemcpyAsync");
   }
 
+  int index_;
   Stream stream_ = nullptr;
   std::unique_ptr<kernels::DeviceKernels> kernels_;
   std::optional<CommError> kernelsMissing_;

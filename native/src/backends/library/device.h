@@ -24,6 +24,9 @@ class Device : public Memory {
   // Polls idle(), yielding the core: only kernels and copies are waited for here (a collective's wait,
   // which can hang on a peer, is the communicator's, with its deadline).
   void synchronize() override;
+  // Makes this the calling thread's device: a lane's worker calls it before its first op, since the
+  // vendors' device selection is per thread. The doubles' host memory needs none.
+  virtual void select() {}
 };
 
 // The test doubles' streams (int spmdDoubleStreamCreate(void**), Query(void*) -> 0 idle / 1 busy,

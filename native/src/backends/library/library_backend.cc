@@ -4,41 +4,26 @@
 
 namespace spmd::library {
 
-LibraryBackend::LibraryBackend(std::string name, std::unique_ptr<Library> lib, std::function<Joined()> join, int rank, int size)
+LibraryBackend::LibraryBackend(std::string name, std::unique_ptr<Library> lib, std::function<std::vector<Joined>()> join, int rank,
+                               int size)
     : name_(std::move(name)), lib_(std::move(lib)), join_(std::move(join)), rank_(rank), size_(size) {}
 
-LibraryBackend::~LibraryBackend() {
-  resident_.reset();
-  lane_.reset();
-  comm_.reset();
-  device_.reset();
-}
+LibraryBackend::~LibraryBackend() = default;
 
 void LibraryBackend::connect() {
-  Joined j = join_();
-  device_ = std::move(j.device);
-  comm_ = std::make_unique<Comm>(*lib_, j.handle);
-  lane_ = std::make_unique<LibraryCollectives>(*comm_, *device_, rank_, size_);
-  resident_ = std::make_unique<ResidentCollectives>(*lane_);
+  std::vector<Joined> joined = join_();
+  for (Joined& j : joined) {
+    Lane& l = lanes_.emplace_back();
+    l.device = std::move(j.device);
+    l.comm = std::make_unique<Comm>(*lib_, j.handle);
+    l.host = std::make_unique<LibraryCollectives>(*l.comm, *l.device, rank_, size_);
+    l.resident = std::make_unique<ResidentCollectives>(*l.host);
+  }
 }
 
-Collectives& LibraryBackend::lane(int) {
-  requireConnected();
-  return *lane_;
-}
-
-Memory& LibraryBackend::memory() {
-  requireConnected();
-  return *device_;
-}
-
-Collectives& LibraryBackend::deviceLane() {
-  requireConnected();
-  return *resident_;
-}
-
-void LibraryBackend::requireConnected() const {
-  if (!lane_) throw CommError(code::kInvalid, name_ + ": the communicator is not connected");
+LibraryBackend::Lane& LibraryBackend::at(int i) {
+  if (lanes_.empty()) throw CommError(code::kInvalid, name_ + ": the communicator is not connected");
+  return lanes_.at(size_t(i));
 }
 
 }  // namespace spmd::library

@@ -1,8 +1,10 @@
 // The nccl backend: NCCL loaded at run time (nccl_api.h) under the shared library backend. Rank 0's
-// unique id reaches the others over the bootstrap; connect() joins with ncclCommInitRank.
+// unique ids, one per lane, reach the others over the bootstrap; connect() joins each lane's communicator
+// with ncclCommInitRank.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/nccl/nccl_types.h"
 #include "runtime/backend.h"
@@ -11,7 +13,7 @@ namespace spmd::nccl {
 
 struct NcclOptions {
   std::string library;  // soname or path
-  ncclUniqueId id;
+  std::vector<ncclUniqueId> ids;  // one per lane (stream), the first for "main"; at most kMaxLanes
   int rank = 0, size = 1, localRank = 0;
 };
 
