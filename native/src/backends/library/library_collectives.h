@@ -1,4 +1,4 @@
-// The one lane of a vendor library backend (nccl, hccl), over host pointers: each op stages its buffers
+// A lane of a vendor library backend (nccl, hccl), over host pointers: each op stages its buffers
 // through device memory (reporting exchanges, the error measurements' exact results; the job's tensors go to
 // the lane over device pointers, resident_collectives.h). Auto runs the library's own collective where it
 // has one (allreduce, reduce_scatter, all_gather, broadcast, reduce; barrier as a 1-element allreduce); a
@@ -35,7 +35,8 @@ class LibraryCollectives : public Collectives {
   // The library's own split (ncclCommSplit); kUnsupported where it has none.
   std::unique_ptr<Collectives> split(int color, int key) override { return splitLane(color, key); }
   std::unique_ptr<LibraryCollectives> splitLane(int color, int key);
-  // One lane: igather runs when posted (the vendors have no gather of their own to overlap).
+  // Where the backend has one lane (hccl): igather runs when posted (the vendors have no gather of their own
+  // to overlap). On more lanes it runs on its stream's lane instead.
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
 
   void setDeadline(Transport::Clock::time_point d) override { transport_.setDeadline(d); }
