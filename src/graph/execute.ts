@@ -25,6 +25,8 @@ export interface ExecuteOptions {
   progress?: Progress;
   /** Keep every iteration's time in the rows (--samples). */
   samples?: boolean;
+  /** Report each stage's bytes and time per link class (the hybrid transport, every rank on a host with others). */
+  links?: boolean;
 }
 
 const POLL_MS = 200;
@@ -67,7 +69,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
       const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program)) : undefined;
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
-      const pointRows = await aggregate(comm, p, results, job.check, o.samples);
+      const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
       const graph = solo && (await graphMetric(comm, p, results, solo));
       rows.push(...pointRows.map((row) => (graph ? { ...row, graph } : row)));
       p.stages.forEach(({ stage, dtype }, i) => {
