@@ -314,7 +314,7 @@ test("run configuration: defaults, overrides and errors", () => {
   assert.throws(() => parseRunConfig('{"tcp": {"ifname": "eth0"}}', "run.json"), { message: /run.json: line 1 column 10: tcp: unknown key "ifname"/ });
   assert.equal(parseRunConfig('{"timeoutSec": 2.5}', "run.json").timeoutSec, 2.5);
   assert.throws(() => parseRunConfig('{"backend": "gloo"}', "run.json"), {
-    message: 'run.json: line 1 column 13: backend: expected one of "auto", "shm", "tcp", "mpi", "nccl", "hccl", got "gloo"',
+    message: 'run.json: line 1 column 13: backend: expected one of "auto", "shm", "tcp", "shm+tcp", "mpi", "nccl", "hccl", got "gloo"',
   });
   assert.throws(() => parseRunConfig('{"rendezvous": {"port": 70000}}', "run.json"), {
     message: "run.json: line 1 column 25: rendezvous.port: expected at most 65535, got 70000",

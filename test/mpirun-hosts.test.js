@@ -150,10 +150,10 @@ test("mpirun --map-by node over 3 hosts with 5 ranks: unequal hosts, qgZ falls b
     } }));
 });
 
-test("a hostfile of 3 + 1 slots, backend tcp bootstrapped over MPI: routes by real host", { timeout: 180_000 }, async () => {
+test("a hostfile of 3 + 1 slots, backend shm+tcp bootstrapped over MPI: shm within hostA, tcp to hostB", { timeout: 180_000 }, async () => {
   await onHosts(2, (hosts) =>
-    runAcross(hosts, { launcher: mpirun({ slots: [3, 1], mapBy: "slot" }), W: 4, backend: "tcp", want: {
-      hosts: [[0, 1, 2], [3]], backend: "tcp", fallback: "3, 1", header: "# 2 hosts: hostA (ranks 0-2), hostB (rank 3); links: 6 tcp",
+    runAcross(hosts, { launcher: mpirun({ slots: [3, 1], mapBy: "slot" }), W: 4, backend: "shm+tcp", want: {
+      hosts: [[0, 1, 2], [3]], backend: "shm+tcp", fallback: "3, 1", header: "# 2 hosts: hostA (ranks 0-2), hostB (rank 3); links: 3 shm, 3 tcp",
     } }));
 });
 

@@ -1,7 +1,7 @@
 import type { Options } from "yargs";
 import type { RunRequest } from "../run/request.js";
 
-export const BACKENDS = ["auto", "shm", "tcp", "mpi", "nccl", "hccl"] as const;
+export const BACKENDS = ["auto", "shm", "tcp", "shm+tcp", "mpi", "nccl", "hccl"] as const;
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 
 /** The options of `run`, which `launch` also accepts and forwards to every rank (DESIGN.md, Command line). */

@@ -56,11 +56,12 @@ export interface OpenCommunicator {
 /**
  * How a rank starts: which bootstrap meets the others, and the backend. "auto" (for host memory) is decided
  * once the ranks have met and know their hosts: shm when all share one, else tcp between hosts and shm
- * within each ("shm+tcp"; plain tcp when no host holds two ranks).
+ * within each ("shm+tcp"; plain tcp when no host holds two ranks). "shm+tcp" asks for that hybrid by name,
+ * as under an MPI launcher, where "auto" means the mpi backend.
  */
 export interface StartPlan {
   bootstrap: Bootstrap["kind"];
-  backend: "mpi" | "shm" | "tcp" | "auto" | LibraryBackend;
+  backend: "mpi" | "shm" | "tcp" | "shm+tcp" | "auto" | LibraryBackend;
 }
 
 export interface PlanInput {
@@ -109,7 +110,8 @@ export function planStart(input: PlanInput): StartPlan {
     }
     return { bootstrap: "mpi", backend: "mpi" };
   }
-  if ((requested !== "auto" && requested !== "shm" && requested !== "tcp") || (requested === "tcp" && !built.includes("tcp"))) {
+  const overTcp = requested === "tcp" || requested === "shm+tcp";
+  if ((requested !== "auto" && requested !== "shm" && !overTcp) || (overTcp && !built.includes("tcp"))) {
     throw new BackendError(`backend ${requested} is not available in this build (built: ${built.join(", ")}); see "node runner info"`);
   }
   if (place.size === 1) return { bootstrap: "none", backend: requested === "tcp" ? "tcp" : "shm" };

@@ -3,7 +3,7 @@ import { z } from "zod";
 /** Everything about a run that is not the experiment itself; `{}` is a complete configuration. */
 export const runConfigSchema = z.strictObject({
   $schema: z.string().optional(),
-  backend: z.enum(["auto", "shm", "tcp", "mpi", "nccl", "hccl"]).default("auto"),
+  backend: z.enum(["auto", "shm", "tcp", "shm+tcp", "mpi", "nccl", "hccl"]).default("auto"),
   /** Overrides the job's own `timeoutSec` (stages that set their own keep it); --timeout overrides this. */
   timeoutSec: z.number().positive().optional(),
   connectTimeoutSec: z.number().positive().default(60),

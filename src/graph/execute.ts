@@ -27,6 +27,8 @@ export interface ExecuteOptions {
   samples?: boolean;
   /** Time concurrent stages alone over the job's own steps, not a calibration pass (--solo). */
   solo?: boolean;
+  /** Report each stage's bytes and time per link class (the hybrid transport, every rank on a host with others). */
+  links?: boolean;
 }
 
 const POLL_MS = 200;
@@ -69,7 +71,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
       const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;
       const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
       progress.update((index + 1) * perPoint, total);
-      const pointRows = await aggregate(comm, p, results, job.check, o.samples);
+      const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
       const graph = solo && (await graphMetric(comm, p, results, solo));
       rows.push(...pointRows.map((row) => (graph ? { ...row, graph } : row)));
       p.stages.forEach(({ stage, dtype }, i) => {

@@ -23,7 +23,9 @@ function concat(perOp: Float64Array[], iterations: number): Float64Array {
  * Combines every rank's measurements into report rows: an iteration's time is the slowest rank's
  * (nccl-tests, OSU), and #wrong is summed over ranks. Collective: every rank must call it.
  */
-export async function aggregate(comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean, samples = false): Promise<ResultRow[]> {
+export async function aggregate(
+  comm: NativeCommunicator, plan: Plan, results: NativeOpResult[], check: boolean, { samples = false, links: byLink = false } = {},
+): Promise<ResultRow[]> {
   const iterations = plan.program.iterations;
   const times = new Float64Array(results.length * iterations);
   results.forEach((r, i) => times.set(r.timeUs, i * iterations));
@@ -34,7 +36,8 @@ export async function aggregate(comm: NativeCommunicator, plan: Plan, results: N
   const located = wrong.some((w) => w > 0) ? await gatherMismatches(comm, plan, results, timeoutSec) : undefined;
   const errors = await estimateErrors(comm, plan, results);
   const perRank = await perRankAverages(comm, results, timeoutSec);
-  const links = await linkClasses(comm, results, iterations, timeoutSec);
+  // Asked for alike on every rank: a rank alone on its host has no shm and no counters of its own.
+  const links = byLink ? await linkClasses(comm, results, iterations, timeoutSec) : undefined;
   const perRankTimes = samples ? await perRankSamples(comm, results, iterations, timeoutSec) : undefined;
   // Nonblocking stages: per iteration the slowest rank's post-to-completion and concurrent compute time.
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");

@@ -3,9 +3,8 @@
 import type { NativeCommunicator, NativeOpResult } from "../comm/native.js";
 import type { LinkClasses } from "../results.js";
 
-/** Per op, or undefined when the transport has one kind of link. Collective over every rank. */
+/** Per op (undefined for an op without counters, a nonblocking one). Collective: every rank calls it, or none. */
 export async function linkClasses(comm: NativeCommunicator, results: NativeOpResult[], iterations: number, timeoutSec: number): Promise<(LinkClasses | undefined)[] | undefined> {
-  if (!results.some((r) => r.links)) return undefined;
   const per = (v: number | undefined) => (v ?? 0) / iterations;
   const bytes = Float64Array.from(results.flatMap((r) => [per(r.links?.shmBytes), per(r.links?.tcpBytes)]));
   const us = Float64Array.from(results.flatMap((r) => [per(r.links?.shmUs), per(r.links?.tcpUs)]));

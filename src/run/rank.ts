@@ -95,6 +95,16 @@ async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cf
   return runDir!;
 }
 
+/**
+ * shm within hosts and tcp between, with every rank sharing its host with another: then each rank's transport
+ * counts bytes and time per link class (a rank alone on its host has plain tcp and no counters). Decided from
+ * the topology, the same on every rank, as the collective that adds the counters up needs.
+ */
+function hybridEverywhere(opened: OpenCommunicator): boolean {
+  const { links, hosts } = opened.topology;
+  return !!links && links.shm > 0 && links.tcp > 0 && hosts.every((h) => h.ranks.length > 1);
+}
+
 /** tcp ranks cannot see each other's progress, so they post it on the store they met over. */
 function presenceBoard(opened: OpenCommunicator): PresenceBoard | undefined {
   const { store } = opened.bootstrap;
@@ -106,7 +116,9 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   const board = presenceBoard(opened);
   let failed = false;
   try {
-    const rows = await execute(job, opened.comm, { log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo });
+    const rows = await execute(job, opened.comm, {
+      log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo, links: hybridEverywhere(opened),
+    });
     // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
     return rows;
