@@ -1,6 +1,6 @@
 // Every stage at the sizes people train with: 16Mi and 64Mi float32 elements (64 and 256 MiB a rank), on
-// every backend (W = 2 to 8 on shm, fewer elsewhere: see WORLDS), each case run once and checked by the runner element by element
-// (exact stages: 0 wrong) or against its error bound (estimating stages, whose relative errors must also
+// every backend (W = 2 to 8 on shm, fewer elsewhere: see WORLDS), each case run once and checked by the
+// runner element by element (exact stages: 0 wrong) or against its error bound (estimating stages, whose relative errors must also
 // agree across backends to 1e-6: the same inputs and algorithms give the same estimate on every transport).
 // Then 256Mi elements at W=2, and messages over 2 GiB on shm, tcp and mpi. The small-size matrix lives in
 // collectives.test.js and the per-backend suites; this file holds the expensive sizes.
