@@ -1,0 +1,51 @@
+// `npm test`: every test/*.test.js under node:test, in two lanes and one report.
+//  - Beside the rest runs the large-size matrix (test/large.test.js): minutes of CPU-bound runs that touch
+//    nothing the other files use (its own temporary files, its own ports, native/build only read).
+//  - The rest run one file at a time, as they always have: some share machine-wide things (native/build, the
+//    built JS that `npm pack` refreshes, a SLURM cluster's fixed ports), and many spend their time waiting on
+//    deadlines, launchers and shaped links, which is when the matrix gets the CPU.
+// The two runs' counts are added up into one summary; the exit code is 1 when any test failed or was cancelled.
+// Arguments name the files to run instead of all (then one lane): `npm test -- test/cli.test.js`.
+import { readdirSync } from "node:fs";
+import path from "node:path";
+import { PassThrough } from "node:stream";
+import { run } from "node:test";
+import { spec } from "node:test/reporters";
+import { fileURLToPath } from "node:url";
+
+const TEST = path.dirname(fileURLToPath(import.meta.url));
+const BESIDE = [path.join(TEST, "large.test.js")];
+const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
+
+const named = process.argv.slice(2).map((f) => path.resolve(f));
+const all = named.length ? named : readdirSync(TEST).filter((f) => f.endsWith(".test.js")).sort().map((f) => path.join(TEST, f));
+const lanes = [all.filter((f) => !BESIDE.includes(f)), all.filter((f) => BESIDE.includes(f))].filter((l) => l.length);
+
+const totals = Object.fromEntries([...COUNTS, "duration_ms"].map((k) => [k, 0]));
+const merged = new PassThrough({ objectMode: true });
+let open = lanes.length;
+
+// A run's closing counts ("pass 12") and plan carry no file: they are summed here and sent once at the end.
+function closing(event) {
+  if (event.type === "test:plan") return event.data.nesting === 0 && !event.data.file;
+  if (event.type !== "test:diagnostic" || event.data.nesting !== 0 || event.data.file) return false;
+  const [key, value] = event.data.message.split(" ");
+  if (!(key in totals)) return false;
+  totals[key] = key === "duration_ms" ? Math.max(totals[key], Number(value)) : totals[key] + Number(value);
+  return true;
+}
+
+for (const files of lanes) {
+  const lane = run({ files, concurrency: 1 });
+  lane.on("data", (event) => closing(event) || merged.write(event));
+  lane.on("end", () => {
+    if (--open > 0) return;
+    for (const [key, value] of Object.entries(totals)) merged.write({ type: "test:diagnostic", data: { nesting: 0, message: `${key} ${value}` } });
+    merged.end();
+  });
+}
+
+merged.compose(new spec()).pipe(process.stdout);
+process.on("exit", () => {
+  if (totals.fail > 0 || totals.cancelled > 0) process.exitCode = 1;
+});
