@@ -90,11 +90,11 @@ for (const W of [3, 4]) {
   });
 }
 
-// The exact allreduce and the 1-bit one (whose all_to_all records, 16 MiB here, once could not pass the shm
-// slots); all_to_all and int8 at this size add minutes and nothing the 64Mi cases do not cover.
-test("shm, W=2, 256Mi elements (1 GiB a rank): allreduce and 1-bit", { timeout: 1_800_000 }, async () => {
-  const rows = await runLarge(["allreduce", "onebit"], 2, 256 * Mi, { launch: ranks(), args: ["--backend", "shm"] });
-  assert.equal(rows.length, 2);
+// The exact allreduce (2.5 GB a rank with its check). The 1-bit stage here took 6.8 GB a rank and, beside
+// the other tests, the machine's last memory; its records outgrow the shm slots already at 16Mi and 64Mi.
+test("shm, W=2, 256Mi elements (1 GiB a rank): allreduce", { timeout: 1_800_000 }, async () => {
+  const rows = await runLarge(["allreduce"], 2, 256 * Mi, { launch: ranks(), args: ["--backend", "shm"] });
+  assert.equal(rows.length, 1);
 });
 
 // 2.25 GiB in one message (2^31 bytes and more): as int64 elements, so the check regenerates fewest values.

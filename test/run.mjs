@@ -1,6 +1,7 @@
 // `npm test`: every test/*.test.js under node:test, in two lanes and one report.
-//  - Beside the rest runs the large-size matrix (test/large.test.js): minutes of CPU-bound runs that touch
-//    nothing the other files use (its own temporary files, its own ports, native/build only read).
+//  - Beside the rest run the large-size matrix (test/large.test.js), then the jobs/ examples (jobs.test.js):
+//    minutes of CPU-bound runs that touch nothing the other files use (their own temporary files and ports,
+//    native/build only read), and the two that need gigabytes, so they never hold memory at the same time.
 //  - The rest run one file at a time, as they always have: some share machine-wide things (native/build, the
 //    built JS that `npm pack` refreshes, a SLURM cluster's fixed ports), and many spend their time waiting on
 //    deadlines, launchers and shaped links, which is when the matrix gets the CPU.
@@ -14,7 +15,7 @@ import { spec } from "node:test/reporters";
 import { fileURLToPath } from "node:url";
 
 const TEST = path.dirname(fileURLToPath(import.meta.url));
-const BESIDE = [path.join(TEST, "large.test.js")];
+const BESIDE = ["large.test.js", "jobs.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
 
 const named = process.argv.slice(2).map((f) => path.resolve(f));
