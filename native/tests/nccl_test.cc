@@ -48,7 +48,7 @@ std::vector<float> onDevice(Memory& m, const std::vector<float>& in, size_t coun
 
 void deviceLane(Backend& backend, const std::vector<float>& in, bool canSplit) {
   Memory& m = backend.memory();
-  Collectives& d = backend.deviceLane();
+  Collectives& d = backend.deviceLane(0);
   const size_t n = in.size(), bytes = n * sizeof(float);
   auto same = [&](const char* what, auto run) { expect(onDevice(m, in, n, run) == in, what); };
   same("device allreduce", [&](void* i, void* o) { d.allreduce(i, o, n, DType::F32, RedOp::Sum, Algo::Auto); });
@@ -94,7 +94,7 @@ void estimatingOps(Backend& backend, bool canSplit) {
   };
   auto hostOneBit = makeCompressedAllreduce(hostMemory(), 0, 1, n, DType::F32, 0);
   auto deviceOneBit = makeCompressedAllreduce(m, 0, 1, n, DType::F32, 0);
-  compare("compressed_allreduce in device memory", *hostOneBit, *deviceOneBit, backend.deviceLane(), false);
+  compare("compressed_allreduce in device memory", *hostOneBit, *deviceOneBit, backend.deviceLane(0), false);
   if (!canSplit) return;
   QuantizedSpec spec;
   spec.bits = 4;
@@ -102,8 +102,8 @@ void estimatingOps(Backend& backend, bool canSplit) {
   spec.groupSize = 250;
   spec.errorFeedback = true;
   auto hostQuantized = makeQuantizedAllreduce(hostMemory(), backend.lane(0), n, DType::F32, spec, true, true);
-  auto deviceQuantized = makeQuantizedAllreduce(m, backend.deviceLane(), n, DType::F32, spec, true, true);
-  compare("quantized_allreduce in device memory", *hostQuantized, *deviceQuantized, backend.deviceLane(), true);
+  auto deviceQuantized = makeQuantizedAllreduce(m, backend.deviceLane(0), n, DType::F32, spec, true, true);
+  compare("quantized_allreduce in device memory", *hostQuantized, *deviceQuantized, backend.deviceLane(0), true);
 }
 
 }  // namespace
@@ -117,7 +117,7 @@ int main() {
   try {
     nccl::NcclOptions o;
     o.library = library;
-    o.id = nccl::uniqueId(library);
+    o.ids = {nccl::uniqueId(library)};
     expect(nccl::dataType(DType::F32) == ncclFloat32 && nccl::dataType(DType::BF16) == ncclBfloat16, "dtype mapping");
     expect(nccl::redOp(RedOp::Max) == ncclMax && nccl::redOp(RedOp::Min) == ncclMin, "reduction mapping");
     std::unique_ptr<Backend> backend = nccl::makeBackend(o);
