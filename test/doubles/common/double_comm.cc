@@ -1,5 +1,6 @@
 #include "common/double_comm.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -25,6 +27,24 @@ bool envIs(const char* name, const char* value) {
 
 constexpr int kLanes = 1;
 constexpr size_t kChannelBytes = 64 * 1024;
+
+// The segment rank 0 made and has not unlinked yet: the peers have not all attached. Unlinked at exit, so
+// a run that ends while a rank never arrives (an init deadline, a stalled peer) leaves no name in /dev/shm.
+std::mutex pendingMutex;
+std::string pending;
+
+void unlinkPending() {
+  std::lock_guard<std::mutex> lock(pendingMutex);
+  if (!pending.empty()) ::shm_unlink(pending.c_str());
+  pending.clear();
+}
+
+void setPending(const std::string& name) {
+  static const bool registered = std::atexit(unlinkPending) == 0;
+  (void)registered;
+  std::lock_guard<std::mutex> lock(pendingMutex);
+  pending = name;
+}
 
 std::vector<int> identity(int n) {
   std::vector<int> v(size_t(n), 0);
@@ -66,13 +86,20 @@ std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks
       std::this_thread::sleep_for(5ms);
     }
   }
+  if (rank == 0) setPending(name);
   auto& attached = shared->segment.header().attached;
   attached.fetch_add(1);
   while (int(attached.load()) < nranks) {
-    if (std::chrono::steady_clock::now() >= giveUp) return nullptr;
+    if (std::chrono::steady_clock::now() >= giveUp) {
+      if (rank == 0) unlinkPending();
+      return nullptr;
+    }
     std::this_thread::sleep_for(1ms);
   }
-  if (rank == 0) shared->segment.unlink();  // everyone is attached: no crash can leak the name now
+  if (rank == 0) {
+    shared->segment.unlink();  // everyone is attached: no crash can leak the name now
+    setPending("");
+  }
   const char* stall = std::getenv("SPMD_DOUBLE_STALL_RANK");
   shared->asyncFault = envIs("SPMD_DOUBLE_ASYNC_ERROR", "1");
   shared->hang = shared->asyncFault || (stall && std::atoi(stall) == rank);
