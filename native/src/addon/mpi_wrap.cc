@@ -54,6 +54,7 @@ Napi::Value MpiBootstrapWrap::init(const Napi::CallbackInfo& info) {
   mpi::InitOptions opts;
   opts.localRanks = int(o.integer("localRanks", 1, 1 << 24));
   opts.funneled = o.boolean("funneled");
+  mpi::Runtime::prepareEnvironment(opts);
   auto p = std::make_unique<AsyncOps::Pending>(AsyncOps::Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   p->work = [rt = rt_, opts, &slot = exchange_] {
     rt->init(opts);

@@ -22,13 +22,19 @@ void promoteLibmpiToGlobal() {
   }
 }
 
-// Open MPI busy-polls inside blocking calls unless told otherwise; with more ranks than cores that
-// starves the ranks doing work. A user's own setting wins.
-void yieldWhenIdle(bool oversubscribed) {
-  if (oversubscribed) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-}
-
 }  // namespace
+
+void Runtime::prepareEnvironment(const InitOptions& o) {
+  // Open MPI busy-polls inside blocking calls unless told otherwise; with more ranks than cores that
+  // starves the ranks doing work.
+  if (unsigned(o.localRanks) > usableCores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  // UCX (MPICH's ch4:ucx, Open MPI's pml/ucx) patches malloc, mmap and munmap in every loaded library
+  // during MPI_Init, to keep its registration cache right. MPI_Init runs on the MPI thread while Node's
+  // main thread keeps allocating, so the patching races live calls and now and then corrupts the heap
+  // (a SIGSEGV in Node's main thread: 1 run in 40 of a 4-rank MPICH job on a loaded machine). Without the
+  // hooks UCX registers memory per transfer instead of caching registrations.
+  setenv("UCX_MEM_EVENTS", "no", /*overwrite=*/0);
+}
 
 void Runtime::init(const InitOptions& o) {
   int initialized = 0;
@@ -36,7 +42,6 @@ void Runtime::init(const InitOptions& o) {
   if (initialized) throw CommError(code::kInvalid, "mpi: MPI was already initialised in this process (once per process)");
   oversubscribed_ = unsigned(o.localRanks) > usableCores();
   promoteLibmpiToGlobal();
-  yieldWhenIdle(oversubscribed_);
   check(MPI_Init_thread(nullptr, nullptr, o.funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &level_), "MPI_Init_thread");
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   world_ = Comm::dup(MPI_COMM_WORLD);

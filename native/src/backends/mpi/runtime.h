@@ -26,6 +26,9 @@ class Runtime {
   // Where init(), finalize() and every lane-0 and bootstrap MPI call run.
   OpQueue& thread() { return thread_; }
 
+  // On the JS thread, before init is queued: the environment MPI_Init reads, a user's own settings kept.
+  // Not on the MPI thread: setenv beside another thread's getenv is undefined behaviour.
+  static void prepareEnvironment(const InitOptions& o);
   // On the MPI thread. Throws CommError when MPI was initialised in this process before.
   void init(const InitOptions& o);
   // On the MPI thread: MPI_Finalize. Returns false, leaving MPI initialised, when failed waits stranded
