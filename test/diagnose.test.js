@@ -60,7 +60,10 @@ test("--samples and the manifest: 3 ranks keep every iteration; NCCL_/UCX_/OMPI_
   assert.equal(m.runner, doc.version);
   assert.deepEqual(Object.keys(m.addon), ["mpi", "cuda"]);
   assert.equal(m.library, null, "shm links the ranks itself");
-  assert.deepEqual(m.env, { NCCL_ALGO: "ring", OMPI_MCA_btl: "self", SPMD_RUNNER_TOKEN: "(set)", UCX_TLS: "tcp" });
+  // The user's variables, and the UCX settings the runner defaults before loading the addon (src/comm/native.ts).
+  assert.deepEqual(m.env, {
+    NCCL_ALGO: "ring", OMPI_MCA_btl: "self", SPMD_RUNNER_TOKEN: "(set)", UCX_MEM_MALLOC_HOOKS: "no", UCX_MEM_MMAP_HOOK_MODE: "none", UCX_TLS: "tcp",
+  });
   assert.equal(m.settings.iterations, 6);
   assert.deepEqual(m.hosts, [{ name: os.hostname(), cpu: os.cpus()[0].model.trim(), gpus: m.hosts[0].gpus }]);
 });

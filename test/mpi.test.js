@@ -203,23 +203,25 @@ mpiTest("mpirun -np 8 --oversubscribe node runner jobs/quickstart.json prints th
     assert.equal(doc.world_size, 8);
     assert.ok(doc.results.every((r) => r.wrong === 0 || r.wrong === null), "0 wrong");
     // What the runner set before MPI_Init, as the manifest records it: 8 ranks on fewer cores yield when
-    // idle, and UCX patches no allocator while Node's thread runs (a user's own setting wins: next test).
+    // idle, and UCX rewrites no libc code while Node's thread runs (a user's own setting wins: next test).
     assert.equal(doc.manifest.env.OMPI_MCA_mpi_yield_when_idle, "1");
-    assert.equal(doc.manifest.env.UCX_MEM_EVENTS, "no");
+    assert.equal(doc.manifest.env.UCX_MEM_MMAP_HOOK_MODE, "none");
+    assert.equal(doc.manifest.env.UCX_MEM_MALLOC_HOOKS, "no");
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
 });
 
-mpiTest("a user's UCX_MEM_EVENTS and yield setting are kept: the runner sets only what the user left unset", async () => {
+mpiTest("a user's UCX hook and yield settings are kept: the runner sets only what the user left unset", async () => {
   const out = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
   try {
     const json = path.join(out, "r.json");
-    const env = { UCX_MEM_EVENTS: "yes", OMPI_MCA_mpi_yield_when_idle: "0" };
+    const env = { UCX_MEM_MMAP_HOOK_MODE: "reloc", UCX_MEM_MALLOC_HOOKS: "yes", OMPI_MCA_mpi_yield_when_idle: "0" };
     const p = await mpirun(2, ["jobs/quickstart.json", "--backend", "mpi", "--iterations", "1", "--warmup", "0", "--out", out, "--json", json], { env });
     assert.equal(p.code, 0, p.stderr);
     const { manifest } = results(json);
-    assert.equal(manifest.env.UCX_MEM_EVENTS, "yes");
+    assert.equal(manifest.env.UCX_MEM_MMAP_HOOK_MODE, "reloc");
+    assert.equal(manifest.env.UCX_MEM_MALLOC_HOOKS, "yes");
     assert.equal(manifest.env.OMPI_MCA_mpi_yield_when_idle, "0");
   } finally {
     rmSync(out, { recursive: true, force: true });

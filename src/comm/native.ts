@@ -345,7 +345,18 @@ export class AddonMissingError extends Error {
 
 let loaded: { module: NativeModule; source: AddonSource } | undefined;
 
+/**
+ * UCX (under MPICH's ch4:ucx and Open MPI's pml/ucx) rewrites the code of libc's mmap, munmap, brk and sbrk
+ * inside MPI_Init to keep its registration cache right. MPI_Init runs on the addon's MPI thread while Node's
+ * main thread keeps allocating, so the rewrite races live calls: in 3 of 80 4-rank MPICH runs on a loaded
+ * machine a rank lost heap pages under Node's garbage collector (SIGSEGV). UCX reads these settings when
+ * the addon's libmpi loads it, so they are set before the addon is; a user's own settings win. Without the
+ * hooks UCX registers memory per transfer instead of caching registrations.
+ */
+const UCX_WITHOUT_HOOKS = { UCX_MEM_MMAP_HOOK_MODE: "none", UCX_MEM_MALLOC_HOOKS: "no" };
+
 function load(): { module: NativeModule; source: AddonSource } {
+  for (const [name, value] of Object.entries(UCX_WITHOUT_HOOKS)) process.env[name] ??= value;
   const require = createRequire(import.meta.url);
   const refused: string[] = [];
   for (const source of addonCandidates()) {

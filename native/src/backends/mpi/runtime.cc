@@ -28,12 +28,6 @@ void Runtime::prepareEnvironment(const InitOptions& o) {
   // Open MPI busy-polls inside blocking calls unless told otherwise; with more ranks than cores that
   // starves the ranks doing work.
   if (unsigned(o.localRanks) > usableCores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-  // UCX (MPICH's ch4:ucx, Open MPI's pml/ucx) patches malloc, mmap and munmap in every loaded library
-  // during MPI_Init, to keep its registration cache right. MPI_Init runs on the MPI thread while Node's
-  // main thread keeps allocating, so the patching races live calls and now and then corrupts the heap
-  // (a SIGSEGV in Node's main thread: 1 run in 40 of a 4-rank MPICH job on a loaded machine). Without the
-  // hooks UCX registers memory per transfer instead of caching registrations.
-  setenv("UCX_MEM_EVENTS", "no", /*overwrite=*/0);
 }
 
 void Runtime::init(const InitOptions& o) {

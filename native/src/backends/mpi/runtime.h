@@ -27,7 +27,8 @@ class Runtime {
   OpQueue& thread() { return thread_; }
 
   // On the JS thread, before init is queued: the environment MPI_Init reads, a user's own settings kept.
-  // Not on the MPI thread: setenv beside another thread's getenv is undefined behaviour.
+  // Not on the MPI thread: setenv beside another thread's getenv is undefined behaviour. (What UCX reads
+  // when it is loaded, before MPI_Init, is set where the addon is loaded: src/comm/native.ts.)
   static void prepareEnvironment(const InitOptions& o);
   // On the MPI thread. Throws CommError when MPI was initialised in this process before.
   void init(const InitOptions& o);
