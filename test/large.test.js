@@ -75,18 +75,18 @@ for (const W of [3]) {
   });
 }
 
-for (const W of [3, 4]) {
-  test(`compressed_allreduce on shm at W=${W}, 4Mi and 16Mi elements: output, worker and server errors element by element against the reference, 2 steps`, { timeout: 1_800_000 }, async () => {
-    for (const n of [4 * Mi, 16 * Mi]) {
-      const job = {
-        name: `onebit-${W}-${n}`, warmup: 1, iterations: 1,
-        tensors: { g: { dtype: "float32", count: n, fill: { kind: "normal", seed: 21 } } },
-        stages: [{ id: "onebit", op: "compressed_allreduce", input: "g" }],
-      };
-      const { doc, file } = await runJob(W, job, { typed: true });
-      verifyStage(file, "onebit", W, 2);
-      assert.equal(doc.results[0].count, n);
-    }
+// 4Mi at W=4 is where jobs/onebit.json first failed (a record of 128 KiB against a 64 KiB share of a slot);
+// 16Mi at an odd W, records of 683 KiB. jobs.test.js runs onebit.json at W=4 up to 64Mi, checking its error.
+for (const [W, n] of [[3, 16 * Mi], [4, 4 * Mi]]) {
+  test(`compressed_allreduce on shm at W=${W}, ${n / Mi}Mi elements: output, worker and server errors element by element against the reference, 2 steps`, { timeout: 1_800_000 }, async () => {
+    const job = {
+      name: `onebit-${W}-${n}`, warmup: 1, iterations: 1,
+      tensors: { g: { dtype: "float32", count: n, fill: { kind: "normal", seed: 21 } } },
+      stages: [{ id: "onebit", op: "compressed_allreduce", input: "g" }],
+    };
+    const { doc, file } = await runJob(W, job, { typed: true });
+    verifyStage(file, "onebit", W, 2);
+    assert.equal(doc.results[0].count, n);
   });
 }
 

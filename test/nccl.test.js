@@ -9,7 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
-import { assertInitDeadline } from "./helpers/library.js";
+import { assertAsyncError, assertInitDeadline } from "./helpers/library.js";
 import { prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
@@ -76,11 +76,7 @@ test("a failing ncclCommInitRank ends every rank, naming NCCL's error and text",
 });
 
 test("an asynchronous NCCL error ends the op with an error naming NCCL, not a hang", async () => {
-  const ranks = await small({ SPMD_DOUBLE_ASYNC_ERROR: "1" });
-  for (const p of ranks) {
-    assert.notEqual(p.code, 0);
-    assert.match(p.stderr, /NCCL reported an asynchronous error while waiting for ncclAllReduce of \d+ bytes: ncclRemoteError \(6\)/);
-  }
+  await assertAsyncError(small, /NCCL reported an asynchronous error while waiting for ncclAllReduce of \d+ bytes: ncclRemoteError \(6\)/);
 });
 
 test("an init that never returns ends every rank at the connect deadline, naming the step", () => assertInitDeadline(small, "nccl: ncclCommInitRank"));

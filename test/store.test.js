@@ -250,7 +250,7 @@ describe("store server and client", () => {
     const c = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token: TOKEN, rank: 0, timeoutMs: 5000 });
     const pending = c.get("never", 10_000);
     await server.close();
-    await assert.rejects(pending, { message: `rendezvous: connection to 127.0.0.1:${server.port} lost` });
+    await assert.rejects(pending, { message: `rendezvous: connection to 127.0.0.1:${server.port} lost: rank 0, which serves the store, has left` });
     await assert.rejects(c.set("k", "v"), /connection to .* lost/);
     c.close();
   });

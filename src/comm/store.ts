@@ -365,7 +365,9 @@ export class StoreClient {
       }
     });
     socket.on("error", () => {}); // reported through "close"
-    socket.on("close", () => this.fail(new Error(`rendezvous: connection to ${address} lost`)));
+    // Rank 0 serves the store (rendezvous.ts): its connection going is rank 0 leaving, which is what a rank
+    // that was still talking to it has to report (rank 0 may have failed before this rank could).
+    socket.on("close", () => this.fail(new Error(`rendezvous: connection to ${address} lost: rank 0, which serves the store, has left`)));
     // Held only while requests are outstanding, so an idle client never keeps the process alive.
     socket.unref();
   }

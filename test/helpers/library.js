@@ -26,3 +26,17 @@ export async function assertInitDeadline(small, step) {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The double's SPMD_DOUBLE_ASYNC_ERROR fails every rank's first op at once, naming the library's error
+ * (`asyncError`, a RegExp). Rank 0 can fail and leave while another rank still reads the start-up records
+ * from the store rank 0 serves: that rank then names rank 0 as gone, and no rank hangs.
+ */
+export async function assertAsyncError(small, asyncError) {
+  const ranks = await small({ SPMD_DOUBLE_ASYNC_ERROR: "1" });
+  for (const p of ranks) {
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, new RegExp(`${asyncError.source}|rank 0, which serves the store, has left`));
+  }
+  assert.match(ranks[0].stderr, asyncError);
+}
