@@ -21,7 +21,10 @@ async function main() {
   const program = {
     warmup: 0, iterations: 400, check: false, timeoutSec: 60,
     tensors: [{ name: "g", dtype: "float32", count: 1 << 20, fill: { kind: "rank", seed: 0, a: 0, b: 0 } }],
-    ops: [{ stage: "ar", kind: "allreduce", inputs: [0], root: 0, algorithm: "auto", shift: 1, computeUs: 0, timeoutSec: 60 }],
+    ops: [{
+      stage: "ar", kind: "allreduce", inputs: [0], algorithm: "auto", lane: 0, waitFor: [], groups: null, timeoutSec: 60,
+      op: "sum", mean: false, inPlace: false, compression: null,
+    }],
   };
   const pending = comm.run(program);
   comm = null;

@@ -91,7 +91,8 @@ test("an allocation that fails anyway is ERR_SPMD_NOMEM naming the tensor and it
     const comm = new Communicator({ backend: "shm", name: "/spmd-nomem-" + process.pid, rank: 0, size: 1, create: true });
     const fill = { kind: "constant", seed: 0, a: 1, b: 0 };
     const program = { tensors: [{ name: "big", dtype: "float32", count: 2 ** 33, fill }],
-      ops: [{ stage: "ar", kind: "allreduce", inputs: [0], timeoutSec: 5 }], warmup: 0, iterations: 1, check: false, timeoutSec: 5 };
+      ops: [{ stage: "ar", kind: "allreduce", inputs: [0], algorithm: "auto", lane: 0, waitFor: [], groups: null, timeoutSec: 5,
+        op: "sum", mean: false, inPlace: false, compression: null }], warmup: 0, iterations: 1, check: false, timeoutSec: 5 };
     try { await comm.run(program); console.log("ran"); } catch (e) { console.log(e.code + " " + e.message); }
     comm.close();`;
   const p = spawnSync("bash", ["-c", `ulimit -v 12000000 && exec "${process.execPath}" --input-type=module -e '${script}'`], { cwd: REPO, encoding: "utf8" });

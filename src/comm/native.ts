@@ -41,48 +41,72 @@ export interface NativeTensor {
   fill: NativeFill;
 }
 
-export interface NativeOp {
+/**
+ * An op as native code reads it (addon/program_from_js.cc): the fields every op carries, and its kind's own.
+ * The addon reads each field its kind has, none defaulted, and refuses any other, so this type and the
+ * reader cannot drift apart unnoticed (test/contract.test.js).
+ */
+interface NativeOpBase {
   stage: string;
-  kind: NativeOpKind;
-  inputs: number[];
-  coalesced?: boolean;
-  op?: "sum" | "max" | "min";
-  mean?: boolean;
-  root?: number;
-  algorithm?: NativeAlgorithm;
-  shift?: number;
-  /** send_recv: exchange with this rank both ways instead of the shift's partners (doctor's disjoint pairs). */
-  peer?: number;
-  computeUs?: number;
+  algorithm: NativeAlgorithm;
   /** The stream's lane: 0 ("main") runs in order; others run concurrently on workers (graph/groups.ts). */
-  lane?: number;
+  lane: number;
   /** Indices of earlier ops on other lanes this op waits for. */
-  waitFor?: number[];
-  /** A process group's partition of the ranks: the op runs inside the group holding this rank. */
-  groups?: number[][];
-  /** nccl-tests' in place (allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce). */
-  inPlace?: boolean;
-  timeoutSec?: number;
-  /**
-   * "onebit": the compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean).
-   * "quantized": the quantized_allreduce stage (a reduce_scatter, or an allreduce for its full output).
-   */
-  compression?: "none" | "onebit" | "quantized";
-  /** onebit: zero the error buffers every k steps (0: never). */
-  resetEvery?: number;
-  /** quantized: int4 or int8 codes, for the reduce-scatter and for the all-gather of an allreduce. */
-  bits?: 4 | 8;
-  gatherBits?: 4 | 8;
-  /** quantized: values per quantization group (even). */
-  groupSize?: number;
-  /** quantized: ranks per node, numbered node by node (divides the world size). */
-  localSize?: number;
-  /** quantized: each rank's node, in place of localSize (every node holds as many ranks). */
-  nodeOf?: readonly number[];
-  /** quantized: each quantization carries its error into the next step, weighted by beta. */
-  errorFeedback?: boolean;
-  beta?: number;
+  waitFor: number[];
+  /** A process group's partition of the ranks: the op runs inside the group holding this rank; null: all ranks. */
+  groups: number[][] | null;
+  timeoutSec: number;
 }
+
+/** "mean" travels as a sum that native code divides once at the end. */
+export interface NativeReduction {
+  op: "sum" | "max" | "min";
+  mean: boolean;
+}
+
+/** An estimating allreduce or reduce_scatter in place of the exact one. */
+export type NativeCompression =
+  /** The compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean); errors zeroed every resetEvery steps (0: never). */
+  | { kind: "onebit"; resetEvery: number }
+  /** The quantized_allreduce stage (a reduce_scatter, or an allreduce for its full output). */
+  | {
+      kind: "quantized";
+      /** int4 or int8 codes, for the reduce-scatter and for the all-gather of an allreduce. */
+      bits: 4 | 8;
+      gatherBits: 4 | 8;
+      /** Values per quantization group (even). */
+      groupSize: number;
+      /** Ranks per node, numbered node by node (divides the world size), or each rank's node (every node as many ranks). */
+      layout: { localSize: number } | { nodeOf: readonly number[] };
+      /** Each quantization carries its error into the next step, weighted by beta. */
+      errorFeedback: boolean;
+      beta: number;
+    };
+
+/** nccl-tests' in place: one buffer is the input and the output. */
+interface InPlace {
+  inPlace: boolean;
+}
+
+/** Each kind's own fields, and its inputs: tensor indices, one, several for a coalesced reduce_scatter, none for barrier and compute. */
+export type NativeOpOf = { inputs: number[] } & (
+  | ({ kind: "allreduce"; compression: NativeCompression | null } & NativeReduction & InPlace)
+  | ({ kind: "reduce_scatter"; coalesced: boolean; compression: NativeCompression | null } & NativeReduction & InPlace)
+  | ({ kind: "all_gather" | "all_to_all" } & InPlace)
+  | { kind: "gather" | "scatter"; root: number }
+  | ({ kind: "broadcast"; root: number } & InPlace)
+  | ({ kind: "reduce"; root: number } & NativeReduction & InPlace)
+  /** Sends to the rank `shift` ahead and receives from the one behind, or exchanges with `peer` both ways (doctor's disjoint pairs). */
+  | { kind: "send_recv"; shift: number; peer: number | null }
+  | { kind: "barrier" }
+  | { kind: "compute"; computeUs: number }
+);
+
+export type NativeOp = NativeOpBase & NativeOpOf;
+
+// The union above names every kind native code knows, and no other.
+type SameNames<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+export const EVERY_KIND_HAS_FIELDS: SameNames<NativeOpOf["kind"], NativeOpKind> = true;
 
 /** A peer as a presence board last saw it: `answered` false when it could not be asked. */
 export interface PeerSighting {

@@ -27,7 +27,9 @@ async function exchange(comm: NativeCommunicator, peer: number, bytes: number, i
   const fill = { kind: "rank" as const, seed: 0, a: 0, b: 0 };
   const program: NativeProgram = {
     tensors: [{ name: "doctor", dtype: "float32", count: bytes / 4, fill }],
-    ops: [{ stage: `doctor ${bytes} B`, kind: "send_recv", inputs: [0], peer }],
+    ops: [{
+      stage: `doctor ${bytes} B`, kind: "send_recv", inputs: [0], shift: 1, peer, algorithm: "auto", lane: 0, waitFor: [], groups: null, timeoutSec: s.timeoutSec,
+    }],
     warmup: s.warmup,
     iterations,
     check: false,

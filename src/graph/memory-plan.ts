@@ -47,7 +47,7 @@ function workspaces(op: NativeOp, count: number, es: number, w: number, counts: 
     const padded = op.inputs.reduce((n, i) => n + block(counts[i]!, w), 0);
     items.push(["coalesced buffers", padded * (w + 1) * es]);
   }
-  if (op.compression === "onebit" || op.compression === "quantized") {
+  if ((op.kind === "allreduce" || op.kind === "reduce_scatter") && op.compression) {
     items.push(["error-feedback buffers", (count + block(count, w)) * 4]);
     // The exact result and the running sum of the estimates (float64), which the error is measured against.
     items.push(["error reference", count * 8 * 2]);

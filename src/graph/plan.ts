@@ -1,4 +1,4 @@
-import type { NativeFill } from "../comm/native.js";
+import type { NativeFill, NativeOp } from "../comm/native.js";
 import type { Fill, Job, Stage } from "../config/job.js";
 import type { Plan, PlannedStage, World } from "../plan.js";
 import { stageKind, type PlanContext } from "../stages/index.js";
@@ -63,15 +63,15 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
       ...(parts && { group: { name: stage.group!, count: parts.length } }),
     };
   });
-  const ops = stages.map(({ stage, kind, lane }) => ({
+  const ops = stages.map(({ stage, kind, lane }): NativeOp => ({
     stage: stage.id,
     ...kind.toNative(stage, contextOf(stage)),
+    algorithm: stage.algorithm,
     lane,
     // Its own lane keeps order; what it waits for on other lanes it names (an op on a lane other than 0
     // completes where such a stage needs it, or at the step's end).
     waitFor: (stage.after ?? []).map((id) => position.get(id)!).filter((k) => laneOf(order[k]!) !== lane),
-    ...(partition(stage) && { groups: partition(stage) }),
-    ...(stage.inPlace && { inPlace: true }),
+    groups: partition(stage) ?? null,
     timeoutSec: stage.timeoutSec ?? job.timeoutSec,
   }));
   return {

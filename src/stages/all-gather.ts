@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, ringFactor, type StageKind } from "./stage-kind.js";
+import { inPlace, inputCount, nativeInput, ringFactor, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "all_gather" }>;
 
@@ -7,5 +7,5 @@ export const allGather: StageKind<S> = {
   op: "all_gather",
   busFactor: ringFactor,
   count: (s, ctx) => ctx.worldSize * inputCount(s, ctx),
-  toNative: (s, ctx) => ({ kind: "all_gather", inputs: [ctx.tensorIndex(s.input)], algorithm: s.algorithm }),
+  toNative: (s, ctx) => ({ kind: "all_gather", inputs: nativeInput(s, ctx), ...inPlace(s) }),
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, ringFactor, type StageKind } from "./stage-kind.js";
+import { inPlace, inputCount, nativeInput, ringFactor, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "all_to_all" }>;
 
@@ -7,5 +7,5 @@ export const allToAll: StageKind<S> = {
   op: "all_to_all",
   busFactor: ringFactor,
   count: inputCount,
-  toNative: (s, ctx) => ({ kind: "all_to_all", inputs: [ctx.tensorIndex(s.input)], algorithm: s.algorithm }),
+  toNative: (s, ctx) => ({ kind: "all_to_all", inputs: nativeInput(s, ctx), ...inPlace(s) }),
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { allreduceFactor, inputCount, nativeReduction, type StageKind } from "./stage-kind.js";
+import { allreduceFactor, inPlace, inputCount, nativeInput, nativeReduction, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "allreduce" }>;
 
@@ -7,5 +7,5 @@ export const allreduce: StageKind<S> = {
   op: "allreduce",
   busFactor: allreduceFactor,
   count: inputCount,
-  toNative: (s, ctx) => ({ kind: "allreduce", inputs: [ctx.tensorIndex(s.input)], algorithm: s.algorithm, ...nativeReduction(s.reduce) }),
+  toNative: (s, ctx) => ({ kind: "allreduce", inputs: nativeInput(s, ctx), compression: null, ...nativeReduction(s.reduce), ...inPlace(s) }),
 };

@@ -7,5 +7,5 @@ export const barrier: StageKind<S> = {
   op: "barrier",
   busFactor: () => 0,
   count: () => 0,
-  toNative: (s) => ({ kind: "barrier", inputs: [], algorithm: s.algorithm }),
+  toNative: () => ({ kind: "barrier", inputs: [] }),
 };

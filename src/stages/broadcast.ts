@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, type StageKind } from "./stage-kind.js";
+import { inPlace, inputCount, nativeInput, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "broadcast" }>;
 
@@ -7,5 +7,5 @@ export const broadcast: StageKind<S> = {
   op: "broadcast",
   busFactor: () => 1,
   count: inputCount,
-  toNative: (s, ctx) => ({ kind: "broadcast", inputs: [ctx.tensorIndex(s.input)], root: s.root, algorithm: s.algorithm }),
+  toNative: (s, ctx) => ({ kind: "broadcast", inputs: nativeInput(s, ctx), root: s.root, ...inPlace(s) }),
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { allreduceFactor, inputCount, type StageKind } from "./stage-kind.js";
+import { allreduceFactor, inputCount, nativeInput, nativeReduction, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "compressed_allreduce" }>;
 
@@ -16,9 +16,9 @@ export const compressedAllreduce: StageKind<S> = {
   estimates: true,
   toNative: (s, ctx) => ({
     kind: "allreduce",
-    compression: "onebit",
-    inputs: [ctx.tensorIndex(s.input)],
-    algorithm: s.algorithm,
-    resetEvery: s.resetEvery ?? 0,
+    inputs: nativeInput(s, ctx),
+    compression: { kind: "onebit", resetEvery: s.resetEvery ?? 0 },
+    ...nativeReduction("mean"),
+    inPlace: false,
   }),
 };

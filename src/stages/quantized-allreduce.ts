@@ -1,5 +1,6 @@
+import type { NativeCompression } from "../comm/native.js";
 import type { Stage } from "../config/job.js";
-import { allreduceFactor, inputCount, nativeReduction, ringFactor, type PlanContext, type StageKind } from "./stage-kind.js";
+import { allreduceFactor, inputCount, nativeInput, nativeReduction, ringFactor, type PlanContext, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "quantized_allreduce" }>;
 
@@ -46,22 +47,16 @@ export const quantizedAllreduce: StageKind<S> = {
   estimates: true,
   fallback,
   toNative: (s, ctx) => {
-    const exact = {
-      kind: s.output === "full" ? ("allreduce" as const) : ("reduce_scatter" as const),
-      inputs: [ctx.tensorIndex(s.input)],
-      algorithm: s.algorithm,
-      ...nativeReduction(s.reduce),
-    };
-    if (fallback(s, ctx) !== null) return exact;
-    return {
-      ...exact,
-      compression: "quantized",
+    const compression: NativeCompression | null = fallback(s, ctx) !== null ? null : {
+      kind: "quantized",
       bits: s.bits,
       gatherBits: gatherBits(s),
       groupSize: s.groupSize,
-      ...layout(s, ctx),
+      layout: layout(s, ctx),
       errorFeedback: s.errorFeedback !== undefined,
       beta: s.errorFeedback?.beta ?? 1,
     };
+    const common = { inputs: nativeInput(s, ctx), compression, ...nativeReduction(s.reduce), inPlace: false };
+    return s.output === "full" ? { kind: "allreduce", ...common } : { kind: "reduce_scatter", coalesced: false, ...common };
   },
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { nativeReduction, ringFactor, type PlanContext, type StageKind } from "./stage-kind.js";
+import { inPlace, nativeReduction, ringFactor, type PlanContext, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "reduce_scatter" }>;
 
@@ -13,7 +13,8 @@ export const reduceScatter: StageKind<S> = {
     kind: "reduce_scatter",
     inputs: names(s).map((t) => ctx.tensorIndex(t)),
     coalesced: s.coalesced,
-    algorithm: s.algorithm,
+    compression: null,
     ...nativeReduction(s.reduce),
+    ...inPlace(s),
   }),
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, nativeReduction, type StageKind } from "./stage-kind.js";
+import { inPlace, inputCount, nativeInput, nativeReduction, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "reduce" }>;
 
@@ -9,9 +9,9 @@ export const reduce: StageKind<S> = {
   count: inputCount,
   toNative: (s, ctx) => ({
     kind: "reduce",
-    inputs: [ctx.tensorIndex(s.input)],
+    inputs: nativeInput(s, ctx),
     root: s.root,
-    algorithm: s.algorithm,
     ...nativeReduction(s.reduce),
+    ...inPlace(s),
   }),
 };

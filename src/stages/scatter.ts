@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, ringFactor, type StageKind } from "./stage-kind.js";
+import { inputCount, nativeInput, ringFactor, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "scatter" }>;
 
@@ -7,5 +7,5 @@ export const scatter: StageKind<S> = {
   op: "scatter",
   busFactor: ringFactor,
   count: inputCount,
-  toNative: (s, ctx) => ({ kind: "scatter", inputs: [ctx.tensorIndex(s.input)], root: s.root, algorithm: s.algorithm }),
+  toNative: (s, ctx) => ({ kind: "scatter", inputs: nativeInput(s, ctx), root: s.root }),
 };

@@ -1,5 +1,5 @@
 import type { Stage } from "../config/job.js";
-import { inputCount, type StageKind } from "./stage-kind.js";
+import { inputCount, nativeInput, type StageKind } from "./stage-kind.js";
 
 type S = Extract<Stage, { op: "send_recv" }>;
 
@@ -7,5 +7,5 @@ export const sendRecv: StageKind<S> = {
   op: "send_recv",
   busFactor: () => 1,
   count: inputCount,
-  toNative: (s, ctx) => ({ kind: "send_recv", inputs: [ctx.tensorIndex(s.input)], shift: s.shift, algorithm: s.algorithm }),
+  toNative: (s, ctx) => ({ kind: "send_recv", inputs: nativeInput(s, ctx), shift: s.shift, peer: null }),
 };

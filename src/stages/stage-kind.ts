@@ -1,4 +1,4 @@
-import type { NativeOp } from "../comm/native.js";
+import type { NativeOpOf, NativeReduction } from "../comm/native.js";
 import type { Job, ReduceOp, Stage } from "../config/job.js";
 
 export interface PlanContext {
@@ -16,7 +16,8 @@ export interface StageKind<S extends Stage = Stage> {
   busFactor(worldSize: number, stage: S): number;
   /** Elements of the whole array the bandwidth refers to (nccl-tests' "count"). */
   count(stage: S, ctx: PlanContext): number;
-  toNative(stage: S, ctx: PlanContext): Omit<NativeOp, "stage" | "waitFor" | "timeoutSec">;
+  /** The op's kind and its kind's fields; the planner adds what every op carries (graph/plan.ts). */
+  toNative(stage: S, ctx: PlanContext): NativeOpOf;
   /** The reduction a stage performs without a "reduce" field to declare it. */
   readonly redop?: ReduceOp;
   /** The stage estimates rather than computes its result: the report shows its error, not #wrong. */
@@ -36,6 +37,13 @@ export function inputCount(stage: { input: string }, ctx: PlanContext): number {
 }
 
 /** "mean" travels as a sum that native code divides once at the end. */
-export function nativeReduction(reduce: "sum" | "mean" | "max" | "min"): Pick<NativeOp, "op" | "mean"> {
-  return reduce === "mean" ? { op: "sum", mean: true } : { op: reduce };
+export function nativeReduction(reduce: "sum" | "mean" | "max" | "min"): NativeReduction {
+  return reduce === "mean" ? { op: "sum", mean: true } : { op: reduce, mean: false };
 }
+
+/** The stage's one input tensor. */
+export function nativeInput(stage: { input: string }, ctx: PlanContext): [number] {
+  return [ctx.tensorIndex(stage.input)];
+}
+
+export const inPlace = (stage: { inPlace?: boolean }) => ({ inPlace: stage.inPlace ?? false });

@@ -33,8 +33,27 @@ void OptionReader::fail(const std::string& key, const std::string& expected) con
   throwInvalid(obj_.Env(), where_ + key + ": " + what);
 }
 
+Napi::Value OptionReader::field(const char* key) const {
+  read_.insert(key);
+  return obj_.Get(key);
+}
+
+bool OptionReader::isNull(const char* key, const std::string& expected) const {
+  Napi::Value v = field(key);
+  if (v.IsUndefined()) fail(key, expected + " or null");
+  return v.IsNull();
+}
+
+void OptionReader::rejectUnread(const std::string& what) const {
+  Napi::Array names = obj_.GetPropertyNames();
+  for (uint32_t i = 0; i < names.Length(); ++i) {
+    std::string name = names.Get(i).ToString().Utf8Value();
+    if (!read_.count(name)) throwInvalid(obj_.Env(), where_ + name + ": not a field of " + what);
+  }
+}
+
 Napi::Value OptionReader::get(const char* key, const char* expected, bool (Napi::Value::*is)() const) const {
-  Napi::Value v = obj_.Get(key);
+  Napi::Value v = field(key);
   if (!(v.*is)()) fail(key, expected);
   return v;
 }
@@ -46,7 +65,7 @@ double OptionReader::number(const char* key, double absent) const { return has(k
 
 int64_t OptionReader::integer(const char* key, int64_t lo, int64_t hi) const {
   const std::string expected = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  Napi::Value v = obj_.Get(key);
+  Napi::Value v = field(key);
   if (!v.IsNumber()) fail(key, expected);
   double d = v.As<Napi::Number>().DoubleValue();
   if (d != std::floor(d) || d < double(lo) || d > double(hi)) {
@@ -72,7 +91,7 @@ Napi::Array OptionReader::array(const char* key) const {
   return get(key, "an array", &Napi::Value::IsArray).As<Napi::Array>();
 }
 
-OptionReader OptionReader::object(const char* key) const { return OptionReader(obj_.Get(key), where_ + key + "."); }
+OptionReader OptionReader::object(const char* key) const { return OptionReader(field(key), where_ + key + "."); }
 
 OptionReader OptionReader::element(const Napi::Array& array, const char* key, uint32_t i) const {
   return OptionReader(array.Get(i), where_ + key + "[" + std::to_string(i) + "].");

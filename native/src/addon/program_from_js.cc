@@ -28,36 +28,103 @@ kernels::Fill fillFromJs(const OptionReader& r) {
   f.seed = uint64_t(r.integer("seed", 0, int64_t(1) << 53));
   f.a = r.number("a");
   f.b = r.number("b");
+  r.rejectUnread("a fill");
   return f;
 }
 
 // Range checks only; whether the tensor's count suits the layout is makeQuantizedAllreduce's to say.
-QuantizedSpec quantizedFromJs(const OptionReader& r, int W) {
+QuantizedSpec quantizedFromJs(const OptionReader& c, int W) {
   QuantizedSpec q;
-  q.bits = int(r.integer("bits", 8, 4, 8));
-  q.gatherBits = int(r.integer("gatherBits", q.bits, 4, 8));
-  if ((q.bits != 4 && q.bits != 8) || (q.gatherBits != 4 && q.gatherBits != 8)) r.fail("bits", "4 or 8 (and gatherBits too)");
-  q.groupSize = size_t(r.integer("groupSize", 2048, 2, int64_t(1) << 30));
-  if (q.groupSize % 2 != 0) r.fail("groupSize", "an even number");
-  q.localSize = int(r.integer("localSize", 1, 1, W));
-  if (W % q.localSize != 0) r.fail("localSize", "a divisor of the world size " + std::to_string(W));
-  if (r.has("nodeOf")) {
-    q.nodeOf = r.indices("nodeOf", size_t(W));
-    if (q.nodeOf.size() != size_t(W)) r.fail("nodeOf", "one node index per rank (" + std::to_string(W) + ")");
+  q.bits = int(c.integer("bits", 4, 8));
+  q.gatherBits = int(c.integer("gatherBits", 4, 8));
+  if ((q.bits != 4 && q.bits != 8) || (q.gatherBits != 4 && q.gatherBits != 8)) c.fail("bits", "4 or 8 (and gatherBits too)");
+  q.groupSize = size_t(c.integer("groupSize", 2, int64_t(1) << 30));
+  if (q.groupSize % 2 != 0) c.fail("groupSize", "an even number");
+  OptionReader layout = c.object("layout");
+  if (layout.has("nodeOf")) {
+    q.nodeOf = layout.indices("nodeOf", size_t(W));
+    if (q.nodeOf.size() != size_t(W)) layout.fail("nodeOf", "one node index per rank (" + std::to_string(W) + ")");
+  } else {
+    q.localSize = int(layout.integer("localSize", 1, W));
+    if (W % q.localSize != 0) layout.fail("localSize", "a divisor of the world size " + std::to_string(W));
   }
-  q.errorFeedback = r.boolean("errorFeedback", false);
-  q.beta = float(r.number("beta", 1));
-  if (!(q.beta >= 0 && q.beta <= 1)) r.fail("beta", "a number in [0, 1]");
+  layout.rejectUnread("a layout (localSize or nodeOf, not both)");
+  q.errorFeedback = c.boolean("errorFeedback");
+  q.beta = float(c.number("beta"));
+  if (!(q.beta >= 0 && q.beta <= 1)) c.fail("beta", "a number in [0, 1]");
   return q;
 }
 
-bool hasInPlaceForm(OpKind k) {
-  switch (k) {
-    case OpKind::AllReduce: case OpKind::ReduceScatter: case OpKind::AllGather: case OpKind::Broadcast:
-    case OpKind::AllToAll: case OpKind::Reduce:
-      return true;
-    default:
-      return false;
+Reduction reductionFromJs(const OptionReader& r) {
+  Reduction out;
+  std::string redop = r.string("op");
+  if (redop == "sum") out.op = RedOp::Sum;
+  else if (redop == "max") out.op = RedOp::Max;
+  else if (redop == "min") out.op = RedOp::Min;
+  else r.fail("op", "sum, max or min");
+  out.mean = r.boolean("mean");
+  return out;
+}
+
+// An allreduce or reduce_scatter that estimates (null: the exact one). Read after the op's other fields.
+void compressionFromJs(const OptionReader& r, OpSpec& s, int W) {
+  if (r.isNull("compression", "an object")) return;
+  if (s.coalesced) r.fail("coalesced", "false for an estimating reduce_scatter");
+  if (s.inPlace) r.fail("inPlace", "false for an estimating op");
+  OptionReader c = r.object("compression");
+  std::string kind = c.string("kind");
+  if (kind == "onebit") {
+    if (s.kind != OpKind::AllReduce) c.fail("kind", "quantized: onebit estimates an allreduce");
+    if (s.reduction.op != RedOp::Sum || !s.reduction.mean) r.fail("mean", "true: the 1-bit allreduce estimates the mean");
+    s.compression = Compression::OneBit;
+    s.resetEvery = int(c.integer("resetEvery", 0, 1 << 30));
+  } else if (kind == "quantized") {
+    s.compression = Compression::Quantized;
+    s.quantized = quantizedFromJs(c, W);
+  } else {
+    c.fail("kind", "onebit or quantized");
+  }
+  c.rejectUnread("compression kind " + kind);
+}
+
+// Each kind's own fields (src/comm/native.ts NativeOpOf), none defaulted: this switch is their one list here.
+void kindFieldsFromJs(const OptionReader& r, OpSpec& s, int W) {
+  const auto root = [&] { s.root = int(r.integer("root", 0, W - 1)); };
+  const auto inPlace = [&] { s.inPlace = r.boolean("inPlace"); };
+  switch (s.kind) {
+    case OpKind::ReduceScatter:
+      s.coalesced = r.boolean("coalesced");
+      [[fallthrough]];
+    case OpKind::AllReduce:
+      s.reduction = reductionFromJs(r);
+      inPlace();
+      if (s.coalesced && s.inPlace) r.fail("inPlace", "false for a coalesced reduce_scatter");
+      compressionFromJs(r, s, W);
+      break;
+    case OpKind::Reduce: root(); s.reduction = reductionFromJs(r); inPlace(); break;
+    case OpKind::Broadcast: root(); inPlace(); break;
+    case OpKind::Gather: case OpKind::Scatter: root(); break;
+    case OpKind::AllGather: case OpKind::AllToAll: inPlace(); break;
+    case OpKind::SendRecv:
+      s.shift = int(r.integer("shift", -(1 << 30), 1 << 30));
+      s.peer = r.isNull("peer", "a rank") ? -1 : int(r.integer("peer", 0, W - 1));
+      break;
+    case OpKind::Compute:
+      s.computeUs = r.number("computeUs");
+      if (!(s.computeUs >= 0)) r.fail("computeUs", "microseconds, 0 or more");
+      break;
+    case OpKind::Barrier: break;
+  }
+}
+
+// One input tensor, several for a coalesced reduce_scatter, none for barrier and compute; all of one dtype.
+void checkInputs(const OptionReader& r, const OpSpec& s, const Program& p) {
+  const bool none = s.kind == OpKind::Barrier || s.kind == OpKind::Compute;
+  if (none && !s.inputs.empty()) r.fail("inputs", "no tensor for this op");
+  if (!none && s.inputs.empty()) r.fail("inputs", "at least one tensor");
+  if (!s.coalesced && s.inputs.size() > 1) r.fail("inputs", "one tensor unless coalesced");
+  for (int t : s.inputs) {
+    if (p.tensors[size_t(t)].dtype != p.tensors[size_t(s.inputs[0])].dtype) r.fail("inputs", "tensors of one dtype");
   }
 }
 
@@ -79,6 +146,24 @@ std::vector<std::vector<int>> partitionFromJs(const OptionReader& r, int W) {
   return out;
 }
 
+// The fields every op carries, then its kind's; any other field is refused.
+OpSpec opFromJs(const OptionReader& r, const Program& p, int W) {
+  OpSpec s;
+  s.stage = r.string("stage");
+  if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", oneOf(opKindNames()));
+  s.inputs = r.indices("inputs", p.tensors.size());
+  if (!parseAlgo(r.string("algorithm"), s.algo)) r.fail("algorithm", oneOf(algoNames()));
+  s.lane = int(r.integer("lane", 0, kMaxLanes - 1));
+  s.waitFor = r.indices("waitFor", p.ops.size());
+  for (int w : s.waitFor) if (p.ops[size_t(w)].lane == s.lane) r.fail("waitFor", "indices of ops on other lanes than this op's");
+  if (!r.isNull("groups", "an array of arrays of ranks")) s.groups = partitionFromJs(r, W);
+  s.timeoutSec = r.number("timeoutSec");
+  kindFieldsFromJs(r, s, W);
+  checkInputs(r, s, p);
+  r.rejectUnread("op kind " + std::string(opKindName(s.kind)));
+  return s;
+}
+
 }  // namespace
 
 Program programFromJs(const Napi::Object& obj, int W) {
@@ -96,53 +181,12 @@ Program programFromJs(const Napi::Object& obj, int W) {
     if (!parseDType(r.string("dtype"), t.dtype)) r.fail("dtype", oneOf(dtypeNames()));
     t.count = size_t(r.integer("count", 0, int64_t(1) << 40));
     t.fill = fillFromJs(r.object("fill"));
+    r.rejectUnread("a tensor");
     p.tensors.push_back(std::move(t));
   }
   Napi::Array ops = top.array("ops");
-  for (uint32_t i = 0; i < ops.Length(); ++i) {
-    OptionReader r = top.element(ops, "ops", i);
-    OpSpec s;
-    s.stage = r.string("stage");
-    if (!parseOpKind(r.string("kind"), s.kind)) r.fail("kind", oneOf(opKindNames()));
-    s.inputs = r.indices("inputs", p.tensors.size());
-    bool needsInput = s.kind != OpKind::Barrier && s.kind != OpKind::Compute;
-    if (needsInput && s.inputs.empty()) r.fail("inputs", "at least one tensor");
-    s.coalesced = r.boolean("coalesced", false);
-    if (!s.coalesced && s.inputs.size() > 1) r.fail("inputs", "one tensor unless coalesced");
-    for (int t : s.inputs) {
-      if (p.tensors[size_t(t)].dtype != p.tensors[size_t(s.inputs[0])].dtype) r.fail("inputs", "tensors of one dtype");
-    }
-    std::string redop = r.string("op", "sum");
-    if (redop == "sum") s.reduction.op = RedOp::Sum;
-    else if (redop == "max") s.reduction.op = RedOp::Max;
-    else if (redop == "min") s.reduction.op = RedOp::Min;
-    else r.fail("op", "sum, max or min");
-    s.reduction.mean = r.boolean("mean", false);
-    std::string compression = r.string("compression", "none");
-    if (compression == "onebit") s.compression = Compression::OneBit;
-    else if (compression == "quantized") s.compression = Compression::Quantized;
-    else if (compression != "none") r.fail("compression", "none, onebit or quantized");
-    if (s.compression == Compression::OneBit && s.kind != OpKind::AllReduce) r.fail("compression", "onebit only for allreduce");
-    if (s.compression == Compression::Quantized && ((s.kind != OpKind::AllReduce && s.kind != OpKind::ReduceScatter) || s.coalesced))
-      r.fail("compression", "quantized only for allreduce or a reduce_scatter of one tensor");
-    if (s.compression == Compression::OneBit) s.reduction.mean = true;  // what the 1-bit allreduce estimates
-    s.resetEvery = int(r.integer("resetEvery", 0, 0, 1 << 30));
-    if (s.compression == Compression::Quantized) s.quantized = quantizedFromJs(r, W);
-    s.root = int(r.integer("root", 0, 0, W - 1));
-    std::string algo = r.string("algorithm", "auto");
-    if (!parseAlgo(algo, s.algo)) r.fail("algorithm", oneOf(algoNames()));
-    s.shift = int(r.integer("shift", 1, -(1 << 30), 1 << 30));
-    s.peer = int(r.integer("peer", -1, -1, W - 1));
-    s.computeUs = r.number("computeUs", 0);
-    s.lane = int(r.integer("lane", 0, 0, kMaxLanes - 1));
-    if (r.has("waitFor")) s.waitFor = r.indices("waitFor", i);
-    for (int w : s.waitFor) if (p.ops[size_t(w)].lane == s.lane) r.fail("waitFor", "indices of ops on other lanes than this op's");
-    if (r.has("groups")) s.groups = partitionFromJs(r, W);
-    s.inPlace = r.boolean("inPlace", false);
-    if (s.inPlace && (s.coalesced || s.compression != Compression::None || !hasInPlaceForm(s.kind))) r.fail("inPlace", "false for this op");
-    s.timeoutSec = r.number("timeoutSec", p.timeoutSec);
-    p.ops.push_back(std::move(s));
-  }
+  for (uint32_t i = 0; i < ops.Length(); ++i) p.ops.push_back(opFromJs(top.element(ops, "ops", i), p, W));
+  top.rejectUnread("the program");
   return p;
 }
 
