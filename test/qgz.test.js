@@ -157,14 +157,13 @@ test("without nodes or localSize the stage splits by host, whatever the numberin
   }), "q.json");
   const job = jobWith({});
   const op = (hostOf) => plan(job, { size: hostOf.length, hostOf }).program.ops[0];
-  assert.deepEqual(op([0, 1, 0, 1]).nodeOf, [0, 1, 0, 1]);
-  assert.equal(op([0, 1, 0, 1]).localSize, undefined);
+  assert.deepEqual(op([0, 1, 0, 1]).compression.layout, { nodeOf: [0, 1, 0, 1] });
   const unequal = plan(job, { size: 4, hostOf: [0, 0, 0, 1] });
   assert.equal(unequal.stages[0].fallback, "the hosts hold unequal numbers of ranks (3, 1); ran the exact allreduce");
-  assert.equal(unequal.program.ops[0].compression, undefined);
+  assert.equal(unequal.program.ops[0].compression, null);
   // A layout of the stage's own stays node by node, whatever the hosts.
   const own = plan(jobWith({ localSize: 2 }), { size: 4, hostOf: [0, 0, 0, 1] });
-  assert.equal(own.program.ops[0].localSize, 2);
+  assert.deepEqual(own.program.ops[0].compression.layout, { localSize: 2 });
   assert.equal(own.stages[0].fallback, null);
 });
 
