@@ -44,7 +44,7 @@ class OptionReader {
   std::vector<int> indicesIn(const Napi::Array& a, const char* key, size_t limit) const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
-  // Fails on the first field of the object that was not read, as no field of `what` ("a barrier op").
+  // Fails on the first field of the object that was not read, as no field of `what` ("op kind barrier").
   void rejectUnread(const std::string& what) const;
   const std::string& where() const { return where_; }
 
