@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 
-#include "base/cores.h"
 #include "base/error.h"
 
 namespace spmd::mpi {
@@ -27,14 +26,14 @@ void promoteLibmpiToGlobal() {
 void Runtime::prepareEnvironment(const InitOptions& o) {
   // Open MPI busy-polls inside blocking calls unless told otherwise; with more ranks than cores that
   // starves the ranks doing work.
-  if (unsigned(o.localRanks) > usableCores()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  if (o.oversubscribed()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
 }
 
 void Runtime::init(const InitOptions& o) {
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized");
   if (initialized) throw CommError(code::kInvalid, "mpi: MPI was already initialised in this process (once per process)");
-  oversubscribed_ = unsigned(o.localRanks) > usableCores();
+  oversubscribed_ = o.oversubscribed();
   promoteLibmpiToGlobal();
   check(MPI_Init_thread(nullptr, nullptr, o.funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &level_), "MPI_Init_thread");
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/mpi/faults.h"
+#include "base/cores.h"
 #include "runtime/op_queue.h"
 
 namespace spmd::mpi {
@@ -15,6 +16,7 @@ namespace spmd::mpi {
 struct InitOptions {
   int localRanks = 1;     // ranks on this node, as the launcher says: more than cores is oversubscribed
   bool funneled = false;  // ask only for MPI_THREAD_FUNNELED (every MPI call on the MPI thread)
+  bool oversubscribed() const { return unsigned(localRanks) > usableCores(); }
 };
 
 class Runtime {
