@@ -10,6 +10,14 @@ import type { NativeCommunicator, PeerSighting } from "./native.js";
 const BEAT_MS = 250;
 /** How long a reader waits for the store at a deadline: a store that does not answer is itself the finding. */
 const ASK_MS = 1000;
+/**
+ * How long rank 0, failing, keeps serving the board for the others, whose deadlines pass a moment after its
+ * own: leaving at once, it would be named by them as the rank that did not answer. Under the launcher's
+ * settle time (2 s), so that no SIGTERM cuts its own message short.
+ */
+const LINGER_MS = 1500;
+/** A rank that has not posted for this long has stopped posting (stopped, gone, or wedged). */
+const STALE_MS = 2 * BEAT_MS;
 
 interface Post {
   position: number;
@@ -29,13 +37,31 @@ export interface PresenceBoard {
 
 type Store = NonNullable<Bootstrap["store"]>;
 
-async function sighting(store: Store, rank: number, now: number): Promise<PeerSighting> {
+async function read(store: Store, rank: number): Promise<Post | undefined> {
   try {
-    const post = JSON.parse((await store.get(key(rank), ASK_MS)).toString()) as Post;
-    return { rank, answered: true, position: post.position, silentSec: post.left ? 0 : (now - post.t) / 1000 };
+    return JSON.parse((await store.get(key(rank), ASK_MS)).toString()) as Post;
   } catch {
-    return { rank, answered: false, position: 0, silentSec: -1 };
+    return undefined;
   }
+}
+
+async function sighting(store: Store, rank: number, now: number): Promise<PeerSighting> {
+  const post = await read(store, rank);
+  if (!post) return { rank, answered: false, position: 0, silentSec: -1 };
+  return { rank, answered: true, position: post.position, silentSec: post.left ? 0 : (now - post.t) / 1000 };
+}
+
+const othersThan = (comm: NativeCommunicator) => Array.from({ length: comm.size }, (_, r) => r).filter((r) => r !== comm.rank);
+
+/** Every other rank has left after its own failure, or stopped posting: none will read the board any more. */
+async function noneStillReading(store: Store, comm: NativeCommunicator): Promise<boolean> {
+  const posts = await Promise.all(othersThan(comm).map((r) => read(store, r)));
+  return posts.every((p) => !p || p.left || Date.now() - p.t > STALE_MS);
+}
+
+async function lingerForReaders(store: Store, comm: NativeCommunicator): Promise<void> {
+  const until = Date.now() + LINGER_MS;
+  while (Date.now() < until && !(await noneStillReading(store, comm))) await new Promise((r) => setTimeout(r, BEAT_MS / 5));
 }
 
 export function startPresence(comm: NativeCommunicator, store: Store): PresenceBoard {
@@ -46,8 +72,7 @@ export function startPresence(comm: NativeCommunicator, store: Store): PresenceB
   return {
     stragglers: async () => {
       const now = Date.now();
-      const others = Array.from({ length: comm.size }, (_, r) => r).filter((r) => r !== comm.rank);
-      const seen = await Promise.all(others.map((r) => sighting(store, r, now)));
+      const seen = await Promise.all(othersThan(comm).map((r) => sighting(store, r, now)));
       // Rank 0 hosts the store: when it does not answer, nobody on the board could.
       const host = seen.find((s) => s.rank === 0);
       return comm.stragglers(host && !host.answered ? [host] : seen);
@@ -56,6 +81,7 @@ export function startPresence(comm: NativeCommunicator, store: Store): PresenceB
       clearInterval(timer);
       // Bounded: a store behind a link that went down answers nothing, not even an error.
       if (failed) await Promise.race([post({ left: true }), new Promise((resolve) => setTimeout(resolve, ASK_MS).unref())]);
+      if (failed && comm.rank === 0) await lingerForReaders(store, comm);
     },
   };
 }
