@@ -1,8 +1,9 @@
 // The tcp backend's pieces on loopback, ranks as threads of one process: the handshake turns strangers away
-// without a byte, messages of every size arrive intact, and each failure is reported as what it is, naming
-// its peer: out of step (desync), gone, deadline, abort notice, interrupt. Then the hybrid transport: a ring
-// across two "hosts" (a shm segment each, tcp between them), and a tcp failure that must end a mixed
-// exchange whose shm half is still waiting.
+// without a byte, connections open on first use and only to the peers a rank talks to, messages of every size
+// arrive intact, and each failure is reported as what it is, naming its peer: out of step (desync), gone
+// (connected or not yet), deadline, abort notice, interrupt. Then the hybrid transport: a ring across two
+// "hosts" (a shm segment each, tcp between them), and a tcp failure that must end a mixed exchange whose
+// shm half is still waiting.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,7 +22,7 @@
 #include "backends/hybrid/hybrid_transport.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
-#include "backends/tcp/mesh.h"
+#include "backends/tcp/connector.h"
 #include "backends/tcp/tcp_transport.h"
 #include "base/error.h"
 #include "harness.h"
@@ -39,48 +41,38 @@ Key testKey(uint8_t seed) {
   return k;
 }
 
-// W ranks connected on loopback: links[rank][lane][peer]. `beforeMesh(endpoints)` runs once every rank
-// listens and before any dials, e.g. to let strangers knock first.
-std::vector<Links> mesh(int W, int lanes, const std::function<void(const std::vector<SocketAddress>&)>& beforeMesh = {}) {
-  std::vector<std::unique_ptr<Endpoint>> endpoints;
-  std::vector<SocketAddress> addrs;
-  for (int r = 0; r < W; ++r) {
-    endpoints.push_back(std::make_unique<Endpoint>(SocketAddress::parse("127.0.0.1", 0), W));
-    addrs.push_back(endpoints.back()->address());
-  }
-  if (beforeMesh) beforeMesh(addrs);
-  std::vector<Links> links(static_cast<size_t>(W));
-  std::vector<std::string> errors(static_cast<size_t>(W));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < W; ++r) {
-    threads.emplace_back([&, r] {
-      MeshOptions o{r, W, lanes, testKey(1), {}, Clock::now() + std::chrono::seconds(20)};
-      for (int p = 0; p < W; ++p) o.peers.push_back(p == r ? std::nullopt : std::optional(addrs[size_t(p)]));
-      try {
-        links[size_t(r)] = connectMesh(endpoints[size_t(r)]->takeListener(), o);
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const std::string& e : errors) if (!e.empty()) throw std::runtime_error("mesh: " + e);
-  return links;
-}
-
+// W ranks on loopback, lane 0 of each a TcpTransport over the rank's Connector. `beforeConnecting(addrs)`
+// runs once every rank listens and before any connector runs, e.g. to let strangers knock first. `reaches`:
+// which peers a rank reaches over tcp (all but itself unless given).
 struct Ranks {
+  std::vector<SocketAddress> addrs;
   std::vector<std::unique_ptr<AbortSignal>> signals;
-  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::vector<std::unique_ptr<Connector>> connectors;
+  std::vector<std::unique_ptr<TcpTransport>> transports;  // last: destroyed before the connectors they use
+
+  // Rank r's process ends: its sockets and its listener close.
+  void end(int r) {
+    transports[size_t(r)].reset();
+    connectors[size_t(r)].reset();
+  }
 };
 
-// Lane 0 of a loopback mesh as one TcpTransport per rank.
-Ranks transports(int W) {
-  std::vector<Links> links = mesh(W, 1);
+Ranks transports(int W, const std::function<void(const std::vector<SocketAddress>&)>& beforeConnecting = {},
+                 const std::function<bool(int, int)>& reaches = [](int r, int p) { return r != p; }) {
   Ranks out;
+  std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (int r = 0; r < W; ++r) {
+    endpoints.push_back(std::make_unique<Endpoint>(SocketAddress::parse("127.0.0.1", 0), W));
+    out.addrs.push_back(endpoints.back()->address());
+  }
+  if (beforeConnecting) beforeConnecting(out.addrs);
+  for (int r = 0; r < W; ++r) {
+    ConnectorOptions o{r, W, 1, testKey(1), {}};
+    for (int p = 0; p < W; ++p) o.peers.push_back(reaches(r, p) ? std::optional(out.addrs[size_t(p)]) : std::nullopt);
     out.signals.push_back(std::make_unique<AbortSignal>());
+    out.connectors.push_back(std::make_unique<Connector>(endpoints[size_t(r)]->takeListener(), std::move(o)));
     std::vector<std::string> names(size_t(W), "loopback");
-    out.transports.push_back(std::make_unique<TcpTransport>(r, 0, std::move(links[size_t(r)][0]), names, *out.signals.back()));
+    out.transports.push_back(std::make_unique<TcpTransport>(r, 0, *out.connectors.back(), names, *out.signals.back()));
     out.transports.back()->setDeadline(Clock::now() + std::chrono::seconds(20));
   }
   return out;
@@ -109,7 +101,24 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 unsigned char pattern(int from, int to, size_t msg, size_t i) { return static_cast<unsigned char>(from * 37 + to * 11 + msg * 5 + i * 7); }
 
-// A stranger dials rank 1 before the mesh forms and says `hello`; rank 1 must close without a byte.
+// Sends one byte round a ring on lane 0 (both directions at once): every rank's neighbours connect.
+std::vector<std::pair<std::string, std::string>> ring(Ranks& t, int W) {
+  return onThreads(W, [&](int r) {
+    unsigned char out[2] = {uint8_t(r), uint8_t(r)}, in[2] = {};
+    SendSpec sends[2] = {{(r + 1) % W, &out[0], 1}, {(r + W - 1) % W, &out[1], 1}};
+    RecvSpec recvs[2] = {{(r + W - 1) % W, &in[0], 1}, {(r + 1) % W, &in[1], 1}};
+    t.transports[size_t(r)]->exchange(sends, recvs);
+    if (in[0] != (r + W - 1) % W || in[1] != (r + 1) % W) throw std::runtime_error("ring: wrong bytes");
+  });
+}
+
+bool allOk(const std::vector<std::pair<std::string, std::string>>& errors) {
+  for (auto& e : errors) if (!e.first.empty()) return false;
+  return true;
+}
+
+// A stranger dials rank 1 before its connector runs and says `hello`; rank 1 must close without a byte,
+// and still let the real peers in.
 void testStrangersGetNothing() {
   struct Knock {
     const char* what;
@@ -123,7 +132,7 @@ void testStrangersGetNothing() {
       {"right key, wrong world size", [](uint8_t* b) { encodeHello(Hello{0, 1, 4, 0, testKey(1)}, b); }},
   };
   std::vector<int> socks;
-  mesh(3, 2, [&](const std::vector<SocketAddress>& addrs) {
+  Ranks t = transports(3, [&](const std::vector<SocketAddress>& addrs) {
     for (const Knock& k : knocks) {
       int fd = socket(AF_INET, SOCK_STREAM, 0);
       if (connect(fd, addrs[1].get(), addrs[1].length()) != 0) throw std::runtime_error("stranger cannot connect");
@@ -140,6 +149,28 @@ void testStrangersGetNothing() {
     check(n == 0, std::string("a stranger (") + knocks[i].what + ") is closed without a byte in reply (got " + std::to_string(n) + ")");
     close(socks[i]);
   }
+  auto errors = ring(t, 3);
+  check(allOk(errors), "after the strangers, the ranks connect and exchange (" + errors[1].second + ")");
+}
+
+size_t openDescriptors() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.is_symlink() ? 1 : 0;
+  return n;
+}
+
+// Connections open on first use, to the peers a rank talks to: a ring of 6 opens 6 connections (12
+// descriptors in this one process), where a full mesh would open 15.
+void testConnectionsOnFirstUse() {
+  const int W = 6;
+  Ranks t = transports(W);
+  const size_t before = openDescriptors();
+  auto errors = ring(t, W);
+  const size_t opened = openDescriptors() - before;
+  check(allOk(errors) && opened == 2 * W, "a ring opens one connection per neighbour and no more: " + std::to_string(opened) +
+                                              " descriptors opened (" + errors[0].second + ")");
+  errors = ring(t, W);
+  check(allOk(errors) && openDescriptors() - before == opened, "the connections are kept for the next exchange");
 }
 
 void testMessagesArriveIntact() {
@@ -191,7 +222,7 @@ void testPeerGone() {
   Bytes buf(1 << 20);
   std::thread closer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    t.transports[1].reset();  // its sockets close, as when the process dies
+    t.end(1);
   });
   auto start = Clock::now();
   auto errors = onThreads(1, [&](int) { t.transports[0]->recv(1, buf.data(), buf.size()); });
@@ -200,8 +231,24 @@ void testPeerGone() {
         "a peer whose sockets close is reported gone at once, by rank: " + errors[0].second);
 }
 
+// A rank whose listener is closed (its process ended) is gone, whichever of the two would dial: this rank
+// (the dial is refused) or that rank (a probe finds its listener closed, within seconds, not at the deadline).
+void testGoneBeforeConnecting() {
+  for (int waiter : {0, 1}) {
+    Ranks t = transports(2);
+    t.end(1 - waiter);
+    Bytes buf(10);
+    auto start = Clock::now();
+    auto errors = onThreads(1, [&](int) { t.transports[size_t(waiter)]->recv(1 - waiter, buf.data(), buf.size()); });
+    const std::string who = "rank " + std::to_string(1 - waiter);
+    check(errors[0].first == std::string(code::kPeerGone) && has(errors[0].second, who + " (127.0.0.1:") &&
+              has(errors[0].second, "refused a connection") && Clock::now() - start < std::chrono::seconds(5),
+          "a peer gone before it connected is named gone promptly (" + std::string(waiter ? "it dials" : "this rank dials") + "): " + errors[0].second);
+  }
+}
+
 void testDeadline() {
-  Ranks t = transports(2);
+  Ranks t = transports(3);
   Bytes buf(10);
   t.transports[0]->setDeadline(Clock::now() + std::chrono::milliseconds(200));
   auto start = Clock::now();
@@ -210,6 +257,11 @@ void testDeadline() {
   check(errors[0].first == std::string(code::kTimeout) && has(errors[0].second, "receiving 10 bytes from rank 1") &&
             took >= std::chrono::milliseconds(190) && took < std::chrono::seconds(2),
         "the deadline ends a wait promptly, naming the peer: " + errors[0].second);
+  // Rank 0 never dials rank 2: it is alive, but not (yet) at the op.
+  t.transports[2]->setDeadline(Clock::now() + std::chrono::milliseconds(200));
+  errors = onThreads(1, [&](int) { t.transports[2]->recv(0, buf.data(), buf.size()); });
+  check(errors[0].first == std::string(code::kTimeout) && has(errors[0].second, "receiving from rank 0, not yet connected (waiting for rank 0 to dial this rank)"),
+        "a deadline that passes before a connection came says so: " + errors[0].second);
 }
 
 void testAbortNotice() {
@@ -217,9 +269,11 @@ void testAbortNotice() {
   Bytes buf(10);
   auto errors = onThreads(3, [&](int r) {
     if (r == 0) {
+      for (int p : {1, 2}) t.transports[0]->send(p, buf.data(), 1);  // connected, and the peers read on
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       t.transports[0]->abort("stage x: something broke");
     } else {
+      t.transports[r]->recv(0, buf.data(), 1);
       t.transports[r]->recv(0, buf.data(), buf.size());
     }
   });
@@ -249,29 +303,24 @@ void testInterrupt() {
 // Two hosts of two ranks: ranks {0,1} and {2,3} each share a segment; every other pair talks over tcp.
 struct Hybrid {
   std::vector<std::unique_ptr<shm::Segment>> segments;
-  std::vector<std::unique_ptr<AbortSignal>> signals;
+  Ranks tcp;
   std::vector<std::unique_ptr<shm::ShmTransport>> local;
-  std::vector<std::unique_ptr<TcpTransport>> remote;
   std::vector<std::unique_ptr<HybridTransport>> hybrid;
 };
 
 Hybrid hybridRanks() {
   Hybrid h;
-  std::vector<Links> links = mesh(4, 1);
-  for (int host = 0; host < 2; ++host) {
-    std::string name = "/spmd-tcp-test-" + std::to_string(getpid()) + "-" + std::to_string(host);
+  auto host = [](int r) { return r / 2; };
+  h.tcp = transports(4, {}, [&](int r, int p) { return host(r) != host(p); });
+  for (int i = 0; i < 2; ++i) {
+    std::string name = "/spmd-tcp-test-" + std::to_string(getpid()) + "-" + std::to_string(i);
     h.segments.push_back(std::make_unique<shm::Segment>(shm::Segment::create(name, shm::Layout{2, 1, 4096, 0, 0})));
     h.segments.back()->unlink();
   }
   for (int r = 0; r < 4; ++r) {
-    int host = r / 2;
-    std::vector<int> localIndex = host == 0 ? std::vector<int>{0, 1, -1, -1} : std::vector<int>{-1, -1, 0, 1};
-    // Links to the same host are not used by the hybrid; closing them keeps the test honest.
-    for (int p : {2 * host, 2 * host + 1}) links[size_t(r)][0][size_t(p)].reset();
-    h.signals.push_back(std::make_unique<AbortSignal>());
-    h.local.push_back(std::make_unique<shm::ShmTransport>(*h.segments[size_t(host)], r % 2, 0, std::vector<int>{2 * host, 2 * host + 1}));
-    h.remote.push_back(std::make_unique<TcpTransport>(r, 0, std::move(links[size_t(r)][0]), std::vector<std::string>(4, "loopback"), *h.signals.back()));
-    h.hybrid.push_back(std::make_unique<HybridTransport>(r, localIndex, *h.local.back(), *h.remote.back()));
+    std::vector<int> localIndex = host(r) == 0 ? std::vector<int>{0, 1, -1, -1} : std::vector<int>{-1, -1, 0, 1};
+    h.local.push_back(std::make_unique<shm::ShmTransport>(*h.segments[size_t(host(r))], r % 2, 0, std::vector<int>{2 * host(r), 2 * host(r) + 1}));
+    h.hybrid.push_back(std::make_unique<HybridTransport>(r, localIndex, *h.local.back(), *h.tcp.transports[size_t(r)]));
     h.hybrid.back()->setDeadline(Clock::now() + std::chrono::seconds(20));
   }
   return h;
@@ -299,7 +348,7 @@ void testHybridTcpFailureEndsShmWait() {
   Bytes buf(64);
   // Rank 2 goes away; rank 1 waits on rank 0 (shm, never sends) and rank 2 (tcp) at once.
   h.hybrid[2].reset();
-  h.remote[2].reset();
+  h.tcp.end(2);
   auto start = Clock::now();
   auto errors = onThreads(1, [&](int) {
     RecvSpec recvs[2] = {{0, buf.data(), 32}, {2, buf.data() + 32, 32}};
@@ -313,7 +362,15 @@ void testHybridTcpFailureEndsShmWait() {
 
 int main() {
   return spmd::testing::runTests({
-      {"strangers", testStrangersGetNothing}, {"intact", testMessagesArriveIntact}, {"out of step", testOutOfStep},
-      {"peer gone", testPeerGone},            {"deadline", testDeadline},           {"abort", testAbortNotice},
-      {"interrupt", testInterrupt},           {"hybrid ring", testHybridRing},      {"hybrid failure", testHybridTcpFailureEndsShmWait}});
+      {"strangers", testStrangersGetNothing},
+      {"first use", testConnectionsOnFirstUse},
+      {"intact", testMessagesArriveIntact},
+      {"out of step", testOutOfStep},
+      {"peer gone", testPeerGone},
+      {"gone before connecting", testGoneBeforeConnecting},
+      {"deadline", testDeadline},
+      {"abort", testAbortNotice},
+      {"interrupt", testInterrupt},
+      {"hybrid ring", testHybridRing},
+      {"hybrid failure", testHybridTcpFailureEndsShmWait}});
 }

@@ -297,9 +297,9 @@ export interface NativeCommunicator {
   state(op: number): NativeStateBuffer[];
   /**
    * Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for shm and mpi.
-   * The tcp backend connects to every peer (`peers` indexed by rank) within `timeoutMs`.
+   * The tcp backend learns where its peers listen (`peers` indexed by rank); it connects to each on first use.
    */
-  connect(peers?: TcpPeer[], timeoutMs?: number): Promise<void>;
+  connect(peers?: TcpPeer[]): Promise<void>;
   /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
   flightRecord(): FlightEntry[];
   /** Lane 0's place in the op sequence ((seq << 1) | 1 inside op seq), readable while ops run. */

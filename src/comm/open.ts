@@ -243,7 +243,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       comm =
         chosen === "shm"
           ? await startShm(boot, o.place, topo)
-          : await startTcp(boot, o.place, topo, { token: o.token, timeoutMs: o.timeoutMs, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
+          : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
       topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;
     }

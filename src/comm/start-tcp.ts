@@ -1,5 +1,5 @@
-// Starts the tcp backend once the ranks have met: every rank opens an endpoint, the ranks exchange where
-// they listen, then connect. With `shmWithinHosts` (backend auto on hosts that hold several ranks) the
+// Starts the tcp backend once the ranks have met: every rank opens an endpoint and the ranks exchange where
+// they listen; each connection then opens on first use. With `shmWithinHosts` (backend auto on hosts that hold several ranks) the
 // ranks of one host share a segment and only ranks on different hosts talk over tcp ("shm+tcp").
 import { createHash, randomBytes } from "node:crypto";
 import type { Place } from "../env/place.js";
@@ -10,7 +10,6 @@ import type { Topology } from "./topology.js";
 
 export interface TcpStartOptions {
   token: string;
-  timeoutMs: number;
   iface?: string;
   shmWithinHosts: boolean;
 }
@@ -55,10 +54,10 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
       if (r === rank || local?.includes(r)) return null;
       return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };
     });
-    await comm.connect(peers, o.timeoutMs);
-    // Everyone is attached and connected: the segment's name is no longer needed, and unlinking it now
-    // means no crash can leak it.
-    await boot.barrier("tcp/connected");
+    await comm.connect(peers);
+    // Everyone is attached: the segment's name is no longer needed, and unlinking it now means no crash can
+    // leak it.
+    await boot.barrier("tcp/attached");
     comm.release();
     return comm;
   } catch (err) {

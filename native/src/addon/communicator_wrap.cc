@@ -108,11 +108,11 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
   throw err;
 }
 
-// tcp's connect(peers, timeoutMs): where each rank listens ({ host, port }), null for ranks it reaches
+// tcp's connect(peers): where each rank listens ({ host, port }), null for ranks it reaches
 // otherwise. Parsed here, on the JS thread, so a bad address is a TypeError at the call.
 std::vector<std::optional<tcp::SocketAddress>> tcpPeers(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsArray() || !info[1].IsNumber()) throwInvalid(env, "connect: the tcp backend expects (peers, timeoutMs)");
+  if (!info[0].IsArray()) throwInvalid(env, "connect: the tcp backend expects (peers)");
   Napi::Array list = info[0].As<Napi::Array>();
   std::vector<std::optional<tcp::SocketAddress>> peers(list.Length());
   try {
@@ -369,7 +369,7 @@ Napi::Value CommunicatorWrap::release(const Napi::CallbackInfo& info) {
 Napi::Value CommunicatorWrap::connect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   requireOpen(env);
-  if (tcp_) tcp_->expectPeers(tcpPeers(info), std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(info[1].As<Napi::Number>().DoubleValue())));
+  if (tcp_) tcp_->expectPeers(tcpPeers(info));
   auto p = std::make_unique<Pending>(Pending{Napi::Promise::Deferred::New(env), {}, {}, {}, {}, {}});
   Backend* backend = backend_.get();
   p->work = [backend] { backend->connect(); };

@@ -38,7 +38,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value stragglers(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread. The tcp
-  // backend takes (peers, timeoutMs): where to reach each rank, known only once the ranks have met.
+  // backend takes (peers): where to reach each rank, known only once the ranks have met.
   Napi::Value connect(const Napi::CallbackInfo& info);
   Napi::Value close(const Napi::CallbackInfo& info);
   Napi::Value getRank(const Napi::CallbackInfo& info);

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "backends/tcp/mesh.h"
+#include "backends/tcp/connector.h"
 
 namespace spmd::addon {
 

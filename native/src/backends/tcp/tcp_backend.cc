@@ -23,11 +23,6 @@ TcpBackend::TcpBackend(TcpOptions o)
   segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, layout) : shm::Segment::attach(o.local->name, layout));
 }
 
-void TcpBackend::expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline) {
-  peers_ = std::move(peers);
-  deadline_ = deadline;
-}
-
 void TcpBackend::connect() {
   if (!listener_) throw CommError(code::kInvalid, "tcp: connect() was already called");
   std::vector<std::optional<SocketAddress>> peers = std::move(peers_);
@@ -40,11 +35,11 @@ void TcpBackend::connect() {
     }
     if (tcpPeer) names[size_t(r)] = peers[size_t(r)]->toString();
   }
-  Links links = connectMesh(std::move(listener_), MeshOptions{rank_, size_, kLanes, key_, std::move(peers), deadline_});
+  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers)});
   std::vector<int> jobRanks;
   for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
   for (int lane = 0; lane < kLanes; ++lane) {
-    tcp_[lane] = std::make_unique<TcpTransport>(rank_, lane, std::move(links[size_t(lane)]), names, signal_);
+    tcp_[lane] = std::make_unique<TcpTransport>(rank_, lane, *connector_, names, signal_);
     Transport* t = tcp_[lane].get();
     if (segment_) {
       shm_[lane] = std::make_unique<shm::ShmTransport>(*segment_, localIndex_[size_t(rank_)], lane, jobRanks);

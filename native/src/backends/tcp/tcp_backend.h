@@ -2,7 +2,7 @@
 // under the shared algorithms. With a local group (backend "auto" on hosts that hold several ranks) the
 // ranks of this host talk through a shm segment instead, and each lane is a HybridTransport over both:
 // "shm+tcp". Started in two steps: the constructor sets up what is local (the listener the endpoint
-// opened, the segment), connect() then meets the peers, on the progress thread.
+// opened, the segment), connect() then starts the Connector, which opens each tcp connection on first use.
 #pragma once
 #include <memory>
 #include <optional>
@@ -13,7 +13,7 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
 #include "backends/tcp/abort_signal.h"
-#include "backends/tcp/mesh.h"
+#include "backends/tcp/connector.h"
 #include "backends/tcp/tcp_transport.h"
 #include "runtime/backend.h"
 #include "runtime/transport_collectives.h"
@@ -39,9 +39,9 @@ class TcpBackend : public Backend {
  public:
   explicit TcpBackend(TcpOptions o);
   // Before connect(): `peers[r]` is where rank r listens, for every rank outside the local group (nullopt
-  // for this rank and for the group); connecting gives up at `deadline`.
-  void expectPeers(std::vector<std::optional<SocketAddress>> peers, std::chrono::steady_clock::time_point deadline);
-  // On the progress thread. Throws kTimeout naming the peers still missing at the deadline.
+  // for this rank and for the group).
+  void expectPeers(std::vector<std::optional<SocketAddress>> peers) { peers_ = std::move(peers); }
+  // On the progress thread: checks the peers and starts connecting (lazily: nothing is dialled yet).
   void connect() override;
 
   std::string name() const override { return segment_ ? "shm+tcp" : "tcp"; }
@@ -59,10 +59,10 @@ class TcpBackend : public Backend {
   Key key_;
   Fd listener_;
   std::vector<std::optional<SocketAddress>> peers_;
-  std::chrono::steady_clock::time_point deadline_;
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;
+  std::unique_ptr<Connector> connector_;  // before the transports, which use it: destroyed after them
   std::unique_ptr<shm::ShmTransport> shm_[kLanes];
   std::unique_ptr<TcpTransport> tcp_[kLanes];
   std::unique_ptr<HybridTransport> hybrid_[kLanes];

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,8 +36,8 @@ bool hangup(int e) { return e == EPIPE || e == ECONNRESET || e == ENOTCONN || e 
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int lane, std::vector<Fd> sockets, std::vector<std::string> names, AbortSignal& signal)
-    : rank_(rank), lane_(lane), signal_(signal), sendBusy_(sockets.size()), recvBusy_(sockets.size()) {
+TcpTransport::TcpTransport(int rank, int lane, Connector& connector, std::vector<std::string> names, AbortSignal& signal)
+    : rank_(rank), lane_(lane), connector_(connector), signal_(signal), sendBusy_(names.size()), recvBusy_(names.size()) {
   epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_) throwSystemError("tcp: epoll_create1");
   wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -45,15 +46,22 @@ TcpTransport::TcpTransport(int rank, int lane, std::vector<Fd> sockets, std::vec
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
-  for (size_t peer = 0; peer < sockets.size(); ++peer) {
-    links_.push_back(Link{std::move(sockets[peer]), std::move(names[peer])});
-    if (!links_.back().fd) continue;
-    // Edge-triggered and registered once: no epoll_ctl on the hot path. exchange() only sleeps after every
-    // socket it needs said EAGAIN, so an edge is never missed.
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, links_.back().fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
-  }
+  for (std::string& name : names) links_.push_back(Link{Fd(), std::move(name)});
   signal_.watch(wake_.get());
+}
+
+// Asks the connector on first use; once the connection is there it joins the epoll set. Edge-triggered
+// and registered once: no epoll_ctl on the hot path. exchange() only sleeps after every socket it needs
+// said EAGAIN (a socket that arrives is tried before any sleep), so an edge is never missed.
+bool TcpTransport::connected(int peer) {
+  Link& link = links_[size_t(peer)];
+  if (link.fd) return true;
+  link.fd = connector_.take(lane_, peer, wake_.get());
+  if (!link.fd) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, link.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+  return true;
 }
 
 void TcpTransport::interrupt() {
@@ -67,6 +75,10 @@ void TcpTransport::checkSignals() const {
 }
 
 std::string TcpTransport::describe(const Message& m) const {
+  if (!links_[size_t(m.peer)].fd) {
+    return std::string(m.recv ? "receiving from" : "sending to") + " rank " + std::to_string(m.peer) + ", not yet connected (" +
+           connector_.waitingFor(lane_, m.peer) + ")";
+  }
   return std::string(m.recv ? "receiving " : "sending ") + std::to_string(m.bytes) + (m.recv ? " bytes from rank " : " bytes to rank ") +
          std::to_string(m.peer) + " (" + std::to_string(payloadDone(m.wire)) + " done)";
 }
@@ -178,13 +190,17 @@ void TcpTransport::sleep() {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now).count();
   int timeout = int(std::clamp<int64_t>(left, 0, INT_MAX));
   if (epoll_wait(epoll_.get(), events, 16, timeout) < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
+  // Drained after the wait and before the caller looks again at everything it stands for (an abort, an
+  // interrupt, a connection that arrived), so that the level-triggered eventfd cannot keep waking us.
+  uint64_t count;
+  [[maybe_unused]] ssize_t n = read(wake_.get(), &count, sizeof count);
 }
 
 void TcpTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
   if (flight_) flight_->notePeers(sends, recvs);
   messages_.clear();
   auto add = [&](int peer, const void* data, size_t bytes, bool recv) {
-    if (peer < 0 || size_t(peer) >= links_.size() || !links_[size_t(peer)].fd) {
+    if (!connector_.reaches(peer)) {
       throw CommError(code::kInvalid, "tcp: rank " + std::to_string(rank_) + " has no connection to rank " + std::to_string(peer));
     }
     if (bytes == 0) return;
@@ -210,6 +226,7 @@ void TcpTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
       uint8_t& busy = (m.recv ? recvBusy_ : sendBusy_)[size_t(m.peer)];
       if (busy) continue;
       busy = 1;
+      if (!connected(m.peer)) continue;
       moved |= (m.recv ? pull(m) : push(m)) > 0;
     }
     if (done) return;

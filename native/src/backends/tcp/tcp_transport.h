@@ -1,4 +1,5 @@
-// Transport over one lane of tcp connections (one socket per peer). exchange() moves every listed message
+// Transport over one lane of tcp connections (one socket per peer, opened by the Connector on first use:
+// a message to a peer not yet connected waits, beside the others, until its connection arrives). exchange() moves every listed message
 // at once: each pass writes and reads whatever the sockets take without blocking, in framed chunks (wire.h),
 // so sending to one peer and receiving from others proceed together and a large message streams through
 // the socket buffers while its peer is already reading. When nothing moves, the thread sleeps in
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backends/tcp/abort_signal.h"
+#include "backends/tcp/connector.h"
 #include "backends/tcp/socket.h"
 #include "backends/tcp/wire.h"
 #include "base/transport.h"
@@ -17,9 +19,8 @@ namespace spmd::tcp {
 
 class TcpTransport : public InterruptibleTransport {
  public:
-  // `sockets[peer]`: the connected socket of this lane (empty for itself and ranks without a tcp link);
-  // `names[peer]`: how messages name where it is ("10.0.0.2:41234").
-  TcpTransport(int rank, int lane, std::vector<Fd> sockets, std::vector<std::string> names, AbortSignal& signal);
+  // `names[peer]`: how messages name where it is ("10.0.0.2:41234"), for the ranks `connector` reaches.
+  TcpTransport(int rank, int lane, Connector& connector, std::vector<std::string> names, AbortSignal& signal);
   int rank() const override { return rank_; }
   int size() const override { return int(links_.size()); }
   void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override;
@@ -46,6 +47,7 @@ class TcpTransport : public InterruptibleTransport {
     uint8_t header[kFrameHeaderBytes];  // recv: the header being read
   };
 
+  bool connected(int peer);
   size_t push(Message& m);
   size_t pull(Message& m);
   void checkHeader(const Message& m, size_t chunk);
@@ -57,6 +59,7 @@ class TcpTransport : public InterruptibleTransport {
 
   int rank_;
   int lane_;
+  Connector& connector_;
   std::vector<Link> links_;
   AbortSignal& signal_;
   Fd epoll_;

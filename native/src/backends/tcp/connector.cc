@@ -1,0 +1,358 @@
+#include "backends/tcp/connector.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <list>
+#include <memory>
+
+#include "backends/tcp/abort_signal.h"
+#include "base/error.h"
+
+namespace spmd::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kFirstRetry = std::chrono::milliseconds(50);
+constexpr auto kMaxRetry = std::chrono::seconds(1);
+// Connections that have not shown a Hello yet: strangers beyond this many are closed at once, so a flood
+// cannot exhaust descriptors while real peers still have to get in.
+constexpr size_t kMaxUnintroduced = 64;
+
+// How often a connection awaited from a lower rank checks that the rank's listener is still there.
+constexpr auto kProbeEvery = std::chrono::seconds(1);
+
+// What an epoll event points at.
+struct Watch {
+  enum Kind { kControl, kListener, kDial, kInbound, kProbe } kind;
+  Fd fd;
+  uint8_t buf[kHelloBytes];
+  size_t got = 0;
+  explicit Watch(Kind k) : kind(k) {}
+};
+
+// One connection this rank dials: to `peer` on `lane`, retried until it is introduced.
+struct Dial : Watch {
+  Dial(int p, int l, SocketAddress a) : Watch(Watch::kDial), peer(p), lane(l), addr(std::move(a)) {}
+  int peer, lane;
+  SocketAddress addr;
+  bool connected = false;  // the TCP connection is up and our Hello went out; waiting for the answer
+  bool over = false;       // introduced or failed for good: dropped before the next wait
+  Clock::time_point retryAt{};
+  Clock::duration backoff = kFirstRetry;
+};
+
+// A connection this rank waits for a lower rank to dial. A rank that is gone never dials, and closing its
+// process closed its listener: a connect to it now is refused, which is how the wait learns it in a second
+// rather than at its deadline. A probe that gets through is closed at once (dropped there as a stranger).
+struct Await : Watch {
+  Await(int p, int l) : Watch(Watch::kProbe), peer(p), lane(l) {}
+  int peer, lane;
+  Clock::time_point probeAt = Clock::now() + kProbeEvery;
+  bool over = false;
+};
+
+std::string errnoText(int e) { return std::strerror(e); }
+
+int millisUntil(Clock::time_point t) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
+  return int(std::clamp<int64_t>(ms, 0, INT_MAX));
+}
+
+}  // namespace
+
+// The thread's own state: nothing here is touched by the lanes.
+struct Connector::Loop {
+  Connector& c;
+  const ConnectorOptions& o;
+  Fd epoll;
+  Watch control{Watch::kControl}, listener{Watch::kListener};
+  std::list<Dial> dials;           // stable addresses: epoll events point at them
+  std::list<Await> awaits;
+  std::list<Watch> unintroduced;   // accepted, Hello not read yet
+
+  Loop(Connector& connector, Fd listen, int controlFd) : c(connector), o(connector.o_) {
+    epoll = Fd(epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll) throwSystemError("tcp: epoll_create1");
+    control.fd = Fd(dup(controlFd));
+    listener.fd = std::move(listen);
+    watch(control, EPOLLIN);
+    watch(listener, EPOLLIN);
+  }
+
+  void watch(Watch& w, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = &w;
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, w.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+  }
+
+  // Until the connector stops: dials what the lanes asked for, retrying refused or lost dials with backoff.
+  void run() {
+    epoll_event events[64];
+    for (;;) {
+      if (!startAsked()) return;
+      dials.remove_if([](const Dial& d) { return d.over; });
+      awaits.remove_if([&](const Await& a) { return a.over || !c.fresh(a.lane, a.peer); });
+      Clock::time_point wake = Clock::time_point::max();
+      for (Dial& d : dials) {
+        if (d.fd || d.over) continue;
+        if (d.retryAt <= Clock::now()) dial(d);
+        if (!d.fd && !d.over) wake = std::min(wake, d.retryAt);
+      }
+      for (Await& a : awaits) {
+        if (!a.fd && a.probeAt <= Clock::now()) probe(a);
+        if (!a.fd && !a.over) wake = std::min(wake, a.probeAt);
+      }
+      int timeout = wake == Clock::time_point::max() ? -1 : millisUntil(wake);
+      int n = epoll_wait(epoll.get(), events, 64, timeout);
+      if (n < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
+      for (int i = 0; i < n; ++i) handle(*static_cast<Watch*>(events[i].data.ptr), events[i].events);
+    }
+  }
+
+  // Takes the lanes' new requests; false once the connector stops.
+  bool startAsked() {
+    std::vector<std::pair<int, int>> asked;
+    {
+      std::lock_guard lock(c.mu_);
+      if (c.stopping_) return false;
+      asked.swap(c.asked_);
+    }
+    for (auto [lane, peer] : asked) {
+      if (peer > o.rank) dials.emplace_back(peer, lane, *o.peers[size_t(peer)]);
+      else awaits.emplace_back(peer, lane);
+    }
+    return true;
+  }
+
+  void handle(Watch& w, uint32_t events) {
+    switch (w.kind) {
+      case Watch::kControl: {
+        uint64_t count;
+        [[maybe_unused]] ssize_t n = read(w.fd.get(), &count, sizeof count);
+        return;
+      }
+      case Watch::kListener: return acceptAll();
+      case Watch::kDial: return progressDial(static_cast<Dial&>(w), events);
+      case Watch::kInbound: return progressInbound(w);
+      case Watch::kProbe: return probed(static_cast<Await&>(w));
+    }
+  }
+
+  void probe(Await& a) {
+    int refused = 0;
+    a.fd = startConnect(*o.peers[size_t(a.peer)], refused);
+    if (refused) return probed(a, refused);
+    watch(a, EPOLLOUT);
+  }
+
+  void probed(Await& a, int refused = 0) {
+    int err = refused;
+    socklen_t len = sizeof err;
+    if (!err && getsockopt(a.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    a.fd.reset();
+    a.probeAt = Clock::now() + kProbeEvery;
+    if (err != ECONNREFUSED) return;
+    c.fail(a.lane, a.peer, code::kPeerGone, gone(a.peer));
+    a.over = true;
+  }
+
+  std::string gone(int peer) const {
+    return "rank " + std::to_string(peer) + " (" + o.peers[size_t(peer)]->toString() + ") is gone: it refused a connection";
+  }
+
+  void dial(Dial& d) {
+    int refused = 0;
+    d.fd = startConnect(d.addr, refused);
+    d.got = 0;
+    d.connected = false;
+    if (refused) return retry(d, refused);
+    watch(d, EPOLLOUT | EPOLLIN);
+  }
+
+  // Every rank listened before the ranks exchanged addresses, so a refused dial finds the peer's listener
+  // closed: the peer has left. Anything else may pass (a lost SYN, a link that comes back) and is retried.
+  void retry(Dial& d, int err, const std::string& why = "") {
+    d.fd.reset();  // closing the socket also takes it out of the epoll set
+    const std::string text = why.empty() ? errnoText(err) : why;
+    if (err == ECONNREFUSED) {
+      c.fail(d.lane, d.peer, code::kPeerGone, gone(d.peer));
+      return forget(d);
+    }
+    c.note(d.lane, d.peer, "dialling " + d.addr.toString() + ": " + text);
+    d.retryAt = Clock::now() + d.backoff;
+    d.backoff = std::min<Clock::duration>(d.backoff * 2, kMaxRetry);
+  }
+
+  // Removed only before the next wait, so that no loop over the dials loses its place.
+  void forget(Dial& d) {
+    d.fd.reset();
+    d.over = true;
+  }
+
+  Hello helloTo(int peer, int lane) const { return Hello{o.rank, peer, o.size, uint16_t(lane), o.key}; }
+
+  void progressDial(Dial& d, uint32_t events) {
+    if (!d.connected) {
+      if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (getsockopt(d.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err) return retry(d, err);
+      uint8_t hello[kHelloBytes];
+      encodeHello(helloTo(d.peer, d.lane), hello);
+      // A fresh connection's send buffer is empty, so 56 bytes go at once or the connection is broken.
+      if (send(d.fd.get(), hello, kHelloBytes, MSG_NOSIGNAL) != ssize_t(kHelloBytes)) return retry(d, errno);
+      d.connected = true;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &d;
+      if (epoll_ctl(epoll.get(), EPOLL_CTL_MOD, d.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+      return;
+    }
+    ssize_t n = recv(d.fd.get(), d.buf + d.got, kHelloBytes - d.got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) return retry(d, n == 0 ? 0 : errno, n == 0 ? "it closed the connection during the handshake (another job's key or runner version?)" : "");
+    d.got += size_t(n);
+    if (d.got < kHelloBytes) return;
+    std::optional<Hello> h = decodeHello(d.buf);
+    if (!h || !sameKey(h->key, o.key) || h->from != d.peer || h->to != o.rank || h->lane != d.lane) {
+      c.fail(d.lane, d.peer, code::kInvalid, "tcp: " + d.addr.toString() + " answered the handshake for rank " + std::to_string(d.peer) + " but is not that rank of this job");
+    } else {
+      epoll_ctl(epoll.get(), EPOLL_CTL_DEL, d.fd.get(), nullptr);
+      c.deliver(d.lane, d.peer, std::move(d.fd));
+    }
+    forget(d);
+  }
+
+  void acceptAll() {
+    for (;;) {
+      Fd fd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN, or a transient failure (EMFILE): the peer's dial is retried
+      }
+      if (unintroduced.size() >= kMaxUnintroduced) continue;  // closed by Fd
+      Watch& w = unintroduced.emplace_back(Watch::kInbound);
+      w.fd = std::move(fd);
+      watch(w, EPOLLIN);
+    }
+  }
+
+  // Reads the dialler's Hello; answers and keeps the connection only if it is a rank of this job that dials
+  // this rank on that lane, for the first time. Anything else is closed without a reply.
+  void progressInbound(Watch& w) {
+    ssize_t n = recv(w.fd.get(), w.buf + w.got, kHelloBytes - w.got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n > 0) w.got += size_t(n);
+    if (n > 0 && w.got < kHelloBytes) return;
+    std::optional<Hello> h;
+    if (w.got == kHelloBytes) h = decodeHello(w.buf);
+    bool ok = h && sameKey(h->key, o.key) && h->to == o.rank && h->worldSize == o.size && h->from >= 0 && h->from < o.rank &&
+              o.peers[size_t(h->from)] && h->lane < o.lanes && c.fresh(h->lane, h->from);
+    if (ok) {
+      uint8_t reply[kHelloBytes];
+      encodeHello(helloTo(h->from, h->lane), reply);
+      ok = send(w.fd.get(), reply, kHelloBytes, MSG_NOSIGNAL) == ssize_t(kHelloBytes);
+    }
+    if (ok) {
+      epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w.fd.get(), nullptr);
+      c.deliver(h->lane, h->from, std::move(w.fd));
+    }
+    unintroduced.remove_if([&](const Watch& x) { return &x == &w; });
+  }
+};
+
+Endpoint::Endpoint(const SocketAddress& bind, int expectedPeers)
+    : listener_(listenOn(bind, std::max(SOMAXCONN, expectedPeers))), address_(SocketAddress::local(listener_.get())) {}
+
+Connector::Connector(Fd listener, ConnectorOptions o)
+    : o_(std::move(o)), slots_(size_t(o_.lanes * o_.size)) {
+  if (o_.peers.size() != size_t(o_.size)) throw CommError(code::kInvalid, "tcp: expected an address entry for each of the " + std::to_string(o_.size) + " ranks");
+  control_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!control_) throwSystemError("tcp: eventfd");
+  // Built here, so that a failure to set up is thrown to the caller rather than lost on the thread.
+  auto loop = std::make_shared<Loop>(*this, std::move(listener), control_.get());
+  thread_ = std::thread([this, loop] {
+    try {
+      loop->run();
+    } catch (const std::exception& e) {
+      failAll(e.what());
+    }
+  });
+}
+
+Connector::~Connector() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  signalEventFd(control_.get());
+  thread_.join();
+}
+
+Fd Connector::take(int lane, int peer, int wake) {
+  std::lock_guard lock(mu_);
+  Slot& s = slot(lane, peer);
+  if (s.failureCode) throw CommError(s.failureCode, s.failure);
+  if (s.fd) {
+    s.taken = true;
+    return std::move(s.fd);
+  }
+  if (!s.asked) {
+    s.asked = true;
+    s.wake = wake;
+    s.status = peer > o_.rank ? "dialling " + o_.peers[size_t(peer)]->toString() : "waiting for rank " + std::to_string(peer) + " to dial this rank";
+    asked_.emplace_back(lane, peer);
+    signalEventFd(control_.get());
+  }
+  return Fd();
+}
+
+std::string Connector::waitingFor(int lane, int peer) const {
+  std::lock_guard lock(mu_);
+  return slot(lane, peer).status;
+}
+
+bool Connector::fresh(int lane, int peer) {
+  std::lock_guard lock(mu_);
+  const Slot& s = slot(lane, peer);
+  return !s.fd && !s.taken;
+}
+
+void Connector::deliver(int lane, int peer, Fd fd) {
+  tuneConnection(fd.get());
+  std::lock_guard lock(mu_);
+  Slot& s = slot(lane, peer);
+  s.fd = std::move(fd);
+  if (s.wake >= 0) signalEventFd(s.wake);
+}
+
+void Connector::fail(int lane, int peer, const char* code, const std::string& why) {
+  std::lock_guard lock(mu_);
+  Slot& s = slot(lane, peer);
+  s.failureCode = code;
+  s.failure = why;
+  if (s.wake >= 0) signalEventFd(s.wake);
+}
+
+void Connector::failAll(const std::string& why) {
+  for (int lane = 0; lane < o_.lanes; ++lane) {
+    for (int peer = 0; peer < o_.size; ++peer) fail(lane, peer, code::kSystem, "tcp: the connecting thread stopped: " + why);
+  }
+}
+
+void Connector::note(int lane, int peer, const std::string& status) {
+  std::lock_guard lock(mu_);
+  slot(lane, peer).status = status;
+}
+
+}  // namespace spmd::tcp
