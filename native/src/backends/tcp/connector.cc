@@ -81,17 +81,17 @@ struct Connector::Loop {
   Loop(Connector& connector, Fd listen, int controlFd) : c(connector), o(connector.o_) {
     epoll = Fd(epoll_create1(EPOLL_CLOEXEC));
     if (!epoll) throwSystemError("tcp: epoll_create1");
-    control.fd = Fd(dup(controlFd));
     listener.fd = std::move(listen);
-    watch(control, EPOLLIN);
+    // The control eventfd stays the connector's, which outlives this loop: watched, not owned.
+    watch(control, EPOLLIN, controlFd);
     watch(listener, EPOLLIN);
   }
 
-  void watch(Watch& w, uint32_t events) {
+  void watch(Watch& w, uint32_t events, int fd = -1) {
     epoll_event ev{};
     ev.events = events;
     ev.data.ptr = &w;
-    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, w.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd < 0 ? w.fd.get() : fd, &ev) != 0) throwSystemError("tcp: epoll_ctl");
   }
 
   // Until the connector stops: dials what the lanes asked for, retrying refused or lost dials with backoff.
@@ -137,7 +137,7 @@ struct Connector::Loop {
     switch (w.kind) {
       case Watch::kControl: {
         uint64_t count;
-        [[maybe_unused]] ssize_t n = read(w.fd.get(), &count, sizeof count);
+        [[maybe_unused]] ssize_t n = read(c.control_.get(), &count, sizeof count);
         return;
       }
       case Watch::kListener: return acceptAll();
