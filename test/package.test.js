@@ -48,7 +48,7 @@ before(() => {
 after(() => rmSync(TMP, { recursive: true, force: true }));
 
 test("the package holds the compiled CLI, schema, jobs, configs, scripts, README, native sources, the addon and its dependencies", () => {
-  for (const f of ["runner/index.js", "dist/bundle/index.js", "dist/report/charts.js", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
+  for (const f of ["runner/index.js", "dist/bundle/index.js", "dist/bundle/charts.js", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
     "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md",
     "native/CMakeLists.txt", "native/cmake/spmd_parts.cmake", "native/src/backends/shm/shm_transport.cc",
     "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, "node_modules/yargs/package.json",
