@@ -9,7 +9,7 @@
 //
 // Linux only (/proc, GNU time at /usr/bin/time).
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,8 +21,8 @@ const RUNNER = path.join(REPO, "runner");
 const SAMPLE_MS = 50;
 const hasStrace = !spawnSync("strace", ["-V"]).error;
 
-const JOB = {
-  name: "scale", iterations: 1, warmup: 0, check: true, timeoutSec: 120,
+export const JOB = {
+  name: "scale", iterations: 1, warmup: 0, check: true, timeoutSec: 300,
   tensors: { t: { dtype: "float32", count: 1024, fill: { kind: "integers", seed: 1 } } },
   stages: [
     { id: "ar", op: "allreduce", input: "t", algorithm: "ring" },
@@ -30,6 +30,9 @@ const JOB = {
     { id: "ga", op: "gather", input: "t", root: 0, algorithm: "tree" },
   ],
 };
+
+/** Many Node processes start on however few cores there are: the ranks meet long after the default deadline. */
+export const SLOW_START = { connectTimeoutSec: 600 };
 
 /** The node process under a wrapper (GNU time, strace): the wrapper's first child, once it exists. */
 function nodePid(wrapper) {
@@ -40,9 +43,24 @@ function nodePid(wrapper) {
   }
 }
 
-function countFds(pid) {
+/**
+ * The process's open descriptors, less the sockets on local port `apart` where given: rank 0 serves the TCP
+ * store the ranks meet over, one connection per rank (as torch's TCPStore does), counted apart from what
+ * the rank itself holds.
+ */
+export function openDescriptors(pid, apart) {
   try {
-    return readdirSync(`/proc/${pid}/fd`).length;
+    const fds = readdirSync(`/proc/${pid}/fd`);
+    if (apart === undefined) return fds.length;
+    const inodes = new Set();
+    for (const table of ["tcp", "tcp6"]) {
+      for (const line of readFileSync(`/proc/${pid}/net/${table}`, "utf8").split("\n").slice(1)) {
+        const cols = line.trim().split(/\s+/);
+        if (cols.length > 9 && parseInt(cols[1].split(":")[1], 16) === apart) inodes.add(cols[9]);
+      }
+    }
+    const served = fds.filter((fd) => inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? "")).length;
+    return fds.length - served;
   } catch {
     return 0; // exited
   }
@@ -76,7 +94,7 @@ function startRank(rank, world, port, dir, args) {
     // Under strace the node process is strace's child, under time time's.
     let pid = nodePid(child.pid);
     if (pid && traced.length) pid = nodePid(pid);
-    if (pid) m.fds = Math.max(m.fds, countFds(pid));
+    if (pid) m.fds = Math.max(m.fds, openDescriptors(pid, rank === 0 ? port : undefined));
   }, SAMPLE_MS);
   return new Promise((resolve) =>
     child.on("close", (code) => {
@@ -95,8 +113,10 @@ export async function measure(world) {
   try {
     const job = path.join(dir, "scale.json");
     writeFileSync(job, JSON.stringify(JOB));
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify(SLOW_START));
     const port = await freePort();
-    const args = [job, "--backend", "tcp", "--out", dir, "--quiet", "--log-level", "debug", "--log-all-ranks"];
+    const args = [job, "--backend", "tcp", "--config", config, "--out", dir, "--quiet", "--log-level", "debug", "--log-all-ranks"];
     const t0 = Date.now();
     const ranks = await Promise.all(Array.from({ length: world }, (_, r) => startRank(r, world, port, dir, args)));
     const failed = ranks.filter((r) => r.code !== 0);

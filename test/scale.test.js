@@ -5,52 +5,24 @@
 // Rank 0 also serves the TCP store the ranks met over, as torch's TCPStore does: one connection per rank,
 // counted apart (its sockets are those whose local port is the store's).
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+import { JOB, openDescriptors, SLOW_START } from "../scripts/scale.mjs";
 import { freePort, rankEnv, spawnRunner } from "./helpers/ranks.js";
 
 const W = 48;
 const LIMIT = 64;
 const SAMPLE_MS = 50;
 
-const JOB = {
-  name: "scale", iterations: 3, warmup: 1, check: true, timeoutSec: 300,
-  tensors: { t: { dtype: "float32", count: 1000, fill: { kind: "integers", seed: 1 } } },
-  stages: [
-    { id: "ar", op: "allreduce", input: "t", algorithm: "ring" },
-    { id: "bc", op: "broadcast", input: "t", root: 0, algorithm: "tree" },
-    { id: "ga", op: "gather", input: "t", root: 0, algorithm: "tree" },
-  ],
-};
-
-/** The process's open descriptors, less the sockets on local port `apart` (the store rank 0 serves). */
-function openDescriptors(pid, apart) {
-  try {
-    const fds = readdirSync(`/proc/${pid}/fd`);
-    if (apart === undefined) return fds.length;
-    const inodes = new Set();
-    for (const table of ["tcp", "tcp6"]) {
-      for (const line of readFileSync(`/proc/${pid}/net/${table}`, "utf8").split("\n").slice(1)) {
-        const cols = line.trim().split(/\s+/);
-        if (cols.length > 9 && parseInt(cols[1].split(":")[1], 16) === apart) inodes.add(cols[9]);
-      }
-    }
-    const served = fds.filter((fd) => inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? "")).length;
-    return fds.length - served;
-  } catch {
-    return 0; // exited
-  }
-}
-
 test(`W = ${W} tcp ranks under ulimit -n 96: each holds fewer than ${LIMIT} descriptors, every element right`, { timeout: 600_000 }, async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-scale-"));
   try {
     const job = path.join(dir, "job.json"), config = path.join(dir, "run.json");
-    writeFileSync(job, JSON.stringify(JOB));
-    // 48 Node processes start on however few cores CI has: the ranks meet well after the default deadline.
-    writeFileSync(config, JSON.stringify({ connectTimeoutSec: 300 }));
+    // A few steps, so that every rank is sampled with its connections open.
+    writeFileSync(job, JSON.stringify({ ...JOB, iterations: 3, warmup: 1 }));
+    writeFileSync(config, JSON.stringify(SLOW_START));
     const port = await freePort();
     // `exec`: the rank is the shell's own process, so its pid is the one sampled.
     const wrap = ["bash", "-c", 'ulimit -n 96 && exec "$0" "$@"'];
