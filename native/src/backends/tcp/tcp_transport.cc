@@ -38,16 +38,23 @@ bool hangup(int e) { return e == EPIPE || e == ECONNRESET || e == ENOTCONN || e 
 
 TcpTransport::TcpTransport(int rank, int lane, Connector& connector, std::vector<std::string> names, AbortSignal& signal)
     : rank_(rank), lane_(lane), connector_(connector), signal_(signal), sendBusy_(names.size()), recvBusy_(names.size()) {
-  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_) throwSystemError("tcp: epoll_create1");
   wake_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_) throwSystemError("tcp: eventfd");
+  for (std::string& name : names) links_.push_back(Link{Fd(), std::move(name)});
+  signal_.watch(wake_.get());
+}
+
+// Made on the lane's first wait or connection, on its own thread (the only one that uses it): a lane that
+// never talks over tcp costs no epoll descriptor.
+int TcpTransport::poller() {
+  if (epoll_) return epoll_.get();
+  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) throwSystemError("tcp: epoll_create1");
   // The events' data is never read: every wakeup rescans the messages of the exchange.
   epoll_event ev{};
   ev.events = EPOLLIN;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
-  for (std::string& name : names) links_.push_back(Link{Fd(), std::move(name)});
-  signal_.watch(wake_.get());
+  return epoll_.get();
 }
 
 // Asks the connector on first use; once the connection is there it joins the epoll set. Edge-triggered
@@ -60,7 +67,7 @@ bool TcpTransport::connected(int peer) {
   if (!link.fd) return false;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, link.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+  if (epoll_ctl(poller(), EPOLL_CTL_ADD, link.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
   return true;
 }
 
@@ -189,7 +196,7 @@ void TcpTransport::sleep() {
   epoll_event events[16];
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now).count();
   int timeout = int(std::clamp<int64_t>(left, 0, INT_MAX));
-  if (epoll_wait(epoll_.get(), events, 16, timeout) < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
+  if (epoll_wait(poller(), events, 16, timeout) < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
   // Drained after the wait and before the caller looks again at everything it stands for (an abort, an
   // interrupt, a connection that arrived), so that the level-triggered eventfd cannot keep waking us.
   uint64_t count;

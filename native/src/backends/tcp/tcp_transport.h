@@ -47,6 +47,7 @@ class TcpTransport : public InterruptibleTransport {
     uint8_t header[kFrameHeaderBytes];  // recv: the header being read
   };
 
+  int poller();
   bool connected(int peer);
   size_t push(Message& m);
   size_t pull(Message& m);
