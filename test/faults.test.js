@@ -3,14 +3,14 @@
 // shm and under mpirun. The faults are done to the processes from outside, so the runner has no test hook.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { alive, childrenOf, envOf, findProcesses, survivors } from "./helpers/procs.js";
 import { freePort, rankEnv, REPO, RUNNER, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { withTempDir } from "./helpers/tmp.js";
 
 const T = { timeout: 120_000 };
 // Beyond the deadline itself: the MPI roll call (1 s), settling MPI requests (3 s) and a loaded machine.
@@ -33,14 +33,7 @@ function longJob(dir, timeoutSec) {
   return file;
 }
 
-async function withDir(body) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-fault-"));
-  try {
-    await body(dir);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+const withDir = (body) => withTempDir("spmd-fault-", body);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

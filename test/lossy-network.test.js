@@ -5,11 +5,11 @@
 // naming the ranks it cannot reach. Needs root; skipped with the reason otherwise, except in CI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
 import { requiredTest } from "./helpers/required.js";
+import { withTempDir } from "./helpers/tmp.js";
 
 const iptablesMissing = () => (spawnSync("iptables", ["-V"]).error ? "iptables not found" : undefined);
 const netTest = requiredTest("lossy-network.test.js", netnsUnavailable() ?? iptablesMissing());
@@ -21,14 +21,7 @@ function inHost(host, ...args) {
   assert.equal(p.status, 0, `${args.join(" ")}: ${p.stderr}`);
 }
 
-async function withDir(body) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-lossy-"));
-  try {
-    await body(dir);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+const withDir = (body) => withTempDir("spmd-lossy-", body);
 
 function writeJob(dir, job) {
   const file = path.join(dir, `${job.name}.json`);

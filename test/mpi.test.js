@@ -4,8 +4,7 @@
 // `runner info`; a deadline that fires. Without mpirun or an MPI build these tests are skipped with the
 // reason, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { planStart } from "../dist/comm/open.js";
@@ -15,6 +14,7 @@ import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { readNpy } from "./helpers/npy.js";
 import { qgzReference, qgzWireBytes } from "./helpers/qgz.js";
 import { RUNNER, runNode } from "./helpers/ranks.js";
+import { withTempDir } from "./helpers/tmp.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
 
@@ -188,9 +188,8 @@ mpiTest("quantized_allreduce on the mpi backend (sub-communicators from MPI_Comm
   }
 });
 
-mpiTest("mpirun -np 8 --oversubscribe node runner jobs/quickstart.json prints the table with zero wrong", async () => {
-  const out = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
-  try {
+mpiTest("mpirun -np 8 --oversubscribe node runner jobs/quickstart.json prints the table with zero wrong", () =>
+  withTempDir("spmd-mpi-", async (out) => {
     const json = path.join(out, "r.json");
     await noLeftovers(async () => {
       const p = await mpirun(8, ["jobs/quickstart.json", "--out", out, "--json", json]);
@@ -207,14 +206,10 @@ mpiTest("mpirun -np 8 --oversubscribe node runner jobs/quickstart.json prints th
     assert.equal(doc.manifest.env.OMPI_MCA_mpi_yield_when_idle, "1");
     assert.equal(doc.manifest.env.UCX_MEM_MMAP_HOOK_MODE, "none");
     assert.equal(doc.manifest.env.UCX_MEM_MALLOC_HOOKS, "no");
-  } finally {
-    rmSync(out, { recursive: true, force: true });
-  }
-});
+  }));
 
-mpiTest("a user's UCX hook and yield settings are kept: the runner sets only what the user left unset", async () => {
-  const out = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
-  try {
+mpiTest("a user's UCX hook and yield settings are kept: the runner sets only what the user left unset", () =>
+  withTempDir("spmd-mpi-", async (out) => {
     const json = path.join(out, "r.json");
     const env = { UCX_MEM_MMAP_HOOK_MODE: "reloc", UCX_MEM_MALLOC_HOOKS: "yes", OMPI_MCA_mpi_yield_when_idle: "0" };
     const p = await mpirun(2, ["jobs/quickstart.json", "--backend", "mpi", "--iterations", "1", "--warmup", "0", "--out", out, "--json", json], { env });
@@ -223,10 +218,7 @@ mpiTest("a user's UCX hook and yield settings are kept: the runner sets only wha
     assert.equal(manifest.env.UCX_MEM_MMAP_HOOK_MODE, "reloc");
     assert.equal(manifest.env.UCX_MEM_MALLOC_HOOKS, "yes");
     assert.equal(manifest.env.OMPI_MCA_mpi_yield_when_idle, "0");
-  } finally {
-    rmSync(out, { recursive: true, force: true });
-  }
-});
+  }));
 
 mpiTest("runner info under mpirun: the MPI backend is built and the place comes from Open MPI", async () => {
   const p = await mpirun(2, ["info"]);
@@ -238,9 +230,8 @@ mpiTest("runner info under mpirun: the MPI backend is built and the place comes 
   assert.match(p.stdout, /mpi: Open MPI v\d/);
 });
 
-mpiTest("a stage past its deadline fails every rank with ERR_SPMD_TIMEOUT's message naming the stage and the MPI call", async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-mpi-"));
-  try {
+mpiTest("a stage past its deadline fails every rank with ERR_SPMD_TIMEOUT's message naming the stage and the MPI call", () =>
+  withTempDir("spmd-mpi-", async (dir) => {
     const job = path.join(dir, "deadline.json");
     writeFileSync(job, JSON.stringify({
       name: "deadline", iterations: 1, warmup: 0,
@@ -253,10 +244,7 @@ mpiTest("a stage past its deadline fails every rank with ERR_SPMD_TIMEOUT's mess
       assert.match(p.stderr, /stage slow: deadline passed while waiting for MPI_Iallreduce of 67108864 bytes/);
       assert.ok(p.ms < 60_000, `took ${p.ms} ms`);
     });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }));
 
 mpiTest("backend mpi without an MPI launcher is one line and exit code 2", async () => {
   const p = await runNode([RUNNER, "jobs/quickstart.json", "--backend", "mpi"]);

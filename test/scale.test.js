@@ -5,20 +5,19 @@
 // Rank 0 also serves the TCP store the ranks met over, as torch's TCPStore does: one connection per rank,
 // counted apart (its sockets are those whose local port is the store's).
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { JOB, openDescriptors, SLOW_START } from "../scripts/scale.mjs";
 import { freePort, rankEnv, spawnRunner } from "./helpers/ranks.js";
+import { withTempDir } from "./helpers/tmp.js";
 
 const W = 48;
 const LIMIT = 64;
 const SAMPLE_MS = 50;
 
-test(`W = ${W} tcp ranks under ulimit -n 96: each holds fewer than ${LIMIT} descriptors, every element right`, { timeout: 600_000 }, async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-scale-"));
-  try {
+test(`W = ${W} tcp ranks under ulimit -n 96: each holds fewer than ${LIMIT} descriptors, every element right`, { timeout: 600_000 }, (t) =>
+  withTempDir("spmd-scale-", async (dir) => {
     const job = path.join(dir, "job.json"), config = path.join(dir, "run.json");
     // A few steps, so that every rank is sampled with its connections open.
     writeFileSync(job, JSON.stringify({ ...JOB, iterations: 3, warmup: 1 }));
@@ -41,7 +40,4 @@ test(`W = ${W} tcp ranks under ulimit -n 96: each holds fewer than ${LIMIT} desc
     t.diagnostic(`peak descriptors: rank 0 ${peak[0]} besides the store's (${rank0} in all), other ranks ${Math.min(...peak.slice(1))} to ${Math.max(...peak.slice(1))}`);
     const over = peak.map((n, i) => [i, n]).filter(([, n]) => n >= LIMIT);
     assert.deepEqual(over, [], `ranks at or over ${LIMIT} descriptors (rank, peak): ${JSON.stringify(over)}; all peaks: ${peak.join(" ")}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }));
