@@ -78,9 +78,12 @@ Ranks transports(int W, const std::function<void(const std::vector<SocketAddress
   return out;
 }
 
-// Runs body(rank) on a thread per rank; returns each rank's error code and text ("" when it succeeded).
-std::vector<std::pair<std::string, std::string>> onThreads(int W, const std::function<void(int)>& body) {
-  std::vector<std::pair<std::string, std::string>> out(static_cast<size_t>(W));
+// Each rank's error code and text ("" when it succeeded).
+using Outcomes = std::vector<std::pair<std::string, std::string>>;
+
+// Runs body(rank) on a thread per rank.
+Outcomes onThreads(int W, const std::function<void(int)>& body) {
+  Outcomes out(static_cast<size_t>(W));
   std::vector<std::thread> threads;
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
@@ -102,7 +105,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 unsigned char pattern(int from, int to, size_t msg, size_t i) { return static_cast<unsigned char>(from * 37 + to * 11 + msg * 5 + i * 7); }
 
 // Sends one byte round a ring on lane 0 (both directions at once): every rank's neighbours connect.
-std::vector<std::pair<std::string, std::string>> ring(Ranks& t, int W) {
+Outcomes ring(Ranks& t, int W) {
   return onThreads(W, [&](int r) {
     unsigned char out[2] = {uint8_t(r), uint8_t(r)}, in[2] = {};
     SendSpec sends[2] = {{(r + 1) % W, &out[0], 1}, {(r + W - 1) % W, &out[1], 1}};
@@ -112,7 +115,7 @@ std::vector<std::pair<std::string, std::string>> ring(Ranks& t, int W) {
   });
 }
 
-bool allOk(const std::vector<std::pair<std::string, std::string>>& errors) {
+bool allOk(const Outcomes& errors) {
   for (auto& e : errors) if (!e.first.empty()) return false;
   return true;
 }
@@ -196,8 +199,7 @@ void testMessagesArriveIntact() {
     }
     for (int rep = 0; rep < 2; ++rep) t.transports[r]->exchange(sends, recvs);  // twice: sequence numbers go on
   });
-  bool ok = true;
-  for (auto& e : errors) ok &= e.first.empty();
+  bool ok = allOk(errors);
   for (int r = 0; r < W && ok; ++r)
     for (int p = 0; p < W; ++p)
       for (size_t m = 0; p != r && m < sizes.size(); ++m)
@@ -336,8 +338,7 @@ void testHybridRing() {
     // Both directions at once: each rank's exchange mixes a shm peer and a tcp peer.
     for (int shift : {1, -1}) h.hybrid[r]->sendRecv((r + shift + 4) % 4, out.data(), n, (r - shift + 4) % 4, got[r].data(), n);
   });
-  bool ok = true;
-  for (auto& e : errors) ok &= e.first.empty();
+  bool ok = allOk(errors);
   for (int r = 0; r < 4 && ok; ++r)
     for (size_t i = 0; i < n; ++i) ok &= got[r][i] == pattern((r + 1) % 4, 0, 0, i);
   check(ok, "hybrid: a ring across two hosts (shm within, tcp between) moves 1 MiB each way intact (" + errors[0].second + ")");

@@ -38,13 +38,17 @@ struct Watch {
   explicit Watch(Kind k) : kind(k) {}
 };
 
-// One connection this rank dials: to `peer` on `lane`, retried until it is introduced.
-struct Dial : Watch {
-  Dial(int p, int l, SocketAddress a) : Watch(Watch::kDial), peer(p), lane(l), addr(std::move(a)) {}
+// A connection a lane asked for: to `peer` on `lane`.
+struct Wanted : Watch {
+  Wanted(Watch::Kind k, int p, int l) : Watch(k), peer(p), lane(l) {}
   int peer, lane;
-  SocketAddress addr;
+  bool over = false;  // introduced or failed for good: dropped before the next wait
+};
+
+// One connection this rank dials, retried until it is introduced.
+struct Dial : Wanted {
+  Dial(int p, int l) : Wanted(Watch::kDial, p, l) {}
   bool connected = false;  // the TCP connection is up and our Hello went out; waiting for the answer
-  bool over = false;       // introduced or failed for good: dropped before the next wait
   Clock::time_point retryAt{};
   Clock::duration backoff = kFirstRetry;
 };
@@ -52,11 +56,9 @@ struct Dial : Watch {
 // A connection this rank waits for a lower rank to dial. A rank that is gone never dials, and closing its
 // process closed its listener: a connect to it now is refused, which is how the wait learns it in a second
 // rather than at its deadline. A probe that gets through is closed at once (dropped there as a stranger).
-struct Await : Watch {
-  Await(int p, int l) : Watch(Watch::kProbe), peer(p), lane(l) {}
-  int peer, lane;
+struct Await : Wanted {
+  Await(int p, int l) : Wanted(Watch::kProbe, p, l) {}
   Clock::time_point probeAt = Clock::now() + kProbeEvery;
-  bool over = false;
 };
 
 std::string errnoText(int e) { return std::strerror(e); }
@@ -127,7 +129,7 @@ struct Connector::Loop {
       asked.swap(c.asked_);
     }
     for (auto [lane, peer] : asked) {
-      if (peer > o.rank) dials.emplace_back(peer, lane, *o.peers[size_t(peer)]);
+      if (peer > o.rank) dials.emplace_back(peer, lane);
       else awaits.emplace_back(peer, lane);
     }
     return true;
@@ -149,7 +151,7 @@ struct Connector::Loop {
 
   void probe(Await& a) {
     int refused = 0;
-    a.fd = startConnect(*o.peers[size_t(a.peer)], refused);
+    a.fd = startConnect(address(a.peer), refused);
     if (refused) return probed(a, refused);
     watch(a, EPOLLOUT);
   }
@@ -162,16 +164,18 @@ struct Connector::Loop {
     a.probeAt = Clock::now() + kProbeEvery;
     if (err != ECONNREFUSED) return;
     c.fail(a.lane, a.peer, code::kPeerGone, gone(a.peer));
-    a.over = true;
+    forget(a);
   }
 
+  const SocketAddress& address(int peer) const { return *o.peers[size_t(peer)]; }
+
   std::string gone(int peer) const {
-    return "rank " + std::to_string(peer) + " (" + o.peers[size_t(peer)]->toString() + ") is gone: it refused a connection";
+    return "rank " + std::to_string(peer) + " (" + address(peer).toString() + ") is gone: it refused a connection";
   }
 
   void dial(Dial& d) {
     int refused = 0;
-    d.fd = startConnect(d.addr, refused);
+    d.fd = startConnect(address(d.peer), refused);
     d.got = 0;
     d.connected = false;
     if (refused) return retry(d, refused);
@@ -182,18 +186,17 @@ struct Connector::Loop {
   // closed: the peer has left. Anything else may pass (a lost SYN, a link that comes back) and is retried.
   void retry(Dial& d, int err, const std::string& why = "") {
     d.fd.reset();  // closing the socket also takes it out of the epoll set
-    const std::string text = why.empty() ? errnoText(err) : why;
     if (err == ECONNREFUSED) {
       c.fail(d.lane, d.peer, code::kPeerGone, gone(d.peer));
       return forget(d);
     }
-    c.note(d.lane, d.peer, "dialling " + d.addr.toString() + ": " + text);
+    c.note(d.lane, d.peer, "dialling " + address(d.peer).toString() + ": " + (why.empty() ? errnoText(err) : why));
     d.retryAt = Clock::now() + d.backoff;
     d.backoff = std::min<Clock::duration>(d.backoff * 2, kMaxRetry);
   }
 
   // Removed only before the next wait, so that no loop over the dials loses its place.
-  void forget(Dial& d) {
+  void forget(Wanted& d) {
     d.fd.reset();
     d.over = true;
   }
@@ -225,7 +228,7 @@ struct Connector::Loop {
     if (d.got < kHelloBytes) return;
     std::optional<Hello> h = decodeHello(d.buf);
     if (!h || !sameKey(h->key, o.key) || h->from != d.peer || h->to != o.rank || h->lane != d.lane) {
-      c.fail(d.lane, d.peer, code::kInvalid, "tcp: " + d.addr.toString() + " answered the handshake for rank " + std::to_string(d.peer) + " but is not that rank of this job");
+      c.fail(d.lane, d.peer, code::kInvalid, "tcp: " + address(d.peer).toString() + " answered the handshake for rank " + std::to_string(d.peer) + " but is not that rank of this job");
     } else {
       epoll_ctl(epoll.get(), EPOLL_CTL_DEL, d.fd.get(), nullptr);
       c.deliver(d.lane, d.peer, std::move(d.fd));
@@ -280,8 +283,8 @@ Connector::Connector(Fd listener, ConnectorOptions o)
   control_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!control_) throwSystemError("tcp: eventfd");
   // Built here, so that a failure to set up is thrown to the caller rather than lost on the thread.
-  auto loop = std::make_shared<Loop>(*this, std::move(listener), control_.get());
-  thread_ = std::thread([this, loop] {
+  auto loop = std::make_unique<Loop>(*this, std::move(listener), control_.get());
+  thread_ = std::thread([this, loop = std::move(loop)] {
     try {
       loop->run();
     } catch (const std::exception& e) {
