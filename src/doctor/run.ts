@@ -11,7 +11,7 @@ import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { ResultDocument } from "../results.js";
 import { jobToken } from "../run/identity.js";
-import { gatherHosts, manifest } from "../run/manifest.js";
+import { gatherHosts, manifest, packageRevision } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
 import { VERSION } from "../version.js";
@@ -65,6 +65,7 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
   const s = settingsOf(r, r.timeout ?? cfg.timeoutSec ?? 60);
   const place = discoverPlace(process.env);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
+  if (place.rank === 0) packageRevision();
   const opened = await openCommunicator({
     place, backend: cfg.backend, token: jobToken({ name: "doctor" }, place.size),
     fingerprint: { version: VERSION, job: { doctor: s, threshold: r.threshold }, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } },

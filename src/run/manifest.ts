@@ -12,10 +12,18 @@ import { recordedEnv } from "../env/recorded.js";
 import type { Manifest } from "../results.js";
 import { VERSION } from "../version.js";
 
-function gitDescribe(): string | null {
-  if (!existsSync(path.join(PACKAGE_ROOT, ".git"))) return null;
+let revision: string | null | undefined;
+
+/**
+ * The package's git revision, asked of git once per process. Rank 0 asks before the ranks meet: spawning
+ * git opens a few descriptors, and after the rendezvous rank 0 holds a store connection per rank, so late
+ * in a large run under a tight `ulimit -n` the spawn failed and the manifest lost its revision.
+ */
+export function packageRevision(): string | null {
+  if (revision !== undefined) return revision;
+  if (!existsSync(path.join(PACKAGE_ROOT, ".git"))) return (revision = null);
   const p = spawnSync("git", ["describe", "--always", "--dirty", "--abbrev=40"], { cwd: PACKAGE_ROOT, encoding: "utf8", timeout: 5000 });
-  return p.status === 0 ? p.stdout.trim() : null;
+  return (revision = p.status === 0 ? p.stdout.trim() : null);
 }
 
 const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
@@ -38,7 +46,7 @@ export function manifest(backend: string, hosts: Manifest["hosts"], settings: Re
   const { mpiLibrary, cudaKernels } = native();
   return {
     runner: VERSION,
-    git: gitDescribe(),
+    git: packageRevision(),
     node: process.version,
     addon: { mpi: mpiLibrary ? firstLine(mpiLibrary) : null, cuda: cudaKernels ? cudaKernels.archs : false },
     library: libraryOf(backend, env),

@@ -27,7 +27,7 @@ import { formatTable } from "../report/table.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
-import { gatherHosts, manifest } from "./manifest.js";
+import { gatherHosts, manifest, packageRevision } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
@@ -181,6 +181,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   const note = mpiNotBuiltNote(place, process.env, native().backends);
   if (note) log.warn(note);
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
+  if (place.rank === 0) packageRevision();
   const opened = await open(job, r.job, cfg, place);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
