@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { PACKAGE_ROOT } from "../version.js";
-import type { z } from "zod";
+import type * as z from "zod";
 import type { dtypeSchema } from "../config/job.js";
 
 // The names native code accepts and raises, as the addon exports them in `enums` (test/contract.test.js

@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import type * as z from "zod";
 
 /** A bad job or run-configuration file: one line naming the file, the JSON path and the problem. */
 export class ConfigError extends Error {

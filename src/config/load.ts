@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import * as jsonc from "jsonc-parser";
-import type { z } from "zod";
+import type * as z from "zod";
 import { ConfigError, configErrorFromZod, issueMessage } from "./errors.js";
 import { jobSchema, type Job } from "./job.js";
 import { runConfigSchema, type RunConfig } from "./run-config.js";

@@ -1,4 +1,7 @@
-import { z } from "zod";
+import * as z from "zod";
+
+/** winston's npm levels that runs use, most severe first. */
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 
 /** Everything about a run that is not the experiment itself; `{}` is a complete configuration. */
 export const runConfigSchema = z.strictObject({
@@ -9,7 +12,7 @@ export const runConfigSchema = z.strictObject({
   connectTimeoutSec: z.number().positive().default(60),
   log: z
     .strictObject({
-      level: z.enum(["error", "warn", "info", "debug"]).default("info"),
+      level: z.enum(LOG_LEVELS).default("info"),
       allRanks: z.boolean().default(false),
       files: z.boolean().default(false),
     })

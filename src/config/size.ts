@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { describeValue } from "./errors.js";
 
 const EXPECTED = 'expected a size like 4096, "4Ki", "16Mi" or "1Gi"';

@@ -1,7 +1,7 @@
 // Build step: regenerate schema/*.schema.json from the zod schemas so editors can validate
 // and complete job and run-configuration files ("$schema": "../schema/job.schema.json").
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { jobSchema } from "./job.js";
 import { runConfigSchema } from "./run-config.js";
 

@@ -1,12 +1,11 @@
 // `runner doctor` as one rank: meet the others as a job does (any launcher, any host-memory backend), survey
 // the hosts and links, and rank 0 reports the matrices (console, results.json, report.html).
 import path from "node:path";
-import type winston from "winston";
 import { openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import type { Place } from "../env/place.js";
-import { closeLogger, createLogger } from "../log/logger.js";
+import { createLogger, type Logger } from "../log/logger.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { ResultDocument } from "../results.js";
@@ -36,7 +35,7 @@ function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
   return { bytes: r.size, iterations: r.iterations ?? 5, warmup: r.warmup ?? 1, timeoutSec };
 }
 
-async function report(doc: ResultDocument, output: RunConfig["output"], quiet: boolean, log: winston.Logger): Promise<void> {
+async function report(doc: ResultDocument, output: RunConfig["output"], quiet: boolean, log: Logger): Promise<void> {
   const runDir = createRunDir(output.dir, "doctor");
   const text = formatDoctor(doc.doctor!);
   await writeResults(doc, formatTable(doc), runDir, output, 1);
@@ -80,6 +79,6 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
     return doc.doctor!.outliers.length > 0 ? 1 : 0;
   } finally {
     await opened.close(failed);
-    await closeLogger(log);
+    await log.close();
   }
 }

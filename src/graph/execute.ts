@@ -1,7 +1,7 @@
 import path from "node:path";
-import type winston from "winston";
 import type { NativeCommunicator } from "../comm/native.js";
 import type { Job } from "../config/job.js";
+import type { Logger } from "../log/logger.js";
 import { aggregate } from "../metrics/aggregate.js";
 import { graphMetric, isConcurrent, soloProgram } from "../metrics/graph.js";
 import { writeNpy } from "../report/npy.js";
@@ -12,7 +12,7 @@ import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
 export interface ExecuteOptions {
-  log: winston.Logger;
+  log: Logger;
   /** Each rank's host (Topology.hostOf): where a hierarchical stage that names no layout splits. */
   hostOf: readonly number[];
   /**

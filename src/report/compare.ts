@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { z } from "zod";
+import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
 
 // Only what comparing needs; other fields (and later additions) pass through untouched.

@@ -3,8 +3,6 @@
 // reports). The CLI parses the command line and calls runRank.
 import os from "node:os";
 import path from "node:path";
-import type winston from "winston";
-import { transports, format } from "winston";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import { startPresence, type PresenceBoard } from "../comm/presence.js";
@@ -18,7 +16,7 @@ import { execute } from "../graph/execute.js";
 import { checkMemory, dumpBytes } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
-import { closeLogger, createLogger } from "../log/logger.js";
+import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
@@ -70,11 +68,12 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
  * rank failed) or an exit drops the communicator's names first: the shm segment must not leak even in the
  * short window before every rank has attached and rank 0 unlinked it.
  */
-function releaseOnExit(opened: OpenCommunicator, log: winston.Logger): () => void {
+function releaseOnExit(opened: OpenCommunicator, log: Logger): () => void {
   const release = () => opened.comm.release();
-  const onSignal = (signal: NodeJS.Signals) => {
+  const onSignal = async (signal: NodeJS.Signals) => {
     release();
     log.error(`stopped by ${signal}`);
+    await log.close();
     process.exit(128 + os.constants.signals[signal]);
   };
   const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
@@ -87,10 +86,10 @@ function releaseOnExit(opened: OpenCommunicator, log: winston.Logger): () => voi
 }
 
 /** Rank 0 names the run directory; every rank learns it, for its log file. */
-async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cfg: RunConfig, log: winston.Logger): Promise<string> {
+async function runDirectory(opened: OpenCommunicator, place: Place, job: Job, cfg: RunConfig, log: Logger): Promise<string> {
   const runDir = await opened.bootstrap.broadcast("run/dir", place.rank === 0 ? createRunDir(cfg.output.dir, job.name) : undefined);
   if (cfg.log.files && runDir) {
-    log.add(new transports.File({ filename: path.join(runDir, `rank${place.rank}.log.jsonl`), format: format.json() }));
+    await log.addFile(path.join(runDir, `rank${place.rank}.log.jsonl`));
   }
   return runDir!;
 }
@@ -111,7 +110,7 @@ function presenceBoard(opened: OpenCommunicator): PresenceBoard | undefined {
   return store && opened.comm.backend.endsWith("tcp") && opened.comm.size > 1 ? startPresence(opened.comm, store) : undefined;
 }
 
-async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: winston.Logger): Promise<ResultRow[]> {
+async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
   const board = presenceBoard(opened);
   let failed = false;
@@ -129,7 +128,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
     const e = err as { code?: string; message: string };
     if (!FAULT_CODES.has(e.code ?? "")) throw err;
     if (board && !e.message.includes("; holding up ")) e.message += await board.stragglers();
-    log.error(flightRecordText(opened.comm));
+    log.error(flightRecordText(opened.comm) ?? "flight record: empty");
     throw err;
   } finally {
     await board?.stop(failed);
@@ -137,7 +136,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
 }
 
 /** Rank 0's part: the result document, written to the run directory, and the table on the console. */
-async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: string, r: RunRequest, log: winston.Logger): Promise<void> {
+async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: string, r: RunRequest, log: Logger): Promise<void> {
   // The table reaches the console even when the disk refuses the files (ENOSPC after a long run).
   const table = formatTable(doc);
   if (!r.quiet) process.stdout.write(table);
@@ -212,6 +211,6 @@ export async function runRank(r: RunRequest): Promise<number> {
   } finally {
     restore();
     await opened.close(failed);
-    await closeLogger(log);
+    await log.close();
   }
 }
