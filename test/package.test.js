@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, s
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { pathToFileURL } from "node:url";
 import { envForMpi, REPO } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 
@@ -48,7 +49,7 @@ before(() => {
 after(() => rmSync(TMP, { recursive: true, force: true }));
 
 test("the package holds the compiled CLI, schema, jobs, configs, scripts, README, native sources, the addon and its dependencies", () => {
-  for (const f of ["runner/index.js", "dist/bundle/index.js", "dist/bundle/charts.js", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
+  for (const f of ["runner/index.js", "dist/bundle/index.cjs", "dist/bundle/index.cjs.v8cache", "dist/bundle/charts.cjs", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
     "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md",
     "native/CMakeLists.txt", "native/cmake/spmd_parts.cmake", "native/src/backends/shm/shm_transport.cc",
     "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, "node_modules/yargs/package.json",
@@ -61,7 +62,7 @@ test("the package holds the compiled CLI, schema, jobs, configs, scripts, README
   assert.deepEqual(dev.filter((name) => files.includes(`node_modules/${name}/package.json`)), [], "development dependencies bundled");
 });
 
-test("installed globally with no registry, `spmd-runner launch -n 4` runs the installed quickstart", () => {
+test("installed globally with no registry, `spmd-runner launch -n 4` runs the installed quickstart", async () => {
   run("npm", ["install", "-g", "--prefix", GLOBAL, tarball, ...NPM_OFFLINE]);
   const bin = path.join(GLOBAL, "bin/spmd-runner");
   const info = run(bin, ["info"]);
@@ -71,6 +72,9 @@ test("installed globally with no registry, `spmd-runner launch -n 4` runs the in
   console.log(p.stdout.trim());
   assert.match(p.stdout, /# Out of bounds values : 0 OK/);
   assert.match(p.stdout, /allreduce\s+allreduce\s+\S+\s+4194304\s+1048576\s+float32\s+sum/);
+  // The packed code cache, made by this Node: the installed ranks compile their bundle from it.
+  const { loadBundle } = await import(pathToFileURL(path.join(GLOBAL, "lib/node_modules/spmd-runner/runner/bundle.js")).href);
+  assert.equal(loadBundle().cached, true, "the installed bundle compiles from the packed code cache");
 });
 
 test("installed in a project, npx runs it; with no addon that loads, the first command says in one line what to run, exit 2", () => {

@@ -4,9 +4,11 @@
 // loads vega. Counted with strace; skipped where it is missing, except in CI.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { test } from "node:test";
+import { BUNDLE, loadBundle } from "../runner/bundle.js";
 import { requiredTest } from "./helpers/required.js";
 import { freePort, rankEnv, REPO, RUNNER } from "./helpers/ranks.js";
 
@@ -39,14 +41,34 @@ straceTest("a rank that writes no report opens at most 20 of the package's files
     const ranks = await Promise.all([0, 1].map((r) => traced(path.join(dir, `trace${r}`), [job, "--out", dir, "--quiet"], rankEnv(r, 2, port))));
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r}: ${p.stderr}`));
     const [rank0, rank1] = [0, 1].map((r) => packageFiles(path.join(dir, `trace${r}`)));
-    const plotting = (files) => files.filter((f) => /node_modules\/(vega|d3-)/.test(f) || f.endsWith("charts.js"));
+    const plotting = (files) => files.filter((f) => /node_modules\/(vega|d3-)/.test(f) || /charts\.c?js$/.test(f));
     assert.ok(rank1.length <= 20, `rank 1 opened ${rank1.length} files of the package:\n${rank1.join("\n")}`);
     assert.deepEqual(plotting(rank1), [], "rank 1 loads no plotting code");
-    assert.ok(rank1.includes("dist/bundle/index.js"));
+    assert.ok(rank1.includes("dist/bundle/index.cjs") && rank1.includes("dist/bundle/index.cjs.v8cache"), "rank 1 runs the bundle, from its code cache");
     assert.ok(plotting(rank0).length > 0, "rank 0 draws report.html's charts");
     const version = path.join(dir, "version");
     assert.equal((await traced(version, ["--version"], {})).code, 0);
     assert.deepEqual(packageFiles(version).sort(), ["package.json", "runner/index.js"], "--version reads no code of ours but the entry");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the rank path compiles from the code cache the build wrote, and never from one made for other source", async () => {
+  const built = loadBundle();
+  assert.equal(built.cached, true, "dist/bundle/index.cjs.v8cache is missing or V8 rejected it");
+  assert.equal(typeof built.exports.main, "function");
+  // V8 itself checks only the source's length: an edited bundle of the same length keeps the old cache's
+  // digest, which runner/bundle.js refuses; the bundle then compiles from its source.
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-cache-"));
+  try {
+    const edited = path.join(dir, "index.cjs");
+    copyFileSync(path.join(REPO, "package.json"), path.join(dir, "package.json"));
+    writeFileSync(edited, readFileSync(BUNDLE, "utf8").replace('"use strict";', "'use strict';"));
+    copyFileSync(`${BUNDLE}.v8cache`, `${edited}.v8cache`);
+    const loaded = loadBundle(edited);
+    assert.equal(loaded.cached, false);
+    assert.equal(typeof loaded.exports.main, "function");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

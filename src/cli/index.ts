@@ -19,7 +19,8 @@ function fail(err: unknown): never {
   process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
 }
 
-export async function main(argv: string[]): Promise<void> {
+/** The command line (the process's own by default): runner/index.js calls it from the bundle. */
+export async function main(argv: string[] = hideBin(process.argv)): Promise<void> {
   try {
     await yargs(argv)
       .scriptName("runner")
@@ -45,4 +46,3 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-await main(hideBin(process.argv));
