@@ -1,9 +1,13 @@
 import { readFileSync } from "node:fs";
 import * as jsonc from "jsonc-parser";
-import type * as z from "zod";
+import * as z from "zod";
 import { ConfigError, configErrorFromZod, issueMessage } from "./errors.js";
 import { jobSchema, type Job } from "./job.js";
 import { runConfigSchema, type RunConfig } from "./run-config.js";
+
+// A process parses a job and a configuration once: zod's JIT, which writes a parser for each object schema at
+// its first parse, costs a rank more at start-up than it could save.
+z.config({ jitless: true });
 
 /** Deeper than any job or configuration needs, and shallow enough for the parser's recursion. */
 const MAX_NESTING = 256;
