@@ -36,6 +36,24 @@ const bundle = (entry, plugins) => build({
   write: false,
 });
 
+const lazyStringWidth = {
+  name: "lazy-string-width",
+  setup(b) {
+    // yargs' help layout (cliui, wrap-ansi) imports string-width, which makes an Intl.Segmenter at its top
+    // level: ICU's break rules, some 25 ms of CPU at every rank's start, for widths that only --help and
+    // errors measure. Each import of string-width gets a stand-in that loads the real one at its first call.
+    b.onResolve({ filter: /^string-width$/ }, async (args) => {
+      if (args.pluginData === "real") return undefined;
+      const real = await b.resolve(args.path, { resolveDir: args.resolveDir, kind: args.kind, pluginData: "real" });
+      return real.errors.length ? real : { path: real.path, namespace: "lazy-string-width" };
+    });
+    b.onLoad({ filter: /.*/, namespace: "lazy-string-width" }, (args) => ({
+      contents: `let width; export default (...a) => (width ??= require(${JSON.stringify(args.path)}).default)(...a);`,
+      resolveDir: path.dirname(args.path),
+    }));
+  },
+};
+
 const chartsApart = {
   name: "charts-apart",
   setup(b) {
@@ -52,7 +70,7 @@ const withoutNodeCanvas = {
     b.onResolve({ filter: /^vega-canvas$/ }, () => ({ path: path.join(root, "node_modules/vega-canvas/build/vega-canvas.browser.js") }));
   },
 };
-const outputFiles = (await Promise.all([bundle("dist/cli/index.js", [chartsApart]), bundle("dist/report/charts.js", [withoutNodeCanvas])]))
+const outputFiles = (await Promise.all([bundle("dist/cli/index.js", [chartsApart, lazyStringWidth]), bundle("dist/report/charts.js", [withoutNodeCanvas])]))
   .flatMap((r) => r.outputFiles);
 
 // Written only when it changed, and by a rename: ranks start from this file, also while a rebuild runs

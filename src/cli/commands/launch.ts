@@ -37,10 +37,14 @@ function forwardedArgs(argv: LaunchArgs, names: string[]): string[] {
 /** A check's failure is bad input: exit code 2 (cli/index.ts). */
 const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
 
-/** What each rank runs: `run JOB [run options]`, or `doctor [its options]`. */
+/**
+ * What each rank runs: `JOB [run options]`, or `doctor [its options]`. A job runs as the default command, as
+ * under mpirun: for a named one (`run JOB`) yargs lays out the whole help text while the handler starts, some
+ * 30 ms of CPU at every rank's start. A bare file name is given as ./NAME, so that none reads as a command.
+ */
 function rankCommand(argv: LaunchArgs): string[] {
   if (argv.job === DOCTOR) return [DOCTOR, ...forwardedArgs(argv, [...Object.keys(DOCTOR_RUN_OPTIONS), ...Object.keys(DOCTOR_OPTIONS)])];
-  return ["run", argv.job, ...forwardedArgs(argv, Object.keys(RUN_OPTIONS))];
+  return [argv.job.includes("/") ? argv.job : `./${argv.job}`, ...forwardedArgs(argv, Object.keys(RUN_OPTIONS))];
 }
 
 export const launchCommand: CommandModule<object, LaunchArgs> = {
