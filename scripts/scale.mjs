@@ -3,7 +3,8 @@
 // allreduce, tree broadcast, tree gather; 1 step) start as separate processes meeting over the TCP store,
 // and per rank we record the start-up time (spawn to its first op), CPU seconds, peak resident memory (GNU
 // time), peak open descriptors (/proc/PID/fd, sampled) and, for rank 1 (a rank that writes no report), the
-// package's files it opened (strace, where installed). docs/PERFORMANCE.md ("Scale") keeps a table of it.
+// package's files it opened (strace, where installed); then one rank's CPU with a core to itself.
+// docs/PERFORMANCE.md ("Scale") keeps a table of it.
 //
 //   node scripts/scale.mjs [--worlds 8,16,32,48,64,128] [--json FILE]
 //
@@ -76,10 +77,10 @@ function packageFiles(log) {
   return files.size;
 }
 
-/** One rank: GNU time around node (and strace for rank 1); resolves with its measurements. */
-function startRank(rank, world, port, dir, args) {
+/** One rank: GNU time around node (and strace where `trace`); resolves with its measurements. */
+function startRank(rank, world, port, dir, args, trace = rank === 1 && hasStrace) {
   const timeFile = path.join(dir, `time${rank}`), traceFile = path.join(dir, `trace${rank}`);
-  const traced = rank === 1 && hasStrace ? ["strace", "-f", "-e", "trace=openat", "-o", traceFile] : [];
+  const traced = trace ? ["strace", "-f", "-e", "trace=openat", "-o", traceFile] : [];
   const env = { ...process.env, RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(world), MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port) };
   const started = Date.now();
   const child = spawn("/usr/bin/time", ["-f", "%e %U %S %M", "-o", timeFile, ...traced, process.execPath, RUNNER, ...args], { cwd: REPO, env });
@@ -137,6 +138,32 @@ export async function measure(world) {
   }
 }
 
+/**
+ * One rank's CPU seconds with a core to itself, as on a cluster node with a core per rank: the table's ranks
+ * share this machine's cores, W at a time, and each one's CPU time grows with the crowding. Rank 1 of 2 runs
+ * the job as a user would (no debug logs), and rank 0 starts once rank 1 has; the median of `runs`.
+ */
+export async function aloneCpu(runs = 5) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-scale-"));
+  try {
+    const job = path.join(dir, "scale.json");
+    writeFileSync(job, JSON.stringify(JOB));
+    const cpu = [];
+    for (let i = 0; i < runs; i++) {
+      const port = await freePort();
+      const args = [job, "--backend", "tcp", "--out", dir, "--quiet"];
+      const rank1 = startRank(1, 2, port, dir, args, false);
+      await new Promise((r) => setTimeout(r, 1500));
+      const [r0, r1] = await Promise.all([startRank(0, 2, port, dir, args, false), rank1]);
+      if (r0.code || r1.code) throw new Error(`a rank alone: ${r0.stderr || r1.stderr}`);
+      cpu.push(r1.cpuS);
+    }
+    return median(cpu);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function table(rows) {
   const f = (x, d = 2) => (x === undefined ? "-" : x.toFixed(d));
   const lines = [
@@ -155,5 +182,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.error(`W=${w} done`);
   }
   console.log(table(rows));
+  console.log(`\nCPU s of one rank with a core to itself (rank 1 of 2, started alone, no debug logs; median of 5): ${(await aloneCpu()).toFixed(2)}`);
   if (values.json) writeFileSync(values.json, JSON.stringify(rows, null, 2) + "\n");
 }

@@ -73,3 +73,18 @@ test("the rank path compiles from the code cache the build wrote, and never from
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("loading the rank path lays out no help: string-width's Intl.Segmenter is made at its first use, by --help", () => {
+  const script = `
+    let made = 0;
+    Intl.Segmenter = class extends Intl.Segmenter { constructor(...a) { super(...a); made++; } };
+    const { loadBundle } = await import(${JSON.stringify(new URL("../runner/bundle.js", import.meta.url).href)});
+    const { main } = loadBundle().exports;
+    console.log(made);
+    await main(["--help"]);`;
+  const p = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: REPO, encoding: "utf8" });
+  assert.equal(p.status, 0, p.stderr);
+  const [made, ...help] = p.stdout.split("\n");
+  assert.equal(made, "0");
+  assert.match(help.join("\n"), /Commands:\n\s+runner run <job>/);
+});
