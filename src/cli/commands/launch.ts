@@ -1,5 +1,5 @@
 // `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
-// `runner run JOB.json [run options]`; `runner launch -n N doctor [options]` starts N ranks of `runner doctor`.
+// `runner JOB.json [run options]` (the run command, as the default); `runner launch -n N doctor [options]` starts N ranks of `runner doctor`.
 
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
