@@ -85,13 +85,13 @@ for (const { path: file, contents } of outputFiles) {
 // The code cache ranks compile the bundle from, made by this Node (another V8 rejects it and compiles from
 // source). V8 caches the functions compiled so far: loading the bundle compiles its modules' initialisation,
 // and validating the quickstart job (its line not printed) what every rank's start runs, the command line
-// and the job's schema.
+// and the job's schema. Without -n: a world's memory check could refuse the job on a small build machine.
 const { loadBundle } = await import("../runner/bundle.js");
 const loaded = loadBundle();
 if (!loaded.cached) {
   const log = console.log;
   console.log = () => {};
-  await loaded.exports.main(["validate", "-n", "4", path.join(root, "jobs/quickstart.json")]);
+  await loaded.exports.main(["validate", path.join(root, "jobs/quickstart.json")]);
   console.log = log;
   loaded.saveCache();
 }
