@@ -31,8 +31,9 @@ function readCache(file, digest) {
  * `saveCache` writes one from what has been compiled so far (by a rename: ranks may be starting from it).
  */
 export function loadBundle(file = BUNDLE) {
-  const source = readFileSync(file, "utf8");
-  const digest = createHash("sha256").update(source).digest();
+  const bytes = readFileSync(file);
+  const digest = createHash("sha256").update(bytes).digest();
+  const source = bytes.toString("utf8");
   const cachedData = readCache(file, digest);
   const script = new vm.Script(Module.wrap(source), { filename: file, cachedData });
   const module = { exports: {} };

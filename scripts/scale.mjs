@@ -109,11 +109,20 @@ function startRank(rank, world, port, dir, args, trace = rank === 1 && hasStrace
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 
-export async function measure(world) {
+/** Runs `body(dir, job)` with the scale job written to `job` in a fresh directory `dir`; removes it afterwards. */
+async function withJob(body) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-scale-"));
   try {
     const job = path.join(dir, "scale.json");
     writeFileSync(job, JSON.stringify(JOB));
+    return await body(dir, job);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export function measure(world) {
+  return withJob(async (dir, job) => {
     const config = path.join(dir, "run.json");
     writeFileSync(config, JSON.stringify(SLOW_START));
     const port = await freePort();
@@ -133,9 +142,7 @@ export async function measure(world) {
       fds: { median: median(ranks.map((r) => r.fds)), max: Math.max(...ranks.map((r) => r.fds)) },
       packageFilesRank1: ranks[1]?.files,
     };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /**
@@ -143,11 +150,8 @@ export async function measure(world) {
  * share this machine's cores, W at a time, and each one's CPU time grows with the crowding. Rank 1 of 2 runs
  * the job as a user would (no debug logs), and rank 0 starts once rank 1 has; the median of `runs`.
  */
-export async function aloneCpu(runs = 5) {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-scale-"));
-  try {
-    const job = path.join(dir, "scale.json");
-    writeFileSync(job, JSON.stringify(JOB));
+export function aloneCpu(runs = 5) {
+  return withJob(async (dir, job) => {
     const cpu = [];
     for (let i = 0; i < runs; i++) {
       const port = await freePort();
@@ -159,9 +163,7 @@ export async function aloneCpu(runs = 5) {
       cpu.push(r1.cpuS);
     }
     return median(cpu);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 function table(rows) {

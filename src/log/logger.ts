@@ -85,13 +85,13 @@ class LazyLogger implements Logger {
 }
 
 function consoleLogger(winston: Winston, o: LoggerOptions): import("winston").Logger {
-  const console = new winston.transports.Console({
+  const toConsole = new winston.transports.Console({
     stderrLevels: [...LOG_LEVELS],
     // A failure is often seen best from the rank it happened on, so every rank reports its errors.
     level: o.rank !== 0 && !o.allRanks ? "error" : undefined,
     format: winston.format.printf((info) => `[rank ${o.rank}] ${info.level}: ${String(info.message)}`),
   });
-  return winston.createLogger({ level: o.level, defaultMeta: { rank: o.rank }, transports: [console] });
+  return winston.createLogger({ level: o.level, defaultMeta: { rank: o.rank }, transports: [toConsole] });
 }
 
 export function createLogger(o: LoggerOptions): Logger {
