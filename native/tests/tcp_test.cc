@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
 #include "backends/tcp/connector.h"
+#include "backends/tcp/roll_call.h"
 #include "backends/tcp/tcp_transport.h"
 #include "base/error.h"
 #include "harness.h"
@@ -361,6 +364,44 @@ void testHybridTcpFailureEndsShmWait() {
 
 }  // namespace
 
+// Rank 0 asks four peers where they are: rank 1 answers with each lane's position; rank 2 has exited (its
+// listener refuses); rank 3's host takes the connection but nothing answers (a stopped process); rank 4 is
+// another job's (a connector under another key, which drops the question unanswered).
+void testRollCall() {
+  std::vector<SocketAddress> addrs(5, SocketAddress::parse("127.0.0.1", 0));
+  std::array<Presence, 2> where;
+  where[0].position = (7u << 1) | 1;
+  where[1].position = 3u << 1;
+  auto connectorOf = [&](int r, Key key) {
+    Endpoint e(addrs[0], 4);
+    addrs[size_t(r)] = e.address();
+    ConnectorOptions o{r, 5, 2, key, std::vector<std::optional<SocketAddress>>(5, e.address()), where.data()};
+    return std::make_unique<Connector>(e.takeListener(), std::move(o));
+  };
+  auto rank1 = connectorOf(1, testKey(1));
+  addrs[2] = Endpoint(addrs[0], 1).address();  // closed at once: a rank that has exited
+  Fd stopped = listenOn(addrs[0], 4);
+  addrs[3] = SocketAddress::local(stopped.get());
+  auto stranger = connectorOf(4, testKey(2));
+  std::vector<std::optional<SocketAddress>> peers(addrs.begin(), addrs.end());
+  peers[0].reset();
+  RollCall call(0, 5, testKey(1), peers);
+  auto start = Clock::now();
+  std::vector<PeerSighting> seen = call.call(1);
+  auto took = Clock::now() - start;
+  std::sort(seen.begin(), seen.end(), [](const PeerSighting& a, const PeerSighting& b) { return a.rank < b.rank; });
+  check(seen.size() == 4 && took < std::chrono::milliseconds(1500), "every peer is accounted for within the limit");
+  check(seen[0].answered && seen[0].position == (3u << 1) && seen[0].unanswered.empty(), "rank 1 answers with the asked lane's position");
+  check(!seen[1].answered && has(seen[1].unanswered, "is gone (" + addrs[2].toString() + " refused"), "an exited rank is gone: " + seen[1].unanswered);
+  check(!seen[2].answered && has(seen[2].unanswered, "did not answer the roll call within 1 s"), "a stopped rank does not answer: " + seen[2].unanswered);
+  check(!seen[3].answered && has(seen[3].unanswered, "closed the connection unanswered"), "another job's rank drops the question: " + seen[3].unanswered);
+  start = Clock::now();
+  std::vector<PeerSighting> again = call.call(0);
+  check(Clock::now() - start < std::chrono::milliseconds(100), "a second call (another lane) reuses the answers");
+  auto rank1Again = std::find_if(again.begin(), again.end(), [](const PeerSighting& p) { return p.rank == 1; });
+  check(rank1Again != again.end() && rank1Again->position == ((7u << 1) | 1), "and reads that lane's position from them");
+}
+
 int main() {
   return spmd::testing::runTests({
       {"strangers", testStrangersGetNothing},
@@ -373,5 +414,6 @@ int main() {
       {"abort", testAbortNotice},
       {"interrupt", testInterrupt},
       {"hybrid ring", testHybridRing},
-      {"hybrid failure", testHybridTcpFailureEndsShmWait}});
+      {"hybrid failure", testHybridTcpFailureEndsShmWait},
+      {"roll call", testRollCall}});
 }

@@ -11,8 +11,8 @@ export interface Bootstrap {
   /** Rank 0's `value` on every rank (the others pass undefined). */
   broadcast(key: string, value: string | undefined): Promise<string>;
   barrier(key: string): Promise<void>;
-  /** The TCP store the ranks met over (tcp bootstrap only), for small keys while the job runs. */
-  readonly store?: Pick<StoreClient, "set" | "get" | "absent">;
+  /** The TCP store the ranks met over (tcp bootstrap only): a start-up step notes there who reached it (startup.ts). */
+  readonly store?: Pick<StoreClient, "set" | "absent">;
   /**
    * Every rank calls it once, after closing the communicator it started. `failed`: leave at once, not
    * waiting for peers that may be dead (the TCP store; under MPI the launcher ends a job whose rank died).

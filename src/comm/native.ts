@@ -108,14 +108,6 @@ export type NativeOp = NativeOpBase & NativeOpOf;
 type SameNames<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
 export const EVERY_KIND_HAS_FIELDS: SameNames<NativeOpOf["kind"], NativeOpKind> = true;
 
-/** A peer as a presence board last saw it: `answered` false when it could not be asked. */
-export interface PeerSighting {
-  rank: number;
-  answered: boolean;
-  position: number;
-  silentSec: number;
-}
-
 export interface NativeProgram {
   tensors: NativeTensor[];
   ops: NativeOp[];
@@ -302,10 +294,6 @@ export interface NativeCommunicator {
   connect(peers?: TcpPeer[]): Promise<void>;
   /** This rank's last ops (both lanes), oldest first; only while no op is in flight (after a failure, say). */
   flightRecord(): FlightEntry[];
-  /** Lane 0's place in the op sequence ((seq << 1) | 1 inside op seq), readable while ops run. */
-  readonly position: number;
-  /** What peers showed of themselves (a presence board), as a deadline's message names stragglers; "" if none. */
-  stragglers(sightings: PeerSighting[]): string;
   /** Drops names other processes could still attach to (the shm segment's); idempotent. */
   release(): void;
   close(): void;

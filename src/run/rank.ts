@@ -5,7 +5,6 @@ import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
-import { startPresence, type PresenceBoard } from "../comm/presence.js";
 import { hostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
@@ -104,16 +103,8 @@ function hybridEverywhere(opened: OpenCommunicator): boolean {
   return !!links && links.shm > 0 && links.tcp > 0 && hosts.every((h) => h.ranks.length > 1);
 }
 
-/** tcp ranks cannot see each other's progress, so they post it on the store they met over. */
-function presenceBoard(opened: OpenCommunicator): PresenceBoard | undefined {
-  const { store } = opened.bootstrap;
-  return store && opened.comm.backend.endsWith("tcp") && opened.comm.size > 1 ? startPresence(opened.comm, store) : undefined;
-}
-
 async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
-  const board = presenceBoard(opened);
-  let failed = false;
   try {
     const rows = await execute(job, opened.comm, {
       log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo, links: hybridEverywhere(opened),
@@ -122,16 +113,10 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
     return rows;
   } catch (err) {
-    failed = true;
-    // A deadline, a dead peer or an abort: who held the job up (where the backend could not say), and this
-    // rank's last ops, which say where the job stood.
-    const e = err as { code?: string; message: string };
-    if (!FAULT_CODES.has(e.code ?? "")) throw err;
-    if (board && !e.message.includes("; holding up ")) e.message += await board.stragglers();
-    log.error(flightRecordText(opened.comm) ?? "flight record: empty");
+    // A deadline, a dead peer or an abort (the backend's message names who held the job up): this rank's
+    // last ops, which say where the job stood.
+    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm) ?? "flight record: empty");
     throw err;
-  } finally {
-    await board?.stop(failed);
   }
 }
 

@@ -10,7 +10,6 @@
 #include "base/error.h"
 #include "runtime/executor.h"
 #include "runtime/flight_recorder.h"
-#include "runtime/stragglers.h"
 #ifdef SPMD_HAVE_MPI
 #include "addon/mpi_wrap.h"
 #include "backends/mpi/mpi_backend.h"
@@ -139,15 +138,13 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceMethod<&CommunicatorWrap::tensor>("tensor"),
                       InstanceMethod<&CommunicatorWrap::state>("state"),
                       InstanceMethod<&CommunicatorWrap::flightRecord>("flightRecord"),
-                      InstanceMethod<&CommunicatorWrap::stragglers>("stragglers"),
                       InstanceMethod<&CommunicatorWrap::release>("release"),
                       InstanceMethod<&CommunicatorWrap::connect>("connect"),
                       InstanceMethod<&CommunicatorWrap::close>("close"),
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
                       InstanceAccessor<&CommunicatorWrap::getBackend>("backend"),
-                      InstanceAccessor<&CommunicatorWrap::getStepsDone>("stepsDone"),
-                      InstanceAccessor<&CommunicatorWrap::getPosition>("position")});
+                      InstanceAccessor<&CommunicatorWrap::getStepsDone>("stepsDone")});
 }
 
 CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CommunicatorWrap>(info) {
@@ -386,29 +383,6 @@ Napi::Value CommunicatorWrap::getRank(const Napi::CallbackInfo& info) { return N
 Napi::Value CommunicatorWrap::getSize(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), size_); }
 Napi::Value CommunicatorWrap::getBackend(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), backend_ ? backend_->name() : "closed");
-}
-
-// Lane 0's place in the op sequence, read while ops run (an atomic the lane publishes), for a presence board.
-Napi::Value CommunicatorWrap::getPosition(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  requireOpen(env);
-  return Napi::Number::New(env, double(backend_->lane(0).flight().position()));
-}
-
-// What peers showed of themselves elsewhere (a presence board), in the words a deadline uses on shm and MPI.
-Napi::Value CommunicatorWrap::stragglers(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  requireOpen(env);
-  if (ops_.busy()) throw makeError(env, code::kInvalid, "stragglers: an op is in flight");
-  if (!info[0].IsArray()) throwInvalid(env, "stragglers: expected an array of sightings");
-  Napi::Array a = info[0].As<Napi::Array>();
-  std::vector<PeerSighting> peers;
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    OptionReader o(a.Get(i), "sightings[" + std::to_string(i) + "].");
-    peers.push_back({int(o.integer("rank", 0, size_ - 1)), o.boolean("answered", true), uint64_t(o.number("position", 0)), o.number("silentSec", -1)});
-  }
-  const FlightRecorder& f = backend_->lane(0).flight();
-  return Napi::String::New(env, describeStragglers(peers, f.currentSeq(), f));
 }
 
 Napi::Value CommunicatorWrap::getStepsDone(const Napi::CallbackInfo& info) {

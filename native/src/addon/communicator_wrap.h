@@ -35,7 +35,6 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value tensor(const Napi::CallbackInfo& info);
   Napi::Value state(const Napi::CallbackInfo& info);
   Napi::Value flightRecord(const Napi::CallbackInfo& info);
-  Napi::Value stragglers(const Napi::CallbackInfo& info);
   Napi::Value release(const Napi::CallbackInfo& info);
   // Resolves once the backend joined the other ranks (Backend::connect), on the progress thread. The tcp
   // backend takes (peers): where to reach each rank, known only once the ranks have met.
@@ -45,7 +44,6 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value getSize(const Napi::CallbackInfo& info);
   Napi::Value getBackend(const Napi::CallbackInfo& info);
   Napi::Value getStepsDone(const Napi::CallbackInfo& info);
-  Napi::Value getPosition(const Napi::CallbackInfo& info);
 
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Backend> backend_;

@@ -3,7 +3,9 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <span>
+#include <string>
 
 #include "base/error.h"
 
@@ -68,11 +70,20 @@ class Transport {
   // this rank is in. Optional (tests drive transports without one; a group's view leaves it to the
   // transport it forwards to).
   void setRecorder(FlightRecorder* r) { flight_ = r; }
+  // What a deadline's message adds about the peers holding the op up ("; holding up op #8 ...: rank 2
+  // did not answer"), as the backend can see them: a transport sees only its own peers, and a hybrid's
+  // two halves must name every rank alike. Unset: nothing.
+  void setStragglerFinder(std::function<std::string()> find) { findStragglers_ = std::move(find); }
   virtual LinkUsage linkUsage() const { return {}; }
 
  protected:
+  std::string stragglers() const { return findStragglers_ ? findStragglers_() : std::string(); }
+
   Clock::time_point deadline_ = Clock::time_point::max();
   FlightRecorder* flight_ = nullptr;
+
+ private:
+  std::function<std::string()> findStragglers_;
 };
 
 // Thrown by an exchange that interrupt() ended: not a failure of its own, but of whoever interrupted it.

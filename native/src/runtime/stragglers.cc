@@ -22,7 +22,8 @@ std::string seconds(double s) {
 
 }  // namespace
 
-std::string describeStragglers(std::span<const PeerSighting> peers, uint64_t seq, const FlightRecorder& mine) {
+std::string describeStragglers(std::span<const PeerSighting> peers, const FlightRecorder& mine) {
+  const uint64_t seq = mine.currentSeq();
   auto where = [&](const PeerSighting& p) -> std::string {
     const uint64_t at = positionSeq(p.position);
     if (p.position == 0) return "it has run no op yet";
@@ -35,7 +36,7 @@ std::string describeStragglers(std::span<const PeerSighting> peers, uint64_t seq
   for (const PeerSighting& p : peers) {
     const std::string rank = "rank " + std::to_string(p.rank);
     if (!p.answered) {
-      silent.push_back(rank + " did not answer (stopped, or busy outside communication)");
+      silent.push_back(rank + (p.unanswered.empty() ? " did not answer (stopped, or busy outside communication)" : " " + p.unanswered));
     } else if (positionSeq(p.position) <= seq && p.silentSec >= kSilentSec) {
       silent.push_back(rank + " silent for " + seconds(p.silentSec) + ", " + where(p));
     } else if (positionSeq(p.position) < seq) {

@@ -12,9 +12,11 @@ namespace spmd {
 
 struct PeerSighting {
   int rank = 0;
-  bool answered = true;   // MPI: it answered the roll call (a rank stopped or busy outside communication does not)
+  bool answered = true;   // it answered the roll call (MPI, tcp: a stopped rank does not)
   uint64_t position = 0;  // Presence::position
   double silentSec = -1;  // since its last sign of life on any lane; negative when unknown
+  // Why it did not answer, where the asker can tell ("is unreachable: ..."); empty: it stayed silent.
+  std::string unanswered;
 };
 
 // A peer silent this long while in the op is taken to be stopped, not waiting: waiting ranks show a sign
@@ -22,8 +24,9 @@ struct PeerSighting {
 inline constexpr double kSilentSec = 1.0;
 
 // "; holding up op #812 (stage ar, step 40): rank 2 silent for 4.1 s, inside it" naming the silent ranks
-// (no sign of life, or no answer), else the ranks that never reached op `seq`; "" when there are none. `mine` names other ops by this rank's own record
-// (every rank runs the same ops in the same order).
-std::string describeStragglers(std::span<const PeerSighting> peers, uint64_t seq, const FlightRecorder& mine);
+// (no sign of life, or no answer), else the ranks that never reached the op this rank is in; "" when there
+// are none. `mine` is this rank's own record, which also names the others' ops (every rank runs the same
+// ops in the same order).
+std::string describeStragglers(std::span<const PeerSighting> peers, const FlightRecorder& mine);
 
 }  // namespace spmd

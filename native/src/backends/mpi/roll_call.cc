@@ -88,7 +88,7 @@ std::vector<PeerSighting> RollCall::call(int lane) {
   std::vector<PeerSighting> out;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    out.push_back({peer, answered_[size_t(peer)], answers_[size_t(peer)][size_t(lane)], -1});
+    out.push_back({peer, answered_[size_t(peer)], answers_[size_t(peer)][size_t(lane)], -1, {}});
   }
   return out;
 }

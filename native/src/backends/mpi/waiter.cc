@@ -83,7 +83,7 @@ void Waiter::settle(std::span<MPI_Request> reqs, const std::function<bool(size_t
 void Waiter::fail(std::span<MPI_Request> reqs, const std::string& what, const std::function<bool(size_t)>& cancellable) {
   const bool timedOut = !faults_.aborted();
   std::string reason = "deadline passed while " + what;
-  if (timedOut && flight_) reason += describeStragglers(faults_.rollCall().call(lane_), flight_->currentSeq(), *flight_);
+  if (timedOut && flight_) reason += describeStragglers(faults_.rollCall().call(lane_), *flight_);
   // Told first, the other ranks stop waiting and finish the op they are in, which lets this one's settle.
   if (timedOut) faults_.abort(reason);
   settle(reqs, cancellable);

@@ -10,7 +10,9 @@ ShmBackend::ShmBackend(const ShmOptions& o)
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
     collectives_[i] = std::make_unique<SharedCollectives>(segment_, *t, i, [t](const std::string& why) { t->abort(why); });
-    collectives_[i]->flight().mirrorTo(&segment_.presence(i, o.rank));
+    FlightRecorder& flight = collectives_[i]->flight();
+    flight.mirrorTo(&segment_.presence(i, o.rank));
+    t->setStragglerFinder([t, &flight] { return describeStragglers(t->sightings(), flight); });
   }
   segment_.header().attached.fetch_add(1);
 }

@@ -199,8 +199,7 @@ void ShmTransport::awaitPhase(uint64_t phase, int peer, const char* what) {
   }
 }
 
-std::string ShmTransport::stragglers() const {
-  if (!flight_) return "";
+std::vector<PeerSighting> ShmTransport::sightings() const {
   const int64_t now = steadyNowNs();
   std::vector<PeerSighting> peers;
   for (int r = 0; r < seg_.worldSize(); ++r) {
@@ -209,9 +208,9 @@ std::string ShmTransport::stragglers() const {
     int64_t alive = 0;
     for (int l = 0; l < seg_.lanes(); ++l) alive = std::max(alive, seg_.presence(l, r).aliveNs.load(std::memory_order_relaxed));
     const uint64_t position = seg_.presence(lane_, r).position.load(std::memory_order_acquire);
-    peers.push_back({jobRank(r), true, position, alive ? double(now - alive) * 1e-9 : -1});
+    peers.push_back({jobRank(r), true, position, alive ? double(now - alive) * 1e-9 : -1, {}});
   }
-  return describeStragglers(peers, flight_->currentSeq(), *flight_);
+  return peers;
 }
 
 void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {

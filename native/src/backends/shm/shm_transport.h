@@ -8,6 +8,7 @@
 
 #include "backends/shm/segment.h"
 #include "base/transport.h"
+#include "runtime/stragglers.h"
 
 namespace spmd::shm {
 
@@ -31,6 +32,10 @@ class ShmTransport : public InterruptibleTransport {
   void publishPhase(uint64_t phase);
   void awaitPhase(uint64_t phase, int peer, const char* what);
 
+  // What the segment shows of every other member on this lane: its place in the op sequence and how long
+  // since its last sign of life on any lane.
+  std::vector<PeerSighting> sightings() const;
+
  private:
   size_t push(int to, const uint8_t* src, size_t bytes);
   size_t pull(int from, uint8_t* dst, size_t bytes);
@@ -46,8 +51,6 @@ class ShmTransport : public InterruptibleTransport {
   void checkHealth(const std::function<std::string(int)>& blockedOn, int culprit);
   std::string describePending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, int peer) const;
   int firstPending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) const;
-  // After a deadline: the peers that never reached this rank's op or went silent in it ("" if none).
-  std::string stragglers() const;
   int jobRank(int member) const { return jobRanks_.empty() ? member : jobRanks_[size_t(member)]; }
 
   const Segment& seg_;

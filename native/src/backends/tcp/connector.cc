@@ -259,6 +259,10 @@ struct Connector::Loop {
     if (n > 0 && w.got < kHelloBytes) return;
     std::optional<Hello> h;
     if (w.got == kHelloBytes) h = decodeHello(w.buf);
+    if (h && h->lane == kRollCallLane) {
+      answerRollCall(w.fd.get(), *h);
+      return drop(w);
+    }
     bool ok = h && sameKey(h->key, o.key) && h->to == o.rank && h->worldSize == o.size && h->from >= 0 && h->from < o.rank &&
               o.peers[size_t(h->from)] && h->lane < o.lanes && c.fresh(h->lane, h->from);
     if (ok) {
@@ -270,7 +274,23 @@ struct Connector::Loop {
       epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w.fd.get(), nullptr);
       c.deliver(h->lane, h->from, std::move(w.fd));
     }
+    drop(w);
+  }
+
+  void drop(Watch& w) {
     unintroduced.remove_if([&](const Watch& x) { return &x == &w; });
+  }
+
+  // Our Hello and this rank's positions, in one send on a fresh connection (it takes them at once), to a
+  // rank of this job; the connection is dropped after it either way.
+  void answerRollCall(int fd, const Hello& h) {
+    if (!sameKey(h.key, o.key) || h.to != o.rank || h.worldSize != o.size || h.from < 0 || h.from >= o.size || !o.peers[size_t(h.from)]) return;
+    uint8_t reply[kHelloBytes + kPositionsBytes];
+    encodeHello(Hello{o.rank, h.from, o.size, kRollCallLane, o.key}, reply);
+    Positions where{};
+    for (int lane = 0; o.presence && lane < std::min<int>(o.lanes, kWireLanes); ++lane) where[size_t(lane)] = o.presence[lane].position.load(std::memory_order_relaxed);
+    encodePositions(where, reply + kHelloBytes);
+    [[maybe_unused]] ssize_t n = send(fd, reply, sizeof reply, MSG_NOSIGNAL);
   }
 };
 

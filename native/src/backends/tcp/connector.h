@@ -5,7 +5,8 @@
 // of a pair dials), accepts the ones lower ranks dial, each introduced by the Hello handshake of wire.h,
 // and hands each to its lane. Accepting on a thread of its own means a dial is answered whatever this
 // rank's lanes are doing, so connecting never waits on the order in which ranks reach their ops.
-// Strangers and ranks of other jobs are dropped without a byte in reply; lost dials are retried.
+// Strangers and ranks of other jobs are dropped without a byte in reply; lost dials are retried. The same
+// thread answers roll calls (roll_call.h), so a rank answers whatever its lanes are doing.
 #pragma once
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "backends/tcp/socket.h"
 #include "backends/tcp/wire.h"
+#include "runtime/flight_recorder.h"
 
 namespace spmd::tcp {
 
@@ -39,6 +41,8 @@ struct ConnectorOptions {
   // Per rank: where it listens, for the ranks this one reaches over tcp; nullopt for itself and for ranks
   // it reaches otherwise (through shared memory). Every rank must agree on who has a tcp link with whom.
   std::vector<std::optional<SocketAddress>> peers;
+  // Per lane (`lanes` of them): where this rank is, as a roll call is answered; none: at no op yet.
+  const Presence* presence = nullptr;
 };
 
 class Connector {

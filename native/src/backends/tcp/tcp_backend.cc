@@ -35,7 +35,8 @@ void TcpBackend::connect() {
     }
     if (tcpPeer) names[size_t(r)] = peers[size_t(r)]->toString();
   }
-  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers)});
+  rollCall_ = std::make_unique<RollCall>(rank_, size_, key_, peers);
+  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers), presence_.data()});
   std::vector<int> jobRanks;
   for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -47,7 +48,20 @@ void TcpBackend::connect() {
       t = hybrid_[lane].get();
     }
     collectives_[lane] = std::make_unique<TransportCollectives>(*t, [this, lane](const std::string& why) { abort(lane, why); });
+    collectives_[lane]->flight().mirrorTo(&presence_[lane]);
+    auto find = [this, lane] { return stragglers(lane); };
+    tcp_[lane]->setStragglerFinder(find);
+    if (shm_[lane]) shm_[lane]->setStragglerFinder(find);
   }
+}
+
+std::string TcpBackend::stragglers(int lane) {
+  std::vector<PeerSighting> seen = rollCall_->call(lane);
+  if (shm_[lane]) {
+    std::vector<PeerSighting> local = shm_[lane]->sightings();
+    seen.insert(seen.end(), local.begin(), local.end());
+  }
+  return describeStragglers(seen, collectives_[lane]->flight());
 }
 
 Collectives& TcpBackend::lane(int i) {

@@ -3,7 +3,10 @@
 // ranks of this host talk through a shm segment instead, and each lane is a HybridTransport over both:
 // "shm+tcp". Started in two steps: the constructor sets up what is local (the listener the endpoint
 // opened, the segment), connect() then starts the Connector, which opens each tcp connection on first use.
+// A deadline names the ranks holding the op up from a roll call over tcp and, with a local group, from
+// what the segment shows of this host's ranks.
 #pragma once
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +17,7 @@
 #include "backends/shm/shm_transport.h"
 #include "backends/tcp/abort_signal.h"
 #include "backends/tcp/connector.h"
+#include "backends/tcp/roll_call.h"
 #include "backends/tcp/tcp_transport.h"
 #include "runtime/backend.h"
 #include "runtime/transport_collectives.h"
@@ -54,6 +58,8 @@ class TcpBackend : public Backend {
  private:
   static constexpr int kLanes = kMaxLanes;
   void abort(int lane, const std::string& reason);
+  // The deadline message's tail for `lane`: who holds its op up, among every other rank.
+  std::string stragglers(int lane);
 
   int rank_, size_;
   Key key_;
@@ -62,6 +68,8 @@ class TcpBackend : public Backend {
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;
+  std::array<Presence, kLanes> presence_;  // each lane's place, as this rank answers roll calls
+  std::unique_ptr<RollCall> rollCall_;
   std::unique_ptr<Connector> connector_;  // before the transports, which use it: destroyed after them
   std::unique_ptr<shm::ShmTransport> shm_[kLanes];
   std::unique_ptr<TcpTransport> tcp_[kLanes];

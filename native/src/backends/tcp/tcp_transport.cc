@@ -240,7 +240,7 @@ void TcpTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
     if (moved) continue;
     if (Clock::now() >= deadline_) {
       auto it = std::find_if(messages_.begin(), messages_.end(), [](const Message& m) { return m.wire < wireBytes(m.bytes); });
-      throw CommError(code::kTimeout, "deadline passed while " + describe(*it));
+      throw CommError(code::kTimeout, "deadline passed while " + describe(*it) + stragglers());
     }
     sleep();
   }

@@ -50,6 +50,16 @@ bool sameKey(const Key& a, const Key& b) {
   return diff == 0;
 }
 
+void encodePositions(const Positions& p, uint8_t* out) {
+  for (size_t i = 0; i < p.size(); ++i) put64(out + 8 * i, p[i]);
+}
+
+Positions decodePositions(const uint8_t* in) {
+  Positions p;
+  for (size_t i = 0; i < p.size(); ++i) p[i] = get64(in + 8 * i);
+  return p;
+}
+
 void encodeFrame(const FrameHeader& h, uint8_t* out) {
   put32(out, kFrameMagic);
   put32(out + 4, uint32_t(h.kind));

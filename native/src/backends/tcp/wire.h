@@ -5,6 +5,9 @@
 // the same way. A stranger without the key gets nothing back, not even an error, and no data ever flows
 // on a connection before both Hellos were checked.
 //
+// Roll call: a Hello on lane kRollCallLane asks a rank where it is (tcp/roll_call.h). The rank's connector
+// answers with its own Hello and a Positions record, then closes; nothing else flows on that connection.
+//
 // Data: a message of n bytes travels as ceil(n / kChunkBytes) frames, each a FrameHeader and up to
 // kChunkBytes of payload. Every header repeats the message's sequence number (per ordered pair and lane),
 // its size and the chunk's offset, so a peer that is out of step (another op, another size) is caught at
@@ -36,6 +39,14 @@ void encodeHello(const Hello& h, uint8_t* out);
 std::optional<Hello> decodeHello(const uint8_t* in);
 // Constant time, so the reply timing does not leak how much of a guessed key was right.
 bool sameKey(const Key& a, const Key& b);
+
+inline constexpr uint16_t kRollCallLane = 0xffff;
+// A roll call's answer: the answering rank's Presence::position on each lane (runtime/flight_recorder.h).
+inline constexpr size_t kWireLanes = 4;
+using Positions = std::array<uint64_t, kWireLanes>;
+inline constexpr size_t kPositionsBytes = 8 * kWireLanes;
+void encodePositions(const Positions& p, uint8_t* out);
+Positions decodePositions(const uint8_t* in);
 
 enum class FrameKind : uint32_t { Data = 1, Abort = 2 };
 
