@@ -10,7 +10,7 @@
 //
 // Linux only (/proc, GNU time at /usr/bin/time).
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -44,26 +44,12 @@ function nodePid(wrapper) {
   }
 }
 
-/**
- * The process's open descriptors, less the sockets on local port `apart` where given: rank 0 serves the TCP
- * store the ranks meet over, one connection per rank (as torch's TCPStore does), counted apart from what
- * the rank itself holds.
- */
-export function openDescriptors(pid, apart) {
+/** The process's open descriptors (0 once it has exited). */
+export function openDescriptors(pid) {
   try {
-    const fds = readdirSync(`/proc/${pid}/fd`);
-    if (apart === undefined) return fds.length;
-    const inodes = new Set();
-    for (const table of ["tcp", "tcp6"]) {
-      for (const line of readFileSync(`/proc/${pid}/net/${table}`, "utf8").split("\n").slice(1)) {
-        const cols = line.trim().split(/\s+/);
-        if (cols.length > 9 && parseInt(cols[1].split(":")[1], 16) === apart) inodes.add(cols[9]);
-      }
-    }
-    const served = fds.filter((fd) => inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? "")).length;
-    return fds.length - served;
+    return readdirSync(`/proc/${pid}/fd`).length;
   } catch {
-    return 0; // exited
+    return 0;
   }
 }
 
@@ -95,7 +81,7 @@ function startRank(rank, world, port, dir, args, trace = rank === 1 && hasStrace
     // Under strace the node process is strace's child, under time time's.
     let pid = nodePid(child.pid);
     if (pid && traced.length) pid = nodePid(pid);
-    if (pid) m.fds = Math.max(m.fds, openDescriptors(pid, rank === 0 ? port : undefined));
+    if (pid) m.fds = Math.max(m.fds, openDescriptors(pid));
   }, SAMPLE_MS);
   return new Promise((resolve) =>
     child.on("close", (code) => {

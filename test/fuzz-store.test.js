@@ -23,14 +23,16 @@ const text = fc.string({ maxLength: 24 });
 const bytes = fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b));
 const u32 = fc.nat({ max: 0xffff_ffff });
 const message = fc.oneof(
-  fc.record({ type: fc.constant("hello"), token: text, rank: u32 }),
+  fc.record({ type: fc.constant("hello"), token: text, rank: u32, replyPort: u32 }),
   fc.record({ type: fc.constant("set"), key: text, value: bytes }),
-  fc.record({ type: fc.constant("get"), key: text, timeoutMs: u32 }),
+  fc.record({ type: fc.constant("get"), id: u32, key: text, timeoutMs: u32 }),
   fc.record({ type: fc.constant("add"), key: text, delta: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }) }),
-  fc.record({ type: fc.constant("wait"), keys: fc.array(text, { maxLength: 4 }), timeoutMs: u32 }),
+  fc.record({ type: fc.constant("wait"), id: u32, keys: fc.array(text, { maxLength: 4 }), timeoutMs: u32 }),
   fc.constant({ type: "ok" }),
   fc.record({ type: fc.constant("value"), value: bytes }),
   fc.record({ type: fc.constant("error"), message: text }),
+  fc.constant({ type: "parked" }),
+  fc.record({ type: fc.constant("answer"), id: u32, reply: bytes }),
 ).map((m) => ({ ...m })); // plain objects, as decodeMessage builds them (fc.record's have no prototype)
 
 /** A frame's payload damaged the ways a wire or an attacker would: cut, extended, bytes flipped, type changed. */
@@ -118,9 +120,9 @@ describe("store server, fuzzed over sockets", () => {
   const garbage = fc.oneof(
     fc.uint8Array({ minLength: 1, maxLength: 200 }).map((b) => Buffer.from(b)),
     // Well-formed requests before any hello: a stranger asking for the secret.
-    fc.constantFrom({ type: "get", key: "secret", timeoutMs: 0 }, { type: "set", key: "secret", value: Buffer.from("x") }).map(encodeMessage),
+    fc.constantFrom({ type: "get", id: 1, key: "secret", timeoutMs: 0 }, { type: "set", key: "secret", value: Buffer.from("x") }).map(encodeMessage),
     // A hello with another token, or a frame length past what an unauthenticated peer may send.
-    fc.tuple(text, u32).map(([token, rank]) => encodeMessage({ type: "hello", token: `x${token}`, rank })),
+    fc.tuple(text, u32).map(([token, rank]) => encodeMessage({ type: "hello", token: `x${token}`, rank, replyPort: 0 })),
     fc.integer({ min: MAX_HELLO_FRAME_BYTES + 1, max: 0xffff_ffff }).map((n) => Buffer.from([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255])),
     damaged.map((p) => Buffer.concat([Buffer.from([0, 0, p.length >>> 8, p.length & 255]), p])),
   );
@@ -138,7 +140,7 @@ describe("store server, fuzzed over sockets", () => {
 
   test("an authenticated peer sending garbage gets an error and is cut off; the server keeps serving", T, () =>
     withServer(async (port) => {
-      const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 3 });
+      const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 3, replyPort: 0 });
       const frame = (p) => Buffer.concat([Buffer.from([0, 0, p.length >>> 8, p.length & 255]), p]);
       const bad = fc.oneof(
         // Random bytes may happen to be a valid request, which is then simply answered.

@@ -52,14 +52,16 @@ function assertOnlyError(bytes, pattern) {
 describe("store protocol codec", () => {
   test("round-trips every message type", () => {
     const messages = [
-      { type: "hello", token: "tök", rank: 7 },
+      { type: "hello", token: "tök", rank: 7, replyPort: 41234 },
       { type: "set", key: "k", value: Buffer.from([0, 1, 255]) },
-      { type: "get", key: "k", timeoutMs: 1234 },
+      { type: "get", id: 3, key: "k", timeoutMs: 1234 },
       { type: "add", key: "n", delta: -5n },
-      { type: "wait", keys: ["a", "b", ""], timeoutMs: 0 },
+      { type: "wait", id: 0xffffffff, keys: ["a", "b", ""], timeoutMs: 0 },
       { type: "ok" },
       { type: "value", value: Buffer.alloc(0) },
       { type: "error", message: "nope" },
+      { type: "parked" },
+      { type: "answer", id: 9, reply: encodeMessage({ type: "value", value: Buffer.from("v") }).subarray(4) },
     ];
     for (const msg of messages) {
       const frame = encodeMessage(msg);
@@ -69,16 +71,16 @@ describe("store protocol codec", () => {
   });
 
   test("rejects truncated and garbage payloads with ProtocolError", () => {
-    const hello = encodeMessage({ type: "hello", token: "abc", rank: 1 }).subarray(4);
+    const hello = encodeMessage({ type: "hello", token: "abc", rank: 1, replyPort: 0 }).subarray(4);
     for (let n = 0; n < hello.length; n++) {
       assert.throws(() => decodeMessage(hello.subarray(0, n)), ProtocolError, `prefix of ${n} bytes`);
     }
     assert.throws(() => decodeMessage(Buffer.concat([hello, Buffer.of(0)])), /trailing/);
     assert.throws(() => decodeMessage(Buffer.of(0x42)), /unknown message type 66/);
     // A key count far beyond what the payload could hold.
-    assert.throws(() => decodeMessage(Buffer.of(5, 0xff, 0xff, 0xff, 0xff)), /truncated key list/);
+    assert.throws(() => decodeMessage(Buffer.of(5, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff)), /truncated key list/);
     // Invalid UTF-8 in a string.
-    assert.throws(() => decodeMessage(Buffer.of(3, 0, 0, 0, 1, 0xff, 0, 0, 0, 0)), /not valid UTF-8/);
+    assert.throws(() => decodeMessage(Buffer.of(3, 0, 0, 0, 7, 0, 0, 0, 1, 0xff, 0, 0, 0, 0)), /not valid UTF-8/);
   });
 
   test("FrameReader reassembles frames split at every byte and refuses oversize lengths", () => {
@@ -163,6 +165,43 @@ describe("store server and client", () => {
       assert.equal(released.length, 4);
     }));
 
+  test("100 clients through a barrier and an all-gather at once: rank 0 serves a few connections at a time, and every value arrives", T, () =>
+    withStore(async ({ server, connect }) => {
+      const W = 100;
+      let open = 0, most = 0;
+      server["server"].on("connection", (socket) => {
+        most = Math.max(most, ++open);
+        socket.on("close", () => open--);
+      });
+      const clients = await Promise.all(Array.from({ length: W }, (_, r) => connect(r)));
+      await Promise.all(clients.map((c) => c.barrier("all", W)));
+      const seen = await Promise.all(
+        clients.map(async (c, r) => {
+          await c.set(`v/${r}`, String(r * r));
+          return Promise.all(Array.from({ length: W }, (_, p) => c.get(`v/${p}`).then(String)));
+        }),
+      );
+      for (const got of seen) assert.deepEqual(got, Array.from({ length: W }, (_, p) => String(p * p)));
+      // Waiting clients hold no connection (their answers are dialled back to them): with one held per
+      // waiting client, the barrier alone would have kept about 100 open.
+      assert.ok(most <= 16, `rank 0 served ${most} connections at once`);
+    }));
+
+  test("a parked request takes its answer only from the store: a stranger's forged answer is dropped", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect(1);
+      const pending = c.get("later", 5000);
+      const inbox = c["inbox"].address().port;
+      const forged = Buffer.concat([
+        encodeMessage({ type: "hello", token: "not the job's", rank: 0, replyPort: 0 }),
+        encodeMessage({ type: "answer", id: 1, reply: encodeMessage({ type: "value", value: Buffer.from("forged") }).subarray(4) }),
+      ]);
+      await new Promise((resolve) => net.createConnection({ host: "127.0.0.1", port: inbox }, function () { this.end(forged); }).on("close", resolve).on("error", () => {}));
+      const other = await connect(2);
+      await other.set("later", "real");
+      assert.equal((await pending).toString(), "real");
+    }));
+
   test("barrier timeout says how many arrived, and which did not", T, () =>
     withStore(async ({ connect }) => {
       const c = await connect(1);
@@ -205,17 +244,17 @@ describe("store server and client", () => {
         const good = await connect(0);
         await good.set("secret", "s3cret");
         const port = server.port;
-        const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 9 });
+        const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 9, replyPort: 0 });
         const wrongToken = /^rendezvous: wrong job token from 127\.0\.0\.1:\d+$/;
 
         // Data before HELLO: asks for the secret straight away.
-        const early = await rawExchange(port, [encodeMessage({ type: "get", key: "secret", timeoutMs: 0 })]);
+        const early = await rawExchange(port, [encodeMessage({ type: "get", id: 1, key: "secret", timeoutMs: 0 })]);
         assertOnlyError(early, wrongToken);
         assert.ok(!early.includes(Buffer.from("s3cret")));
         // Wrong token, with a request pipelined behind it.
         const bad = await rawExchange(port, [
-          encodeMessage({ type: "hello", token: "nope", rank: 1 }),
-          encodeMessage({ type: "get", key: "secret", timeoutMs: 0 }),
+          encodeMessage({ type: "hello", token: "nope", rank: 1, replyPort: 0 }),
+          encodeMessage({ type: "get", id: 1, key: "secret", timeoutMs: 0 }),
         ]);
         assertOnlyError(bad, wrongToken);
         assert.ok(!bad.includes(Buffer.from("s3cret")));

@@ -4,6 +4,11 @@
 // payload = u8 type, fields...
 // string  = u32be byteLength, UTF-8 bytes;  bytes = u32be byteLength, raw bytes
 //
+// A client holds a connection only while it has requests in flight. A GET or WAIT whose keys are not there
+// yet is answered PARKED at once, and its real answer comes later on a connection the server dials to the
+// port the client named in its HELLO (the server's own HELLO first, then ANSWER frames): rank 0 holds no
+// connection per waiting rank, as NCCL's bootstrap root holds none.
+//
 // Everything here is pure (no sockets) so malformed input can be tested directly.
 
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -24,19 +29,27 @@ export const MsgType = {
   Ok: 0x80,
   Value: 0x81,
   Error: 0x82,
+  Parked: 0x83,
+  Answer: 0x84,
 } as const;
 
 export type Message =
-  | { type: "hello"; token: string; rank: number }
+  /** `replyPort`: where the client takes parked answers (0 from the server, which takes none). */
+  | { type: "hello"; token: string; rank: number; replyPort: number }
   | { type: "set"; key: string; value: Buffer }
-  | { type: "get"; key: string; timeoutMs: number }
+  /** `id`: the client's number for the request, which a parked answer carries back. */
+  | { type: "get"; id: number; key: string; timeoutMs: number }
   | { type: "add"; key: string; delta: bigint }
-  | { type: "wait"; keys: string[]; timeoutMs: number }
+  | { type: "wait"; id: number; keys: string[]; timeoutMs: number }
   | { type: "ok" }
   | { type: "value"; value: Buffer }
-  | { type: "error"; message: string };
+  | { type: "error"; message: string }
+  | { type: "parked" }
+  /** `reply`: the payload of the OK, VALUE or ERROR that answers request `id`. */
+  | { type: "answer"; id: number; reply: Buffer };
 
 export type Request = Extract<Message, { type: "set" | "get" | "add" | "wait" }>;
+export type Reply = Extract<Message, { type: "ok" | "value" | "error" }>;
 
 export class ProtocolError extends Error {}
 
@@ -157,15 +170,15 @@ export function encodeMessage(msg: Message): Buffer {
   const w = new Writer();
   switch (msg.type) {
     case "hello":
-      return w.u8(MsgType.Hello).str(msg.token).u32(msg.rank).frame();
+      return w.u8(MsgType.Hello).str(msg.token).u32(msg.rank).u32(msg.replyPort).frame();
     case "set":
       return w.u8(MsgType.Set).str(msg.key).bytes(msg.value).frame();
     case "get":
-      return w.u8(MsgType.Get).str(msg.key).u32(msg.timeoutMs).frame();
+      return w.u8(MsgType.Get).u32(msg.id).str(msg.key).u32(msg.timeoutMs).frame();
     case "add":
       return w.u8(MsgType.Add).str(msg.key).i64(msg.delta).frame();
     case "wait":
-      w.u8(MsgType.Wait).u32(msg.keys.length);
+      w.u8(MsgType.Wait).u32(msg.id).u32(msg.keys.length);
       for (const key of msg.keys) w.str(key);
       return w.u32(msg.timeoutMs).frame();
     case "ok":
@@ -174,7 +187,16 @@ export function encodeMessage(msg: Message): Buffer {
       return w.u8(MsgType.Value).bytes(msg.value).frame();
     case "error":
       return w.u8(MsgType.Error).str(msg.message).frame();
+    case "parked":
+      return w.u8(MsgType.Parked).frame();
+    case "answer":
+      return w.u8(MsgType.Answer).u32(msg.id).bytes(msg.reply).frame();
   }
+}
+
+/** A message without its frame's length header: what an ANSWER carries. */
+export function payloadOf(msg: Message): Buffer {
+  return encodeMessage(msg).subarray(HEADER_BYTES);
 }
 
 /** Decodes one frame's payload; throws ProtocolError on anything but an exact, well-formed message. */
@@ -184,24 +206,25 @@ export function decodeMessage(payload: Uint8Array): Message {
   let msg: Message;
   switch (type) {
     case MsgType.Hello:
-      msg = { type: "hello", token: r.str("token"), rank: r.u32("rank") };
+      msg = { type: "hello", token: r.str("token"), rank: r.u32("rank"), replyPort: r.u32("reply port") };
       break;
     case MsgType.Set:
       msg = { type: "set", key: r.str("key"), value: r.bytes("value") };
       break;
     case MsgType.Get:
-      msg = { type: "get", key: r.str("key"), timeoutMs: r.u32("timeout") };
+      msg = { type: "get", id: r.u32("id"), key: r.str("key"), timeoutMs: r.u32("timeout") };
       break;
     case MsgType.Add:
       msg = { type: "add", key: r.str("key"), delta: r.i64("delta") };
       break;
     case MsgType.Wait: {
+      const id = r.u32("id");
       const count = r.u32("key count");
       // Checked before looping so a forged count cannot make us allocate a huge array.
       if (count > r.maxItems()) throw new ProtocolError(`truncated key list (${count} keys announced)`);
       const keys: string[] = [];
       for (let i = 0; i < count; i++) keys.push(r.str("key"));
-      msg = { type: "wait", keys, timeoutMs: r.u32("timeout") };
+      msg = { type: "wait", id, keys, timeoutMs: r.u32("timeout") };
       break;
     }
     case MsgType.Ok:
@@ -212,6 +235,12 @@ export function decodeMessage(payload: Uint8Array): Message {
       break;
     case MsgType.Error:
       msg = { type: "error", message: r.str("message") };
+      break;
+    case MsgType.Parked:
+      msg = { type: "parked" };
+      break;
+    case MsgType.Answer:
+      msg = { type: "answer", id: r.u32("id"), reply: r.bytes("reply") };
       break;
     default:
       throw new ProtocolError(`unknown message type ${type}`);

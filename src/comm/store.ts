@@ -14,8 +14,10 @@ import {
   fitsI64,
   formatAddress,
   parseCounter,
+  payloadOf,
   timeoutMessage,
   type Message,
+  type Reply,
   type Request,
 } from "./store-protocol.js";
 
@@ -30,20 +32,26 @@ const RETRYABLE_CONNECT_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET"]);
 
 // ---------------------------------------------------------------- server
 
+/**
+ * Connections rank 0 serves at once: the rest wait in the kernel's backlog or are closed at once and
+ * dialled again, so that its descriptors do not grow with the ranks (nobody holds one while waiting).
+ */
+const MAX_CONNECTIONS = 16;
+
 interface Connection {
   readonly socket: net.Socket;
   readonly peer: string;
   authenticated: boolean;
   rank: number;
+  /** Where parked answers go: the client's address and the port its HELLO named (none: port 0). */
+  replyTo?: ReplyTarget;
   /** Set once the connection is being torn down: nothing more is read or answered. */
   done: boolean;
-  /** Replies in request order; a slot without a frame is a request still waiting. */
+  /** Replies in request order; a slot without a frame is a request not answered yet. */
   readonly replies: Array<{ frame?: Buffer }>;
-  readonly waiters: Set<Waiter>;
 }
 
 interface Waiter {
-  readonly conn: Connection;
   readonly missing: Set<string>;
   readonly timer: NodeJS.Timeout;
   readonly onReady: () => void;
@@ -51,6 +59,85 @@ interface Waiter {
 
 function digest(token: string): Buffer {
   return createHash("sha256").update(token, "utf8").digest();
+}
+
+interface ReplyTarget {
+  host: string;
+  port: number;
+}
+
+/** Answers being dialled back at once, at most: each is a descriptor on rank 0. */
+const DIALS = 4;
+/** A client that does not take its answers after this many dials (it has exited) gets none. */
+const DIAL_TRIES = 4;
+
+interface Outbox {
+  readonly target: ReplyTarget;
+  frames: Buffer[];
+  tries: number;
+  /** A dial is under way, or the next waits out a pause after a failed one. */
+  busy: boolean;
+}
+
+/**
+ * Carries parked answers back: to each client one connection at a time, with every answer due to it so far
+ * (the server's HELLO first), at most DIALS at once. A dial that fails is tried again after a pause.
+ */
+class Courier {
+  private readonly outboxes = new Map<string, Outbox>();
+  private readonly sockets = new Set<net.Socket>();
+  private closed = false;
+
+  constructor(private readonly hello: Buffer) {}
+
+  send(target: ReplyTarget, frame: Buffer): void {
+    if (this.closed) return;
+    const key = formatAddress(target.host, target.port);
+    let box = this.outboxes.get(key);
+    if (!box) this.outboxes.set(key, (box = { target, frames: [], tries: 0, busy: false }));
+    box.frames.push(frame);
+    this.pump();
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const socket of this.sockets) socket.destroy();
+    this.outboxes.clear();
+  }
+
+  private pump(): void {
+    for (const [key, box] of this.outboxes) {
+      if (this.sockets.size >= DIALS) return;
+      if (box.busy) continue;
+      if (box.frames.length > 0) this.dial(box);
+      else this.outboxes.delete(key);
+    }
+  }
+
+  private dial(box: Outbox): void {
+    const frames = box.frames.splice(0);
+    box.busy = true;
+    let delivered = false;
+    const socket = net.createConnection(box.target);
+    this.sockets.add(socket);
+    socket.setNoDelay(true);
+    socket.on("connect", () => socket.end(Buffer.concat([this.hello, ...frames]), () => (delivered = true)));
+    socket.on("error", () => {}); // the dial failed: "close" tries again
+    socket.on("close", () => {
+      this.sockets.delete(socket);
+      if (delivered || this.closed || ++box.tries >= DIAL_TRIES) {
+        box.busy = false;
+        box.tries = 0;
+      } else {
+        box.frames.unshift(...frames);
+        setTimeout(() => {
+          box.busy = false;
+          this.pump();
+        }, 100 * 2 ** box.tries).unref();
+      }
+      this.pump();
+    });
+  }
 }
 
 export class StoreServer {
@@ -61,6 +148,7 @@ export class StoreServer {
   private readonly waitersByKey = new Map<string, Set<Waiter>>();
   private readonly connections = new Set<Connection>();
   private readonly tokenDigest: Buffer;
+  private readonly courier: Courier;
 
   private constructor(
     private readonly server: net.Server,
@@ -69,6 +157,8 @@ export class StoreServer {
   ) {
     ({ address: this.host, port: this.port } = server.address() as net.AddressInfo);
     this.tokenDigest = digest(token);
+    this.courier = new Courier(encodeMessage({ type: "hello", token, rank: 0, replyPort: 0 }));
+    server.maxConnections = MAX_CONNECTIONS;
     server.on("connection", (socket) => this.accept(socket));
     // Failed accepts (e.g. EMFILE) must not take rank 0 down; the peer retries.
     server.on("error", () => {});
@@ -91,6 +181,9 @@ export class StoreServer {
 
   close(): Promise<void> {
     for (const conn of this.connections) conn.socket.destroy();
+    for (const waiters of this.waitersByKey.values()) for (const w of waiters) clearTimeout(w.timer);
+    this.waitersByKey.clear();
+    this.courier.close();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
@@ -102,7 +195,6 @@ export class StoreServer {
       rank: -1,
       done: false,
       replies: [],
-      waiters: new Set(),
     };
     this.connections.add(conn);
     const reader = new FrameReader(Math.min(MAX_HELLO_FRAME_BYTES, this.maxFrameBytes));
@@ -138,6 +230,7 @@ export class StoreServer {
       }
       conn.authenticated = true;
       conn.rank = msg.rank;
+      if (msg.replyPort > 0 && msg.replyPort <= 0xffff) conn.replyTo = { host: conn.socket.remoteAddress!, port: msg.replyPort };
       this.slot(conn)(encodeMessage({ type: "ok" }));
       return;
     }
@@ -148,12 +241,10 @@ export class StoreServer {
         reply(encodeMessage({ type: "ok" }));
         return;
       case "get":
-        this.whenPresent(conn, [msg.key], msg.timeoutMs, reply, () =>
-          encodeMessage({ type: "value", value: this.values.get(msg.key)! }),
-        );
+        this.whenPresent(conn, msg.id, [msg.key], msg.timeoutMs, reply, () => ({ type: "value", value: this.values.get(msg.key)! }));
         return;
       case "wait":
-        this.whenPresent(conn, msg.keys, msg.timeoutMs, reply, () => encodeMessage({ type: "ok" }));
+        this.whenPresent(conn, msg.id, msg.keys, msg.timeoutMs, reply, () => ({ type: "ok" }));
         return;
       case "add":
         reply(this.add(msg.key, msg.delta));
@@ -204,27 +295,27 @@ export class StoreServer {
     };
   }
 
-  private whenPresent(
-    conn: Connection,
-    keys: string[],
-    timeoutMs: number,
-    reply: (frame: Buffer) => void,
-    answer: () => Buffer,
-  ): void {
+  /**
+   * Answers at once when the keys are there (or `timeoutMs` is 0); otherwise answers PARKED and sends the
+   * real answer to the client's reply port once the keys come or the time is up.
+   */
+  private whenPresent(conn: Connection, id: number, keys: string[], timeoutMs: number, reply: (frame: Buffer) => void, answer: () => Reply): void {
     const missing = new Set(keys.filter((k) => !this.values.has(k)));
-    if (missing.size === 0) return reply(answer());
-    const timedOut = () => encodeMessage({ type: "error", message: timeoutMessage(keys, timeoutMs) });
-    if (timeoutMs === 0) return reply(timedOut());
+    if (missing.size === 0) return reply(encodeMessage(answer()));
+    const timedOut: Reply = { type: "error", message: timeoutMessage(keys, timeoutMs) };
+    if (timeoutMs === 0) return reply(encodeMessage(timedOut));
+    const target = conn.replyTo;
+    if (!target) return reply(encodeMessage({ type: "error", message: "rendezvous: a wait needs a reply port in the HELLO" }));
+    reply(encodeMessage({ type: "parked" }));
+    const send = (m: Reply) => this.courier.send(target, encodeMessage({ type: "answer", id, reply: payloadOf(m) }));
     const waiter: Waiter = {
-      conn,
       missing,
-      onReady: () => reply(answer()),
+      onReady: () => send(answer()),
       timer: setTimeout(() => {
         this.unregister(waiter);
-        reply(timedOut());
+        send(timedOut);
       }, Math.min(timeoutMs, MAX_TIMER_MS)).unref(),
     };
-    conn.waiters.add(waiter);
     for (const key of missing) {
       let set = this.waitersByKey.get(key);
       if (!set) this.waitersByKey.set(key, (set = new Set()));
@@ -234,7 +325,6 @@ export class StoreServer {
 
   private unregister(w: Waiter): void {
     clearTimeout(w.timer);
-    w.conn.waiters.delete(w);
     for (const key of w.missing) {
       const set = this.waitersByKey.get(key);
       set?.delete(w);
@@ -249,7 +339,6 @@ export class StoreServer {
 
   private forget(conn: Connection): void {
     conn.done = true;
-    for (const w of conn.waiters) this.unregister(w);
     this.connections.delete(conn);
   }
 }
@@ -257,17 +346,27 @@ export class StoreServer {
 // ---------------------------------------------------------------- client
 
 interface Pending {
-  resolve(msg: Message): void;
+  /** GET and WAIT only: the number its answer carries. */
+  id?: number;
+  resolve(msg: Reply): void;
   reject(err: Error): void;
   timer?: NodeJS.Timeout;
-  /** Already rejected by the client's own timer; its late reply is dropped. */
-  abandoned: boolean;
+  /** Already settled (by its own timer, or by an answer that overtook the PARKED reply). */
+  settled: boolean;
 }
 
 type Handshake =
   | { kind: "ok"; socket: net.Socket; reader: FrameReader }
-  | { kind: "retry" }
+  | { kind: "retry"; refused?: boolean }
   | { kind: "fatal"; error: Error };
+
+interface DialOptions {
+  host: string;
+  port: number;
+  token: string;
+  rank: number;
+  replyPort: number;
+}
 
 function unexpectedReply(address: string): Error {
   return new Error(`rendezvous: unexpected reply from ${address} (is another service using this port?)`);
@@ -283,11 +382,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** One connection attempt including HELLO; never rejects. */
-function handshake(
-  opts: { host: string; port: number; token: string; rank: number },
-  address: string,
-  budgetMs: number,
-): Promise<Handshake> {
+function handshake(opts: DialOptions, address: string, budgetMs: number): Promise<Handshake> {
   return new Promise((resolve) => {
     const socket = net.createConnection({ host: opts.host, port: opts.port });
     const reader = new FrameReader(MAX_HELLO_FRAME_BYTES);
@@ -304,7 +399,7 @@ function handshake(
     const timer = setTimeout(() => finish({ kind: "retry" }), Math.max(1, budgetMs));
     const onConnect = () => {
       socket.setNoDelay(true);
-      socket.write(encodeMessage({ type: "hello", token: opts.token, rank: opts.rank }));
+      socket.write(encodeMessage({ type: "hello", token: opts.token, rank: opts.rank, replyPort: opts.replyPort }));
     };
     const onData = (chunk: Buffer) => {
       reader.push(chunk);
@@ -324,14 +419,46 @@ function handshake(
       finish({ kind: "fatal", error: new Error(`rendezvous at ${address} rejected this rank: ${why}`) });
     };
     const onError = (err: NodeJS.ErrnoException) => {
-      if (RETRYABLE_CONNECT_ERRORS.has(err.code ?? "")) return finish({ kind: "retry" });
+      if (RETRYABLE_CONNECT_ERRORS.has(err.code ?? "")) return finish({ kind: "retry", refused: err.code === "ECONNREFUSED" });
       finish({ kind: "fatal", error: new Error(`rendezvous: cannot connect to ${address}: ${err.message}`) });
     };
-    // Closed without an answer: the server was starting up or shedding load.
+    // Closed without an answer: the server was starting up or shedding load (MAX_CONNECTIONS).
     const onClose = () => finish({ kind: "retry" });
     socket.on("connect", onConnect).on("data", onData).on("error", onError).on("close", onClose);
   });
 }
+
+/**
+ * A connection to the store, handshake done; retried (with growing, jittered pauses) until `deadline`.
+ * `gone`: the error once the store cannot be reached, and at once when it refuses after it was up.
+ */
+async function dial(opts: DialOptions, address: string, deadline: number, gone: { error: () => Error; refusedIsFinal: boolean }): Promise<{ socket: net.Socket; reader: FrameReader }> {
+  for (let pause = 20; ; pause = Math.min(2 * pause, 1000)) {
+    const outcome = await handshake(opts, address, deadline - Date.now());
+    if (outcome.kind === "ok") return outcome;
+    if (outcome.kind === "fatal") throw outcome.error;
+    const left = deadline - Date.now();
+    if (left <= 0 || (outcome.refused && gone.refusedIsFinal)) throw gone.error();
+    // Jittered: ranks turned away together do not all come back together.
+    await sleep(Math.min(pause * (0.5 + Math.random()), left));
+  }
+}
+
+/** Where parked answers arrive: a listener on every interface, on a port the kernel picks. */
+function openInbox(): Promise<net.Server> {
+  const inbox = net.createServer();
+  return new Promise((resolve, reject) => {
+    inbox.once("error", (err) => reject(new Error(`rendezvous: cannot listen for the store's answers: ${err.message}`)));
+    inbox.listen(0, () => {
+      inbox.removeAllListeners("error");
+      inbox.on("error", () => {});
+      resolve(inbox.unref());
+    });
+  });
+}
+
+/** How often a rank with parked requests and no connection checks that rank 0's store is still there. */
+const PROBE_MS = 1000;
 
 /** "; not arrived: rank 2, rank 5" (the first few of them), or "" when the store could not say. */
 export function notArrived(ranks: number[]): string {
@@ -340,51 +467,48 @@ export function notArrived(ranks: number[]): string {
   return `; not arrived: ${shown}${ranks.length > 8 ? ` and ${ranks.length - 8} more` : ""}`;
 }
 
+/**
+ * A rank's side of the store. It holds a connection only while requests on it are unanswered; parked
+ * requests are answered on its inbox (the reply port). While any are parked and no connection is open, it
+ * checks once a second that rank 0 still listens, so that rank 0 leaving is seen at once, not at a timeout.
+ */
 export class StoreClient {
+  /** The connection, while requests on it are unanswered (or it is being made). */
+  private link?: Promise<net.Socket>;
+  /** Requests sent on the link, in order: each gets one reply there (PARKED for a parked one). */
   private readonly queue: Pending[] = [];
+  /** GET and WAIT requests by id, until answered: on the link, or later on the inbox. */
+  private readonly waiting = new Map<number, Pending>();
+  private nextId = 1;
+  private probe?: NodeJS.Timeout;
   private failure?: Error;
+  private readonly tokenDigest: Buffer;
 
   private constructor(
-    private readonly socket: net.Socket,
-    reader: FrameReader,
+    private readonly inbox: net.Server,
+    private readonly opts: DialOptions,
     readonly address: string,
     private readonly timeoutMs: number,
-    /** The rank this client speaks for: barriers note who arrived under it. */
-    private readonly rank: number,
   ) {
-    // The server is authenticated now; values it returns are bounded by what ranks stored.
-    reader.maxFrameBytes = U32_MAX;
-    socket.on("data", (chunk: Buffer) => {
-      reader.push(chunk);
-      try {
-        for (let payload = reader.next(); payload !== undefined; payload = reader.next()) {
-          this.onReply(decodeMessage(payload));
-        }
-      } catch {
-        this.fail(unexpectedReply(address));
-      }
-    });
-    socket.on("error", () => {}); // reported through "close"
-    // Rank 0 serves the store (rendezvous.ts): its connection going is rank 0 leaving, which is what a rank
-    // that was still talking to it has to report (rank 0 may have failed before this rank could).
-    socket.on("close", () => this.fail(new Error(`rendezvous: connection to ${address} lost: rank 0, which serves the store, has left`)));
-    // Held only while requests are outstanding, so an idle client never keeps the process alive.
-    socket.unref();
+    this.tokenDigest = digest(opts.token);
+    inbox.on("connection", (socket) => this.takeAnswers(socket));
   }
 
   static async connect(opts: { host: string; port: number; token: string; rank: number; timeoutMs: number }): Promise<StoreClient> {
-    const address = formatAddress(opts.host, opts.port);
-    const deadline = Date.now() + opts.timeoutMs;
-    for (let delay = 50; ; delay = Math.min(2 * delay, 1000)) {
-      const outcome = await handshake(opts, address, deadline - Date.now());
-      if (outcome.kind === "ok") return new StoreClient(outcome.socket, outcome.reader, address, opts.timeoutMs, opts.rank);
-      if (outcome.kind === "fatal") throw outcome.error;
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        throw new Error(`rendezvous: could not reach ${address} within ${opts.timeoutMs / 1000} s (is rank 0 running?)`);
-      }
-      await sleep(Math.min(delay, left));
+    const inbox = await openInbox();
+    const client = new StoreClient(inbox, { ...opts, replyPort: (inbox.address() as net.AddressInfo).port }, formatAddress(opts.host, opts.port), opts.timeoutMs);
+    try {
+      // The first handshake tells at once whether rank 0 is there and takes this job's token.
+      const { socket } = await dial(client.opts, client.address, Date.now() + opts.timeoutMs, {
+        error: () => new Error(`rendezvous: could not reach ${client.address} within ${opts.timeoutMs / 1000} s (is rank 0 running?)`),
+        refusedIsFinal: false,
+      });
+      socket.destroy();
+    } catch (err) {
+      inbox.close();
+      throw err;
     }
+    return client;
   }
 
   async set(key: string, value: string | Uint8Array): Promise<void> {
@@ -394,7 +518,7 @@ export class StoreClient {
 
   /** Waits until the key exists, then returns its value. */
   async get(key: string, timeoutMs = this.timeoutMs): Promise<Buffer> {
-    return this.expect(await this.request({ type: "get", key, timeoutMs: wireTimeout(timeoutMs) }), "value").value;
+    return this.expect(await this.request({ type: "get", id: this.nextId++, key, timeoutMs: wireTimeout(timeoutMs) }), "value").value;
   }
 
   /** Adds to an integer counter (missing counts as 0) and returns the new value. */
@@ -405,7 +529,7 @@ export class StoreClient {
   }
 
   async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
-    this.expect(await this.request({ type: "wait", keys, timeoutMs: wireTimeout(timeoutMs) }), "ok");
+    this.expect(await this.request({ type: "wait", id: this.nextId++, keys, timeoutMs: wireTimeout(timeoutMs) }), "ok");
   }
 
   /** Returns once `size` callers have entered the barrier `name`; each name is single-use. */
@@ -414,7 +538,7 @@ export class StoreClient {
     const countKey = `${name}/count`;
     const doneKey = `${name}/done`;
     const arrivedKey = (r: number) => `${name}/arrived/${r}`;
-    await this.set(arrivedKey(this.rank), "");
+    await this.set(arrivedKey(this.opts.rank), "");
     const arrived = await this.add(countKey, 1);
     if (arrived > size) {
       throw new Error(`rendezvous: barrier ${JSON.stringify(name)} entered ${arrived} times for ${size} ranks (was the name reused?)`);
@@ -442,49 +566,147 @@ export class StoreClient {
     this.fail(new Error(`rendezvous: connection to ${this.address} closed`));
   }
 
-  private request(msg: Request): Promise<Message> {
+  private request(msg: Request): Promise<Reply> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
-      const pending: Pending = { resolve, reject, abandoned: false };
+      const pending: Pending = { resolve, reject, settled: false };
       if (msg.type === "get" || msg.type === "wait") {
+        pending.id = msg.id;
         const keys = msg.type === "get" ? [msg.key] : msg.keys;
-        pending.timer = setTimeout(() => {
-          pending.abandoned = true;
-          reject(new Error(timeoutMessage(keys, msg.timeoutMs)));
-        }, Math.min(msg.timeoutMs + CLIENT_GUARD_MS, MAX_TIMER_MS)).unref();
+        // The server enforces the timeout; this guard covers answers that never came back.
+        pending.timer = setTimeout(() => this.settle(pending, new Error(timeoutMessage(keys, msg.timeoutMs))), Math.min(msg.timeoutMs + CLIENT_GUARD_MS, MAX_TIMER_MS)).unref();
+        this.waiting.set(msg.id, pending);
+        this.inbox.ref();
       }
       this.queue.push(pending);
-      this.socket.ref();
-      this.socket.write(encodeMessage(msg));
+      void this.send(encodeMessage(msg));
     });
+  }
+
+  /** Writes on the link, dialling it first when there is none. */
+  private async send(frame: Buffer): Promise<void> {
+    try {
+      (await (this.link ??= this.openLink())).write(frame);
+    } catch (err) {
+      this.fail(err as Error);
+    }
+  }
+
+  private async openLink(): Promise<net.Socket> {
+    const { socket, reader } = await dial(this.opts, this.address, Date.now() + this.timeoutMs, { error: () => this.rankZeroLeft(), refusedIsFinal: true });
+    // The server is authenticated now; values it returns are bounded by what ranks stored.
+    reader.maxFrameBytes = U32_MAX;
+    socket.on("data", (chunk: Buffer) => {
+      reader.push(chunk);
+      try {
+        for (let payload = reader.next(); payload !== undefined; payload = reader.next()) this.onReply(decodeMessage(payload));
+      } catch {
+        this.fail(unexpectedReply(this.address));
+      }
+    });
+    socket.on("error", () => {}); // reported through "close"
+    // Rank 0 serves the store (rendezvous.ts): the connection going while requests wait on it is rank 0
+    // leaving, which is what a rank that was still talking to it has to report.
+    socket.on("close", () => {
+      if (this.queue.length > 0) this.fail(this.rankZeroLeft());
+    });
+    return socket;
   }
 
   private onReply(msg: Message): void {
     const pending = this.queue.shift();
     if (!pending) throw new ProtocolError("reply without a request");
-    clearTimeout(pending.timer);
-    if (this.queue.length === 0) this.socket.unref();
-    if (pending.abandoned) return;
-    if (msg.type === "error") pending.reject(new Error(msg.message));
-    else pending.resolve(msg);
+    if (this.queue.length === 0) this.idle();
+    if (msg.type === "parked") return this.watchStore();
+    if (msg.type !== "ok" && msg.type !== "value" && msg.type !== "error") throw new ProtocolError(`unexpected ${msg.type} reply`);
+    this.settle(pending, msg);
   }
 
-  private expect<T extends Message["type"]>(msg: Message, type: T): Extract<Message, { type: T }> {
+  /** Nothing is unanswered on the link: it closes, unless a request comes before this turn of the loop ends. */
+  private idle(): void {
+    const link = this.link;
+    setImmediate(() => {
+      if (this.link !== link || this.queue.length > 0) return;
+      this.link = undefined;
+      void link?.then((socket) => socket.destroy(), () => {});
+      this.watchStore();
+    });
+  }
+
+  private settle(pending: Pending, outcome: Reply | Error): void {
+    if (pending.settled) return;
+    pending.settled = true;
+    clearTimeout(pending.timer);
+    if (pending.id !== undefined) this.waiting.delete(pending.id);
+    if (this.waiting.size === 0) this.inbox.unref();
+    if (outcome instanceof Error) pending.reject(outcome);
+    else if (outcome.type === "error") pending.reject(new Error(outcome.message));
+    else pending.resolve(outcome);
+  }
+
+  /** Answers the server dials back with: its HELLO (this job's token) first, then ANSWER frames. */
+  private takeAnswers(socket: net.Socket): void {
+    const reader = new FrameReader(MAX_HELLO_FRAME_BYTES);
+    let trusted = false;
+    socket.on("error", () => {});
+    socket.on("data", (chunk: Buffer) => {
+      reader.push(chunk);
+      try {
+        for (let payload = reader.next(); payload !== undefined; payload = reader.next()) {
+          const msg = decodeMessage(payload);
+          if (!trusted) {
+            trusted = msg.type === "hello" && timingSafeEqual(digest(msg.token), this.tokenDigest);
+            if (!trusted) return void socket.destroy();
+            reader.maxFrameBytes = U32_MAX;
+          } else if (msg.type === "answer") {
+            const pending = this.waiting.get(msg.id);
+            const reply = decodeMessage(msg.reply);
+            if (pending && (reply.type === "ok" || reply.type === "value" || reply.type === "error")) this.settle(pending, reply);
+          }
+        }
+      } catch {
+        socket.destroy();
+      }
+    });
+  }
+
+  /** While requests are parked and no link is open, checks each second that rank 0 still listens. */
+  private watchStore(): void {
+    if (this.probe || this.failure) return;
+    this.probe = setInterval(() => {
+      if (this.waiting.size === 0 || this.failure) {
+        clearInterval(this.probe);
+        this.probe = undefined;
+        return;
+      }
+      if (this.link) return;
+      const knock = net.createConnection({ host: this.opts.host, port: this.opts.port });
+      knock.on("connect", () => knock.destroy());
+      knock.on("error", (err: NodeJS.ErrnoException) => {
+        if (err.code === "ECONNREFUSED") this.fail(this.rankZeroLeft());
+      });
+    }, PROBE_MS).unref();
+  }
+
+  private rankZeroLeft(): Error {
+    return new Error(`rendezvous: connection to ${this.address} lost: rank 0, which serves the store, has left`);
+  }
+
+  private expect<T extends Reply["type"]>(msg: Reply, type: T): Extract<Reply, { type: T }> {
     if (msg.type !== type) {
       const err = unexpectedReply(this.address);
       this.fail(err);
       throw err;
     }
-    return msg as Extract<Message, { type: T }>;
+    return msg as Extract<Reply, { type: T }>;
   }
 
   private fail(err: Error): void {
     if (this.failure) return;
     this.failure = err;
-    this.socket.destroy();
-    for (const pending of this.queue.splice(0)) {
-      clearTimeout(pending.timer);
-      if (!pending.abandoned) pending.reject(err);
-    }
+    clearInterval(this.probe);
+    void this.link?.then((socket) => socket.destroy(), () => {});
+    this.inbox.close();
+    for (const pending of [...this.queue.splice(0), ...this.waiting.values()]) this.settle(pending, err);
   }
 }
