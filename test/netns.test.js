@@ -138,3 +138,40 @@ netnsTest("kill -9 of a rank on another host mid-run: the others exit non-zero w
     }
   });
 });
+
+netnsTest("a rank stopped (SIGSTOP) on shm+tcp, 2 hosts × 2 ranks: every other rank names it at the deadline, from the segment or the roll call", async () => {
+  await withHosts(2, async (hosts) => {
+    const timeoutSec = 3, stopped = 3;
+    const { dir } = prepareJob(4, {
+      name: "long", iterations: 1000000, warmup: 0, timeoutSec,
+      tensors: { t: { dtype: "float32", count: "16Ki" } },
+      stages: [{ id: "ar", op: "allreduce", input: "t" }],
+    });
+    try {
+      const placement = [0, 0, 1, 1];
+      const envs = placeRanks(hosts, placement);
+      const ranks = envs.map((env, r) => runInHost(hosts[placement[r]], [`${dir}/job.json`, "--out", `${dir}/runs`, "--log-level", "debug", "--log-all-ranks"], env));
+      for (const r of ranks) while (!/running 1 stage/.test(r.output())) await new Promise((res) => setTimeout(res, 50));
+      await new Promise((res) => setTimeout(res, 300));
+      const stoppedAt = Date.now();
+      ranks[stopped].child.kill("SIGSTOP");
+      try {
+        const others = await Promise.all(ranks.filter((_, r) => r !== stopped).map((r) => r.done));
+        const took = Date.now() - stoppedAt;
+        assert.ok(took < timeoutSec * 1000 + 10_000, `the others took ${took} ms to exit`);
+        for (const p of others) {
+          assert.equal(p.code, 1, p.stderr);
+          // Rank 2 shares rank 3's segment and sees it silent there; ranks 0 and 1 ask it over tcp.
+          assert.match(p.stderr, /holding up op #\d+[^\n]*: rank 3 (silent for \d+\.\d s|did not answer the roll call)/, p.stderr);
+          assert.doesNotMatch(p.stderr, /holding up [^\n]*rank [012] (silent|did not|is )/, "only the stopped rank is blamed");
+        }
+      } finally {
+        ranks[stopped].child.kill("SIGKILL");
+        ranks[stopped].child.kill("SIGCONT");
+      }
+      await ranks[stopped].done;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

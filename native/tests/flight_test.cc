@@ -66,20 +66,22 @@ void testStragglers() {
     if (seq < 10) f.end(seq, OpState::Done);
   }
   const uint64_t in10 = (10u << 1) | 1, done8 = 8u << 1, in11 = (11u << 1) | 1;
-  std::vector<PeerSighting> peers = {{1, true, in10, 0.01}, {2, true, done8, 0.02}, {3, true, in11, 5}};
+  std::vector<PeerSighting> peers = {{1, true, in10, 0.01, {}}, {2, true, done8, 0.02, {}}, {3, true, in11, 5, {}}};
   std::string text = describeStragglers(peers, f);
   check(contains(text, "rank 2 never reached it, done with op #8 (stage ar, step 8)"), "an alive rank behind is named: " + text);
   check(!contains(text, "rank 1") && !contains(text, "rank 3"), "ranks inside or past the op are not: " + text);
-  peers.push_back({4, true, in10, 3.5});
+  peers.push_back({4, true, in10, 3.5, {}});
   text = describeStragglers(peers, f);
   check(contains(text, "rank 4 silent for 3.5 s, inside it") && !contains(text, "rank 2"), "a silent rank is the one named: " + text);
-  peers.push_back({5, false, 0, -1});
+  peers.push_back({5, false, 0, -1, {}});
   text = describeStragglers(peers, f);
   check(contains(text, "rank 5 did not answer"), "an unanswered roll call names the rank: " + text);
   peers.push_back({6, false, 0, -1, "is unreachable (10.0.0.6:4000: No route to host)"});
   text = describeStragglers(peers, f);
   check(contains(text, "rank 6 is unreachable (10.0.0.6:4000: No route to host)"), "the asker's reason replaces the default words: " + text);
-  check(describeStragglers(std::vector<PeerSighting>{{1, true, in10, 0.01}}, f).empty(), "nobody to name: empty");
+  check(describeStragglers(std::vector<PeerSighting>{{1, true, in10, 0.01, {}}}, f).empty(), "nobody to name: empty");
+  text = describeStragglers(std::vector<PeerSighting>{{7, true, 0, 0.01, {}}}, f);
+  check(contains(text, ": rank 7 has run no op yet"), "a rank at no op yet is named so: " + text);
 }
 
 void testFailedState() {

@@ -375,7 +375,7 @@ void testRollCall() {
   auto connectorOf = [&](int r, Key key) {
     Endpoint e(addrs[0], 4);
     addrs[size_t(r)] = e.address();
-    ConnectorOptions o{r, 5, 2, key, std::vector<std::optional<SocketAddress>>(5, e.address()), where.data()};
+    ConnectorOptions o{r, 5, 2, key, std::vector<std::optional<SocketAddress>>(5, e.address()), {&where[0], &where[1]}};
     return std::make_unique<Connector>(e.takeListener(), std::move(o));
   };
   auto rank1 = connectorOf(1, testKey(1));

@@ -5,16 +5,12 @@ import { rendezvous, type RendezvousOptions } from "./rendezvous.js";
 export async function tcpBootstrap(o: RendezvousOptions): Promise<Bootstrap> {
   const rdv = await rendezvous(o);
   const { store } = rdv;
-  const read = async (key: string) => (await store.get(key, o.timeoutMs)).toString();
   return {
     kind: "tcp",
     store,
-    allGather: async (key, value) => {
-      await store.set(`${key}/${o.rank}`, value);
-      return Promise.all(Array.from({ length: o.size }, (_, r) => read(`${key}/${r}`)));
-    },
+    allGather: async (key, value) => (await store.allGather(key, o.size, value, o.timeoutMs)).map(String),
     broadcast: async (key, value) => {
-      if (o.rank !== 0) return read(key);
+      if (o.rank !== 0) return (await store.get(key, o.timeoutMs)).toString();
       if (value === undefined) throw new Error(`bootstrap: rank 0 has no value for "${key}"`);
       await store.set(key, value);
       return value;

@@ -1,6 +1,9 @@
 // Rendezvous key-value store (in the manner of torch's TCPStore): rank 0 hosts a
 // StoreServer at MASTER_ADDR:MASTER_PORT, every rank talks to it through a StoreClient.
-// Peers must present the job token before they are served anything.
+// Peers must present the job token before they are served anything. Unlike TCPStore, no rank
+// holds a connection while it waits (store-protocol.ts): rank 0 serves a few at a time and
+// dials waiting ranks back, as NCCL's bootstrap root does, so its descriptors do not grow
+// with the ranks.
 
 import { createHash, timingSafeEqual } from "node:crypto";
 import net from "node:net";
@@ -70,6 +73,11 @@ interface ReplyTarget {
 const DIALS = 4;
 /** A client that does not take its answers after this many dials (it has exited) gets none. */
 const DIAL_TRIES = 4;
+/**
+ * How long a closing server still carries the answers already due: a rank that left right after an
+ * exchange (failing, say) must not leave the others without the answer it completed.
+ */
+const DRAIN_MS = 1000;
 
 interface Outbox {
   readonly target: ReplyTarget;
@@ -87,6 +95,7 @@ class Courier {
   private readonly outboxes = new Map<string, Outbox>();
   private readonly sockets = new Set<net.Socket>();
   private closed = false;
+  private drained?: () => void;
 
   constructor(private readonly hello: Buffer) {}
 
@@ -99,7 +108,14 @@ class Courier {
     this.pump();
   }
 
-  close(): void {
+  /** Carries what is due (for at most DRAIN_MS), then drops the rest. */
+  async close(): Promise<void> {
+    if (this.outboxes.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, DRAIN_MS);
+        this.drained = () => (clearTimeout(timer), resolve());
+      });
+    }
     this.closed = true;
     for (const socket of this.sockets) socket.destroy();
     this.outboxes.clear();
@@ -112,6 +128,7 @@ class Courier {
       if (box.frames.length > 0) this.dial(box);
       else this.outboxes.delete(key);
     }
+    if (this.outboxes.size === 0) this.drained?.();
   }
 
   private dial(box: Outbox): void {
@@ -149,6 +166,7 @@ export class StoreServer {
   private readonly connections = new Set<Connection>();
   private readonly tokenDigest: Buffer;
   private readonly courier: Courier;
+  private closing = false;
 
   private constructor(
     private readonly server: net.Server,
@@ -179,15 +197,20 @@ export class StoreServer {
     });
   }
 
-  close(): Promise<void> {
+  /** Serves nobody from now on; stops listening once the answers already due are carried. */
+  async close(): Promise<void> {
+    this.closing = true;
     for (const conn of this.connections) conn.socket.destroy();
     for (const waiters of this.waitersByKey.values()) for (const w of waiters) clearTimeout(w.timer);
     this.waitersByKey.clear();
-    this.courier.close();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    // Still listening meanwhile, so that a waiting rank's check does not take rank 0 for gone before its
+    // answer arrives.
+    await this.courier.close();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
   private accept(socket: net.Socket): void {
+    if (this.closing) return void socket.destroy();
     const conn: Connection = {
       socket,
       peer: formatAddress(socket.remoteAddress ?? "unknown", socket.remotePort ?? 0),
@@ -553,6 +576,21 @@ export class StoreClient {
       const absent = await this.absent(Array.from({ length: size }, (_, r) => arrivedKey(r)));
       throw new Error(`rendezvous: barrier ${JSON.stringify(name)} timed out after ${timeoutMs} ms with ${count} of ${size} ranks arrived${notArrived(absent ?? [])}`);
     }
+  }
+
+  /** Every rank's `value` under `name` (single-use), in rank order, once all `size` ranks have given theirs. */
+  async allGather(name: string, size: number, value: string, timeoutMs = this.timeoutMs): Promise<Buffer[]> {
+    const keys = Array.from({ length: size }, (_, r) => `${name}/${r}`);
+    await this.set(keys[this.opts.rank]!, value);
+    try {
+      // One parked wait for them all, then every value at once: one answer dialled back, not one per rank.
+      await this.wait(keys, timeoutMs);
+    } catch (err) {
+      if (this.failure) throw err;
+      const absent = await this.absent(keys);
+      throw new Error(`rendezvous: exchange ${JSON.stringify(name)} timed out after ${timeoutMs} ms${notArrived(absent ?? [])}`);
+    }
+    return Promise.all(keys.map((k) => this.get(k, 0)));
   }
 
   /** The indices of `keys` that do not exist (now), or undefined when the store cannot say (it is gone). */

@@ -69,7 +69,10 @@ class Transport {
   // The lane's recorder: each exchange notes its peers there, and a deadline's error asks it which op
   // this rank is in. Optional (tests drive transports without one; a group's view leaves it to the
   // transport it forwards to).
-  void setRecorder(FlightRecorder* r) { flight_ = r; }
+  void setRecorder(FlightRecorder* r) { flight_ = lifeSigns_ = r; }
+  // Where a waiting transport shows it is alive, without noting peers there: each half of a hybrid,
+  // whose peers the hybrid notes in job ranks, and whose waits the ranks of its host must still see.
+  void setLifeSigns(FlightRecorder* r) { lifeSigns_ = r; }
   // What a deadline's message adds about the peers holding the op up ("; holding up op #8 ...: rank 2
   // did not answer"), as the backend can see them: a transport sees only its own peers, and a hybrid's
   // two halves must name every rank alike. Unset: nothing.
@@ -81,6 +84,7 @@ class Transport {
 
   Clock::time_point deadline_ = Clock::time_point::max();
   FlightRecorder* flight_ = nullptr;
+  FlightRecorder* lifeSigns_ = nullptr;
 
  private:
   std::function<std::string()> findStragglers_;

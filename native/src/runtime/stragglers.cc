@@ -40,7 +40,7 @@ std::string describeStragglers(std::span<const PeerSighting> peers, const Flight
     } else if (positionSeq(p.position) <= seq && p.silentSec >= kSilentSec) {
       silent.push_back(rank + " silent for " + seconds(p.silentSec) + ", " + where(p));
     } else if (positionSeq(p.position) < seq) {
-      behind.push_back(rank + " " + where(p));
+      behind.push_back(p.position == 0 ? rank + " has run no op yet" : rank + " " + where(p));
     }
   }
   const std::vector<std::string>& named = silent.empty() ? behind : silent;

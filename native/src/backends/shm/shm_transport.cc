@@ -87,7 +87,7 @@ template <class Blocked>
 void ShmTransport::sleep(uint32_t seenSeq, Blocked blocked) {
   const Clock::time_point now = Clock::now();
   // Waiting is a sign of life: a peer whose deadline passes tells this rank from a stopped one by it.
-  if (flight_) flight_->alive(nanos(now));
+  if (lifeSigns_) lifeSigns_->alive(nanos(now));
   // Counted as a sleeper before the last look: a peer that publishes after it rings, one before it is seen.
   bell_.sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (bell_.seq.load(std::memory_order_seq_cst) == seenSeq && blocked()) {

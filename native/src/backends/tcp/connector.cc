@@ -288,7 +288,7 @@ struct Connector::Loop {
     uint8_t reply[kHelloBytes + kPositionsBytes];
     encodeHello(Hello{o.rank, h.from, o.size, kRollCallLane, o.key}, reply);
     Positions where{};
-    for (int lane = 0; o.presence && lane < std::min<int>(o.lanes, kWireLanes); ++lane) where[size_t(lane)] = o.presence[lane].position.load(std::memory_order_relaxed);
+    for (size_t lane = 0; lane < std::min(o.presence.size(), kWireLanes); ++lane) where[lane] = o.presence[lane]->position.load(std::memory_order_relaxed);
     encodePositions(where, reply + kHelloBytes);
     [[maybe_unused]] ssize_t n = send(fd, reply, sizeof reply, MSG_NOSIGNAL);
   }

@@ -41,8 +41,8 @@ struct ConnectorOptions {
   // Per rank: where it listens, for the ranks this one reaches over tcp; nullopt for itself and for ranks
   // it reaches otherwise (through shared memory). Every rank must agree on who has a tcp link with whom.
   std::vector<std::optional<SocketAddress>> peers;
-  // Per lane (`lanes` of them): where this rank is, as a roll call is answered; none: at no op yet.
-  const Presence* presence = nullptr;
+  // Per lane: where this rank is, as a roll call is answered (missing lanes: at no op yet).
+  std::vector<const Presence*> presence;
 };
 
 class Connector {

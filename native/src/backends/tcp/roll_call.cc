@@ -49,7 +49,7 @@ int millisUntil(Clock::time_point t) {
 // The questions of one roll call, asked on the caller's thread.
 class RollCall::Asking {
  public:
-  Asking(const RollCall& call) : c_(call) {
+  explicit Asking(const RollCall& call) : c_(call) {
     for (int r = 0; r < c_.size_; ++r) {
       if (c_.peers_[size_t(r)]) questions_.emplace_back(r, c_.peers_[size_t(r)]->toString());
     }

@@ -35,8 +35,10 @@ void TcpBackend::connect() {
     }
     if (tcpPeer) names[size_t(r)] = peers[size_t(r)]->toString();
   }
+  std::vector<const Presence*> where;
+  for (int lane = 0; lane < kLanes; ++lane) where.push_back(&presence(lane));
   rollCall_ = std::make_unique<RollCall>(rank_, size_, key_, peers);
-  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers), presence_.data()});
+  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers), std::move(where)});
   std::vector<int> jobRanks;
   for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -48,19 +50,27 @@ void TcpBackend::connect() {
       t = hybrid_[lane].get();
     }
     collectives_[lane] = std::make_unique<TransportCollectives>(*t, [this, lane](const std::string& why) { abort(lane, why); });
-    collectives_[lane]->flight().mirrorTo(&presence_[lane]);
+    FlightRecorder& flight = collectives_[lane]->flight();
+    flight.mirrorTo(&presence(lane));
     auto find = [this, lane] { return stragglers(lane); };
     tcp_[lane]->setStragglerFinder(find);
-    if (shm_[lane]) shm_[lane]->setStragglerFinder(find);
+    if (!shm_[lane]) continue;
+    shm_[lane]->setStragglerFinder(find);
+    tcp_[lane]->setLifeSigns(&flight);
+    shm_[lane]->setLifeSigns(&flight);
   }
 }
 
+Presence& TcpBackend::presence(int lane) {
+  return segment_ ? segment_->presence(lane, localIndex_[size_t(rank_)]) : presence_[size_t(lane)];
+}
+
 std::string TcpBackend::stragglers(int lane) {
-  std::vector<PeerSighting> seen = rollCall_->call(lane);
-  if (shm_[lane]) {
-    std::vector<PeerSighting> local = shm_[lane]->sightings();
-    seen.insert(seen.end(), local.begin(), local.end());
-  }
+  // This host's ranks first, as they are now: during the roll call (up to a second) a rank of the host
+  // whose deadline passed too is asking as well, and shows no sign of life meanwhile.
+  std::vector<PeerSighting> seen = shm_[lane] ? shm_[lane]->sightings() : std::vector<PeerSighting>{};
+  std::vector<PeerSighting> remote = rollCall_->call(lane);
+  seen.insert(seen.end(), remote.begin(), remote.end());
   return describeStragglers(seen, collectives_[lane]->flight());
 }
 

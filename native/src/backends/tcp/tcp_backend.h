@@ -58,6 +58,8 @@ class TcpBackend : public Backend {
  private:
   static constexpr int kLanes = kMaxLanes;
   void abort(int lane, const std::string& reason);
+  // Where `lane` publishes its place in the op sequence.
+  Presence& presence(int lane);
   // The deadline message's tail for `lane`: who holds its op up, among every other rank.
   std::string stragglers(int lane);
 
@@ -68,7 +70,9 @@ class TcpBackend : public Backend {
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;
-  std::array<Presence, kLanes> presence_;  // each lane's place, as this rank answers roll calls
+  // Each lane's place, as this rank answers roll calls; with a local group the segment's slots are used
+  // instead, where this host's ranks read it too.
+  std::array<Presence, kLanes> presence_;
   std::unique_ptr<RollCall> rollCall_;
   std::unique_ptr<Connector> connector_;  // before the transports, which use it: destroyed after them
   std::unique_ptr<shm::ShmTransport> shm_[kLanes];

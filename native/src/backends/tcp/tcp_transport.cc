@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 
 #include "base/error.h"
 #include "runtime/flight_recorder.h"
@@ -23,6 +22,8 @@ constexpr size_t kFrameBytes = H + C;
 // A send hands the kernel at most this many frames at once, so one large message does not keep the other
 // peers of the exchange waiting for a whole pass.
 constexpr int kFramesPerSend = 4;
+// A waiting lane wakes this often to note a sign of life (ShmTransport's sleep slice is 50 ms).
+constexpr int64_t kAliveSliceMs = 100;
 // A peer that sent an abort header sent its reason in the same write; it gets this long to arrive.
 constexpr int kReasonWaitMs = 1000;
 
@@ -192,10 +193,12 @@ void TcpTransport::abortedByPeer(int peer, uint64_t reasonBytes) {
 void TcpTransport::sleep() {
   const Clock::time_point now = Clock::now();
   // Waiting is a sign of life, for this rank's flight record.
-  if (flight_) flight_->alive(nanos(now));
+  if (lifeSigns_) lifeSigns_->alive(nanos(now));
   epoll_event events[16];
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now).count();
-  int timeout = int(std::clamp<int64_t>(left, 0, INT_MAX));
+  // In slices, so that a rank waiting on tcp still shows signs of life to the ranks of its host, which
+  // read them in the shm segment (shm+tcp).
+  int timeout = int(std::clamp<int64_t>(left, 0, kAliveSliceMs));
   if (epoll_wait(poller(), events, 16, timeout) < 0 && errno != EINTR) throwSystemError("tcp: epoll_wait");
   // Drained after the wait and before the caller looks again at everything it stands for (an abort, an
   // interrupt, a connection that arrived), so that the level-triggered eventfd cannot keep waking us.
