@@ -211,6 +211,14 @@ describe("store server and client", () => {
       );
     }));
 
+  test("allGather gives every rank's value in rank order; a timeout names the ranks that never gave theirs", T, () =>
+    withStore(async ({ connect }) => {
+      const clients = await Promise.all([0, 1, 2].map((r) => connect(r)));
+      const all = await Promise.all(clients.map((c, r) => c.allGather("g", 3, `v${r}`)));
+      for (const got of all) assert.deepEqual(got.map(String), ["v0", "v1", "v2"]);
+      await assert.rejects(clients[1].allGather("lonely", 3, "x", 150), { message: 'rendezvous: exchange "lonely" timed out after 150 ms; not arrived: rank 0, rank 2' });
+    }));
+
   test("get and wait timeouts name the keys", T, () =>
     withStore(async ({ connect }) => {
       const c = await connect();
