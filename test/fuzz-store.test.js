@@ -31,6 +31,8 @@ const message = fc.oneof(
   fc.constant({ type: "ok" }),
   fc.record({ type: fc.constant("value"), value: bytes }),
   fc.record({ type: fc.constant("error"), message: text }),
+  fc.record({ type: fc.constant("getall"), id: u32, keys: fc.array(text, { maxLength: 4 }), timeoutMs: u32 }),
+  fc.record({ type: fc.constant("values"), values: fc.array(bytes, { maxLength: 4 }) }),
   fc.constant({ type: "parked" }),
   fc.record({ type: fc.constant("answer"), id: u32, reply: bytes }),
 ).map((m) => ({ ...m })); // plain objects, as decodeMessage builds them (fc.record's have no prototype)

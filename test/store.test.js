@@ -60,6 +60,8 @@ describe("store protocol codec", () => {
       { type: "ok" },
       { type: "value", value: Buffer.alloc(0) },
       { type: "error", message: "nope" },
+      { type: "getall", id: 4, keys: ["x", "y"], timeoutMs: 99 },
+      { type: "values", values: [Buffer.from("1"), Buffer.alloc(0)] },
       { type: "parked" },
       { type: "answer", id: 9, reply: encodeMessage({ type: "value", value: Buffer.from("v") }).subarray(4) },
     ];

@@ -4,10 +4,10 @@
 // payload = u8 type, fields...
 // string  = u32be byteLength, UTF-8 bytes;  bytes = u32be byteLength, raw bytes
 //
-// A client holds a connection only while it has requests in flight. A GET or WAIT whose keys are not there
-// yet is answered PARKED at once, and its real answer comes later on a connection the server dials to the
-// port the client named in its HELLO (the server's own HELLO first, then ANSWER frames): rank 0 holds no
-// connection per waiting rank, as NCCL's bootstrap root holds none.
+// A client holds a connection only while it has requests in flight. A GET, WAIT or GETALL whose keys are
+// not there yet is answered PARKED at once, and its real answer comes later on a connection the server
+// dials to the port the client named in its HELLO (the server's own HELLO first, then ANSWER frames):
+// rank 0 holds no connection per waiting rank, as NCCL's bootstrap root holds none.
 //
 // Everything here is pure (no sockets) so malformed input can be tested directly.
 
@@ -26,11 +26,13 @@ export const MsgType = {
   Get: 3,
   Add: 4,
   Wait: 5,
+  GetAll: 6,
   Ok: 0x80,
   Value: 0x81,
   Error: 0x82,
   Parked: 0x83,
   Answer: 0x84,
+  Values: 0x85,
 } as const;
 
 export type Message =
@@ -41,15 +43,22 @@ export type Message =
   | { type: "get"; id: number; key: string; timeoutMs: number }
   | { type: "add"; key: string; delta: bigint }
   | { type: "wait"; id: number; keys: string[]; timeoutMs: number }
+  /** Every key's value, in order, once all exist: an all-gather's one request. */
+  | { type: "getall"; id: number; keys: string[]; timeoutMs: number }
   | { type: "ok" }
   | { type: "value"; value: Buffer }
+  | { type: "values"; values: Buffer[] }
   | { type: "error"; message: string }
   | { type: "parked" }
   /** `reply`: the payload of the OK, VALUE or ERROR that answers request `id`. */
   | { type: "answer"; id: number; reply: Buffer };
 
-export type Request = Extract<Message, { type: "set" | "get" | "add" | "wait" }>;
-export type Reply = Extract<Message, { type: "ok" | "value" | "error" }>;
+export type Request = Extract<Message, { type: "set" | "get" | "add" | "wait" | "getall" }>;
+export type Reply = Extract<Message, { type: "ok" | "value" | "values" | "error" }>;
+
+export function isReply(msg: Message): msg is Reply {
+  return msg.type === "ok" || msg.type === "value" || msg.type === "values" || msg.type === "error";
+}
 
 export class ProtocolError extends Error {}
 
@@ -153,9 +162,11 @@ class Reader {
     }
   }
 
-  /** Upper bound on how many length-prefixed items could still follow. */
-  maxItems(): number {
-    return Math.floor((this.buf.length - this.pos) / 4);
+  /** A count, then that many items; the count is checked first, so a forged one cannot make us allocate. */
+  list<T>(what: string, item: () => T): T[] {
+    const count = this.u32(`${what} count`);
+    if (count > Math.floor((this.buf.length - this.pos) / 4)) throw new ProtocolError(`truncated ${what} list (${count} announced)`);
+    return Array.from({ length: count }, item);
   }
 
   end(): void {
@@ -178,13 +189,18 @@ export function encodeMessage(msg: Message): Buffer {
     case "add":
       return w.u8(MsgType.Add).str(msg.key).i64(msg.delta).frame();
     case "wait":
-      w.u8(MsgType.Wait).u32(msg.id).u32(msg.keys.length);
+    case "getall":
+      w.u8(msg.type === "wait" ? MsgType.Wait : MsgType.GetAll).u32(msg.id).u32(msg.keys.length);
       for (const key of msg.keys) w.str(key);
       return w.u32(msg.timeoutMs).frame();
     case "ok":
       return w.u8(MsgType.Ok).frame();
     case "value":
       return w.u8(MsgType.Value).bytes(msg.value).frame();
+    case "values":
+      w.u8(MsgType.Values).u32(msg.values.length);
+      for (const v of msg.values) w.bytes(v);
+      return w.frame();
     case "error":
       return w.u8(MsgType.Error).str(msg.message).frame();
     case "parked":
@@ -217,14 +233,11 @@ export function decodeMessage(payload: Uint8Array): Message {
     case MsgType.Add:
       msg = { type: "add", key: r.str("key"), delta: r.i64("delta") };
       break;
-    case MsgType.Wait: {
+    case MsgType.Wait:
+    case MsgType.GetAll: {
       const id = r.u32("id");
-      const count = r.u32("key count");
-      // Checked before looping so a forged count cannot make us allocate a huge array.
-      if (count > r.maxItems()) throw new ProtocolError(`truncated key list (${count} keys announced)`);
-      const keys: string[] = [];
-      for (let i = 0; i < count; i++) keys.push(r.str("key"));
-      msg = { type: "wait", id, keys, timeoutMs: r.u32("timeout") };
+      const keys = r.list("key", () => r.str("key"));
+      msg = { type: type === MsgType.Wait ? "wait" : "getall", id, keys, timeoutMs: r.u32("timeout") };
       break;
     }
     case MsgType.Ok:
@@ -232,6 +245,9 @@ export function decodeMessage(payload: Uint8Array): Message {
       break;
     case MsgType.Value:
       msg = { type: "value", value: r.bytes("value") };
+      break;
+    case MsgType.Values:
+      msg = { type: "values", values: r.list("value", () => r.bytes("value")) };
       break;
     case MsgType.Error:
       msg = { type: "error", message: r.str("message") };

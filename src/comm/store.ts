@@ -16,6 +16,7 @@ import {
   encodeMessage,
   fitsI64,
   formatAddress,
+  isReply,
   parseCounter,
   payloadOf,
   timeoutMessage,
@@ -269,6 +270,9 @@ export class StoreServer {
       case "wait":
         this.whenPresent(conn, msg.id, msg.keys, msg.timeoutMs, reply, () => ({ type: "ok" }));
         return;
+      case "getall":
+        this.whenPresent(conn, msg.id, msg.keys, msg.timeoutMs, reply, () => ({ type: "values", values: msg.keys.map((k) => this.values.get(k)!) }));
+        return;
       case "add":
         reply(this.add(msg.key, msg.delta));
         return;
@@ -369,7 +373,7 @@ export class StoreServer {
 // ---------------------------------------------------------------- client
 
 interface Pending {
-  /** GET and WAIT only: the number its answer carries. */
+  /** Requests that may be parked (GET, WAIT, GETALL): the number its answer carries. */
   id?: number;
   resolve(msg: Reply): void;
   reject(err: Error): void;
@@ -500,7 +504,7 @@ export class StoreClient {
   private link?: Promise<net.Socket>;
   /** Requests sent on the link, in order: each gets one reply there (PARKED for a parked one). */
   private readonly queue: Pending[] = [];
-  /** GET and WAIT requests by id, until answered: on the link, or later on the inbox. */
+  /** Requests that may be parked, by id, until answered: on the link, or later on the inbox. */
   private readonly waiting = new Map<number, Pending>();
   private nextId = 1;
   private probe?: NodeJS.Timeout;
@@ -522,11 +526,13 @@ export class StoreClient {
     const client = new StoreClient(inbox, { ...opts, replyPort: (inbox.address() as net.AddressInfo).port }, formatAddress(opts.host, opts.port), opts.timeoutMs);
     try {
       // The first handshake tells at once whether rank 0 is there and takes this job's token.
-      const { socket } = await dial(client.opts, client.address, Date.now() + opts.timeoutMs, {
+      const { socket, reader } = await dial(client.opts, client.address, Date.now() + opts.timeoutMs, {
         error: () => new Error(`rendezvous: could not reach ${client.address} within ${opts.timeoutMs / 1000} s (is rank 0 running?)`),
         refusedIsFinal: false,
       });
-      socket.destroy();
+      // The first requests (the rendezvous' barrier) follow at once: they take this connection.
+      client.link = Promise.resolve(client.attach(socket, reader));
+      client.idle();
     } catch (err) {
       inbox.close();
       throw err;
@@ -553,6 +559,11 @@ export class StoreClient {
 
   async wait(keys: string[], timeoutMs = this.timeoutMs): Promise<void> {
     this.expect(await this.request({ type: "wait", id: this.nextId++, keys, timeoutMs: wireTimeout(timeoutMs) }), "ok");
+  }
+
+  /** Waits until every key exists, then returns their values in order. */
+  async getAll(keys: string[], timeoutMs = this.timeoutMs): Promise<Buffer[]> {
+    return this.expect(await this.request({ type: "getall", id: this.nextId++, keys, timeoutMs: wireTimeout(timeoutMs) }), "values").values;
   }
 
   /** Returns once `size` callers have entered the barrier `name`; each name is single-use. */
@@ -583,14 +594,13 @@ export class StoreClient {
     const keys = Array.from({ length: size }, (_, r) => `${name}/${r}`);
     await this.set(keys[this.opts.rank]!, value);
     try {
-      // One parked wait for them all, then every value at once: one answer dialled back, not one per rank.
-      await this.wait(keys, timeoutMs);
+      // One request for them all: rank 0 answers each rank once (dialling it back), not once per value.
+      return await this.getAll(keys, timeoutMs);
     } catch (err) {
       if (this.failure) throw err;
       const absent = await this.absent(keys);
       throw new Error(`rendezvous: exchange ${JSON.stringify(name)} timed out after ${timeoutMs} ms${notArrived(absent ?? [])}`);
     }
-    return Promise.all(keys.map((k) => this.get(k, 0)));
   }
 
   /** The indices of `keys` that do not exist (now), or undefined when the store cannot say (it is gone). */
@@ -608,7 +618,7 @@ export class StoreClient {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       const pending: Pending = { resolve, reject, settled: false };
-      if (msg.type === "get" || msg.type === "wait") {
+      if (msg.type === "get" || msg.type === "wait" || msg.type === "getall") {
         pending.id = msg.id;
         const keys = msg.type === "get" ? [msg.key] : msg.keys;
         // The server enforces the timeout; this guard covers answers that never came back.
@@ -632,6 +642,11 @@ export class StoreClient {
 
   private async openLink(): Promise<net.Socket> {
     const { socket, reader } = await dial(this.opts, this.address, Date.now() + this.timeoutMs, { error: () => this.rankZeroLeft(), refusedIsFinal: true });
+    return this.attach(socket, reader);
+  }
+
+  /** Takes replies from `socket`, the link from now on. */
+  private attach(socket: net.Socket, reader: FrameReader): net.Socket {
     // The server is authenticated now; values it returns are bounded by what ranks stored.
     reader.maxFrameBytes = U32_MAX;
     socket.on("data", (chunk: Buffer) => {
@@ -656,7 +671,7 @@ export class StoreClient {
     if (!pending) throw new ProtocolError("reply without a request");
     if (this.queue.length === 0) this.idle();
     if (msg.type === "parked") return this.watchStore();
-    if (msg.type !== "ok" && msg.type !== "value" && msg.type !== "error") throw new ProtocolError(`unexpected ${msg.type} reply`);
+    if (!isReply(msg)) throw new ProtocolError(`unexpected ${msg.type} reply`);
     this.settle(pending, msg);
   }
 
@@ -699,7 +714,7 @@ export class StoreClient {
           } else if (msg.type === "answer") {
             const pending = this.waiting.get(msg.id);
             const reply = decodeMessage(msg.reply);
-            if (pending && (reply.type === "ok" || reply.type === "value" || reply.type === "error")) this.settle(pending, reply);
+            if (pending && isReply(reply)) this.settle(pending, reply);
           }
         }
       } catch {
