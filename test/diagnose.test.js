@@ -84,7 +84,7 @@ test("a corrupted receive (SPMD_DOUBLE_CORRUPT_RECV, NCCL double): the check loc
   assert.deepEqual({ ...m, expected: undefined, found: undefined }, { rank: 1, tensor: "x", index: 7, from: 0, source_index: 7, expected: undefined, found: undefined });
   assert.ok(m.expected !== 0 && m.found === -m.expected, JSON.stringify(m));
   assert.equal(ar.wrong, 0, "NCCL's own allreduce does not go through ncclRecv");
-  assert.equal(doc.manifest.library, `NCCL 2.18.5 (${DOUBLE}, host-memory test double)`, "ncclGetVersion, as the double answers it");
+  assert.equal(doc.manifest.library, `NCCL 2.18.5 (${DOUBLE})`, "ncclGetVersion, as the double answers it");
   assert.equal(ar.mismatches, undefined);
   assert.match(ranks[0].stderr, /1 wrong elements/);
   assert.match(ranks[0].stderr, new RegExp(`stage sr, rank 1: output element 7 \\(from x, rank 0's element 7\\) expected ${m.expected}, found ${m.found}`));

@@ -92,7 +92,7 @@ test("a rank that never completes: the deadline aborts the NCCL communicator", a
 test("runner info: nccl loadable through NCCL_LIBRARY, not loadable with the reason otherwise", async () => {
   const ok = await runNode([RUNNER, "info"], { NCCL_LIBRARY: MINIMAL });
   assert.match(ok.stdout, /nccl=built/);
-  assert.match(ok.stdout, /nccl: loadable \(.*libspmd_nccl_double_minimal\.so from NCCL_LIBRARY; host-memory test double; without ncclCommGetAsyncError, ncclGetErrorString, ncclCommSplit\)/);
+  assert.match(ok.stdout, /nccl: loadable \(.*libspmd_nccl_double_minimal\.so from NCCL_LIBRARY; without ncclCommGetAsyncError, ncclGetErrorString, ncclCommSplit\)/);
   const missing = await runNode([RUNNER, "info"], { NCCL_LIBRARY: "/nonexistent/libnccl.so.2" });
   assert.match(missing.stdout, /nccl: not loadable: nccl: cannot load \/nonexistent\/libnccl\.so\.2: /);
   const notNccl = await runNode([RUNNER, "info"], { NCCL_LIBRARY: "libm.so.6" });

@@ -211,8 +211,6 @@ export interface LibraryOptions {
 
 /** What libraryProbe found in a library that loads. */
 export interface LibraryProbe {
-  /** The host-memory ABI double (tests), not the vendor's library. */
-  hostMemory: boolean;
   /** Optional symbols it lacks, comma-separated ("" for none): those features degrade. */
   missing: string;
   /** "NCCL 2.21.5" (ncclGetVersion), or "" where the library does not say. */

@@ -44,7 +44,7 @@ export function vendorLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv): 
 export function libraryVersion(backend: LibraryBackend, env: NodeJS.ProcessEnv): string {
   const lib = vendorLibrary(backend, env);
   const probe = native().libraryProbe(backend, lib.path);
-  return `${probe.version || backend} (${lib.path}${probe.hostMemory ? ", host-memory test double" : ""})`;
+  return `${probe.version || backend} (${lib.path})`;
 }
 
 /** "loadable (path, from where)" or "not loadable: why", for `runner info`. */
@@ -54,7 +54,6 @@ export function describeLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv)
     const probe = native().libraryProbe(backend, lib.path);
     const notes = [`${lib.path} from ${lib.source === "environment" ? VENDORS[backend].variable : lib.source}`];
     if (probe.version) notes.unshift(probe.version);
-    if (probe.hostMemory) notes.push("host-memory test double");
     if (probe.missing) notes.push(`without ${probe.missing}`);
     return `loadable (${notes.join("; ")})`;
   } catch (err) {

@@ -20,8 +20,8 @@ struct Vendor {
   size_t idBytes;
   int maxIds;  // ids a Communicator takes: one per lane (nccl), or one
   std::string (*id)(const std::string& library);  // the root's id, as bytes
-  // What a library that loads is: the ABI double or not, the optional symbols it lacks, its version ("" unknown).
-  void (*probe)(const std::string& library, bool& hostMemory, std::string& missing, std::string& version);
+  // What a library that loads is: the optional symbols it lacks, its version ("" unknown).
+  void (*probe)(const std::string& library, std::string& missing, std::string& version);
   std::unique_ptr<Backend> (*start)(const std::string& library, const std::string& id, int rank, int size, int localRank);
 };
 
@@ -46,9 +46,8 @@ std::vector<ncclUniqueId> ncclIds(const std::string& b) {
 
 const Vendor kVendors[] = {
     {"nccl", sizeof(ncclUniqueId), kMaxLanes, [](const std::string& lib) { return bytesOf(nccl::uniqueId(lib)); },
-     [](const std::string& lib, bool& host, std::string& missing, std::string& version) {
+     [](const std::string& lib, std::string& missing, std::string& version) {
        const nccl::Api& api = nccl::load(lib);
-       host = api.hostMemory();
        missing = api.missingOptional();
        version = api.version();
      },
@@ -56,9 +55,8 @@ const Vendor kVendors[] = {
        return nccl::makeBackend({lib, ncclIds(id), rank, size, localRank});
      }},
     {"hccl", sizeof(HcclRootInfo), 1, [](const std::string& lib) { return bytesOf(hccl::rootInfo(lib)); },
-     [](const std::string& lib, bool& host, std::string& missing, std::string& /*version*/) {
+     [](const std::string& lib, std::string& missing, std::string& /*version*/) {
        const hccl::Api& api = hccl::load(lib);  // HCCL's API has no version call
-       host = api.hostMemory();
        missing = api.missingOptional();
      },
      [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
@@ -90,15 +88,13 @@ Napi::Value libraryId(const Napi::CallbackInfo& info) {
   }
 }
 
-// { hostMemory, missing, version } for a library that loads; throws what loading throws otherwise.
+// { missing, version } for a library that loads; throws what loading throws otherwise.
 Napi::Value libraryProbe(const Napi::CallbackInfo& info) {
   const Vendor& v = vendorArg(info);
   try {
-    bool host = false;
     std::string missing, version;
-    v.probe(info[1].As<Napi::String>().Utf8Value(), host, missing, version);
+    v.probe(info[1].As<Napi::String>().Utf8Value(), missing, version);
     Napi::Object out = Napi::Object::New(info.Env());
-    out.Set("hostMemory", host);
     out.Set("missing", missing);
     out.Set("version", version);
     return out;

@@ -136,7 +136,7 @@ std::unique_ptr<DoubleComm> DoubleComm::split(int color, int key) {
 bool DoubleComm::enqueue(void* s, std::function<void()> op) {
   auto* stream = static_cast<Stream*>(s);
   if (shared_->aborted || !stream) return false;  // the doubles have no default stream
-  stream->pending++;
+  stream->issued++;
   Shared* shared = shared_.get();
   shared->worker.submit([shared, stream, op = std::move(op)] {
     while (shared->hang && !shared->aborted) std::this_thread::sleep_for(5ms);
@@ -147,7 +147,7 @@ bool DoubleComm::enqueue(void* s, std::function<void()> op) {
         shared->failed = true;
       }
     }
-    stream->pending--;
+    stream->done++;
   });
   return true;
 }
@@ -158,17 +158,3 @@ void DoubleComm::abort() {
 }
 
 }  // namespace spmd::doubles
-
-SPMD_DOUBLE_EXPORT int spmdDoubleStreamCreate(void** stream) {
-  *stream = new spmd::doubles::Stream;
-  return 0;
-}
-
-SPMD_DOUBLE_EXPORT int spmdDoubleStreamQuery(void* stream) {
-  return static_cast<spmd::doubles::Stream*>(stream)->pending.load() ? 1 : 0;
-}
-
-SPMD_DOUBLE_EXPORT int spmdDoubleStreamDestroy(void* stream) {
-  delete static_cast<spmd::doubles::Stream*>(stream);
-  return 0;
-}

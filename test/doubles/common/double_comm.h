@@ -1,9 +1,9 @@
-// The engine of the host-memory ABI doubles (nccl/, hccl/): a communicator over the project's shm
-// transport and shared algorithms whose ops run in order on a thread of their own, as a device stream
-// runs them beside the host, and the streams the backend polls (spmdDoubleStream*, exported by each
-// double). A split of it (ncclCommSplit) moves data on the same transport through a GroupTransport, and
-// queues its ops on the same thread, so the ops of a communicator and its splits run in issue order. The
-// vendor front ends only translate their ABI to this.
+// The engine of the host-memory ABI doubles of the collective libraries (nccl/, hccl/): a communicator over
+// the project's shm transport and shared algorithms whose ops run in order on a thread of their own, as a
+// device stream runs them beside the host, counted on the device doubles' streams (common/stream.h). A split
+// of it (ncclCommSplit) moves data on the same transport through a GroupTransport, and queues its ops on the
+// same thread, so the ops of a communicator and its splits run in issue order. The vendor front ends only
+// translate their ABI to this.
 //
 // Faults the tests ask for through the environment, for either double:
 //   SPMD_DOUBLE_FAIL_INIT=1     joining fails
@@ -20,16 +20,12 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
 #include "algorithms/group_transport.h"
+#include "common/export.h"
+#include "common/stream.h"
 #include "runtime/op_queue.h"
 #include "runtime/transport_collectives.h"
 
-#define SPMD_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace spmd::doubles {
-
-struct Stream {
-  std::atomic<int> pending{0};
-};
 
 class DoubleComm {
  public:
@@ -48,8 +44,8 @@ class DoubleComm {
   TransportCollectives& algorithms() { return algorithms_; }
   Transport& transport() { return *transport_; }
 
-  // Runs `op` after the ops issued before on this communicator and its splits, counting it on `stream`
-  // until it ran; false when the stream is null or the communicator was aborted. An op that throws leaves
+  // Runs `op` after the ops issued before on this communicator and its splits, counting it on `stream` (a
+  // device double's) until it ran; false when the stream is null or the communicator was aborted. An op that throws leaves
   // failed() set.
   bool enqueue(void* stream, std::function<void()> op);
   bool failed() const { return shared_->failed; }

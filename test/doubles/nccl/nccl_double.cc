@@ -1,7 +1,7 @@
 // A test double for NCCL: the subset of NCCL's C ABI the backend uses (as declared in
 // native/src/backends/nccl/nccl_types.h), on host memory, over the doubles' engine (common/). It exists
 // so CI can run the nccl backend without a GPU; it is loaded only when a test names it in NCCL_LIBRARY.
-// "Device" pointers are host pointers and streams are the engine's.
+// "Device" pointers are host pointers (the CUDA runtime double's, cuda/) and streams are that double's.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -24,7 +24,6 @@ Api open(const std::string& path) {
   need("HcclCommDestroy", a.commDestroy);
   want("HcclGetCommAsyncError", a.getCommAsyncError);
   want("HcclGetErrorString", a.getErrorString);
-  a.doubleStreams = library::DoubleStreams::find(lib, path, kWhat);
   return a;
 }
 

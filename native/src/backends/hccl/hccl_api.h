@@ -3,7 +3,6 @@
 #include <string>
 
 #include "backends/hccl/hccl_types.h"
-#include "backends/library/device.h"
 
 namespace spmd::hccl {
 
@@ -22,9 +21,6 @@ struct Api {
   // Optional (newer CANN): without them no async error polling, numeric error names.
   HcclGetCommAsyncError_fn getCommAsyncError = nullptr;
   HcclGetErrorString_fn getErrorString = nullptr;
-  library::DoubleStreams doubleStreams;  // the test double's; none for a real HCCL
-
-  bool hostMemory() const { return doubleStreams.present(); }
   std::string missingOptional() const;
 };
 

@@ -19,7 +19,7 @@ std::unique_ptr<Backend> makeBackend(const HcclOptions& o) {
   auto root = std::make_shared<HcclRootInfo>(o.root);
   // One lane: HCCL makes no other communicators here.
   auto join = [&api, root, o = o]() {
-    auto device = api.hostMemory() ? library::makeHostDevice(api.doubleStreams) : library::makeAclDevice(o.localRank);
+    auto device = library::makeAclDevice(o.localRank);
     HcclComm comm = nullptr;
     check(api, api.commInitRootInfo(uint32_t(o.size), root.get(), uint32_t(o.rank), &comm), "HcclCommInitRootInfo");
     std::vector<library::LibraryBackend::Joined> lanes;

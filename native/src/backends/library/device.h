@@ -1,11 +1,9 @@
 // Where a vendor library's buffers live: a GPU's memory, its stream and the CUDA kernels (libcudart and
-// libcuda opened at run time), an NPU's memory and stream (libascendcl), or, with the host-memory test
-// doubles, host memory, the doubles' streams and the CPU kernels. It is the Memory (kernels/memory.h) in which
-// the job's tensors stay for the whole run; the shared collectives see only this.
+// libcuda opened at run time), or an NPU's memory and stream (libascendcl). It is the Memory
+// (kernels/memory.h) in which the job's tensors stay for the whole run; the shared collectives see only this.
 #pragma once
 #include <cstddef>
 #include <memory>
-#include <string>
 
 #include "backends/library/library.h"
 #include "kernels/memory.h"
@@ -25,22 +23,10 @@ class Device : public Memory {
   // which can hang on a peer, is the communicator's, with its deadline).
   void synchronize() override;
   // Makes this the calling thread's device: a lane's worker calls it before its first op, since the
-  // vendors' device selection is per thread. The doubles' host memory needs none.
+  // vendors' device selection is per thread.
   virtual void select() {}
 };
 
-// The test doubles' streams (int spmdDoubleStreamCreate(void**), Query(void*) -> 0 idle / 1 busy,
-// Destroy(void*)), which a double exports beside the vendor's ABI; their presence marks the double.
-struct DoubleStreams {
-  int (*create)(Stream*) = nullptr;
-  int (*query)(Stream) = nullptr;
-  int (*destroy)(Stream) = nullptr;
-  // Resolves them from an opened library; all null for a real vendor library.
-  static DoubleStreams find(void* lib, const std::string& path, const char* what);
-  bool present() const { return query != nullptr; }
-};
-
-std::unique_ptr<Device> makeHostDevice(const DoubleStreams& streams);
 // CUDA device `index`; throws CommError kUnsupported when libcudart cannot be loaded.
 std::unique_ptr<Device> makeCudaDevice(int index);
 // Ascend device `index`; throws CommError kUnsupported when libascendcl cannot be loaded.

@@ -30,7 +30,6 @@ Api open(const std::string& path) {
   want("ncclGetErrorString", a.getErrorString);
   want("ncclCommSplit", a.commSplit);
   want("ncclGetVersion", a.getVersion);
-  a.doubleStreams = library::DoubleStreams::find(lib, path, kWhat);
   return a;
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 #include <string>
 
-#include "backends/library/device.h"
 #include "backends/nccl/nccl_types.h"
 
 namespace spmd::nccl {
@@ -31,10 +30,6 @@ struct Api {
   ncclCommSplit_fn commSplit = nullptr;
   // For the results' manifest only: its absence degrades nothing, so it is not listed as missing.
   ncclGetVersion_fn getVersion = nullptr;
-  // The test double's host streams; none for a real NCCL.
-  library::DoubleStreams doubleStreams;
-
-  bool hostMemory() const { return doubleStreams.present(); }
   // The optional symbols this library lacks, for `runner info` and the log ("" when none).
   std::string missingOptional() const;
   // "NCCL 2.21.5" from ncclGetVersion, or "" without it.

@@ -14,8 +14,8 @@ std::unique_ptr<Backend> makeBackend(const NcclOptions& o) {
   auto join = [&api, o]() {
     std::vector<library::LibraryBackend::Joined> lanes;
     for (const ncclUniqueId& id : o.ids) {
-      // The double's memory is the host's; on a GPU, the local rank's device (one GPU per rank on a node).
-      auto device = api.hostMemory() ? library::makeHostDevice(api.doubleStreams) : library::makeCudaDevice(o.localRank);
+      // The local rank's GPU (one GPU per rank on a node).
+      auto device = library::makeCudaDevice(o.localRank);
       ncclComm_t comm = nullptr;
       check(api, api.commInitRank(&comm, o.size, id, o.rank), "ncclCommInitRank");
       lanes.push_back({std::move(device), comm});

@@ -35,8 +35,7 @@ void rms(double squares, size_t len, T* scale, uint32_t* nonFinite) {
 
 template <class T>
 void addAndScaleT(T* x, const T* y, size_t n, size_t len, T* scale, uint32_t* nonFinite) {
-  const double head = y ? addAndSumSquares(x, y, n) : sumSquares(x, n);
-  rms(head + sumSquares(x + n, len - n), len, scale, nonFinite);
+  rms(addAndSumSquares(x, y, n, len), len, scale, nonFinite);
 }
 
 template <class T>
@@ -50,13 +49,7 @@ void packRecordsT(T* x, size_t chunk, int count, const T* scale, uint8_t* record
 
 template <class T>
 void accumulateRecordsT(Strided records, T divisor, T* acc, size_t n, T* scale) {
-  const auto** sources = scratch<const uint8_t*>(size_t(records.count));
-  T* weights = scratch<T>(size_t(records.count));
-  for (int k = 0; k < records.count; ++k) {
-    sources[k] = records.at(k);
-    weights[k] = loadScale<T>(sources[k], n) / divisor;
-  }
-  rms(accumulateSigns(sources, weights, records.count, acc, n), n, scale, nullptr);
+  rms(accumulateRecordsSquares(records, divisor, acc, n), n, scale, nullptr);
 }
 
 template <class T>
@@ -108,5 +101,27 @@ DeviceKernels& cpuKernels() {
   static CpuKernels k;
   return k;
 }
+
+template <class T>
+double addAndSumSquares(T* x, const T* y, size_t n, size_t len) {
+  const double head = y ? addAndSumSquares(x, y, n) : sumSquares(x, n);
+  return head + sumSquares(x + n, len - n);
+}
+
+template <class T>
+double accumulateRecordsSquares(Strided records, T divisor, T* acc, size_t n) {
+  const auto** sources = scratch<const uint8_t*>(size_t(records.count));
+  T* weights = scratch<T>(size_t(records.count));
+  for (int k = 0; k < records.count; ++k) {
+    sources[k] = records.at(k);
+    weights[k] = loadScale<T>(sources[k], n) / divisor;
+  }
+  return accumulateSigns(sources, weights, records.count, acc, n);
+}
+
+template double addAndSumSquares<float>(float*, const float*, size_t, size_t);
+template double addAndSumSquares<double>(double*, const double*, size_t, size_t);
+template double accumulateRecordsSquares<float>(Strided, float, float*, size_t);
+template double accumulateRecordsSquares<double>(Strided, double, double*, size_t);
 
 }  // namespace spmd::kernels
