@@ -138,6 +138,33 @@ test("device npu over the HCCL double: the stages that need no kernels match shm
   await assertRefused({ ...all, device: "npu" }, needing, { HCCL_LIBRARY: HCCL }, /hccl: this build has no NPU kernels/);
 });
 
+test("a job too big for the device: every rank refuses it before meeting, naming the device, the runtime's free bytes and the largest piece", async () => {
+  const job = { name: "too-big", device: "cuda", iterations: 1, warmup: 0, tensors: { g: { dtype: "float32", count: "16Mi" } }, stages: [{ id: "ar", op: "allreduce", input: "g" }] };
+  const cases = [["cuda", { NCCL_LIBRARY: NCCL }, "cudaMemGetInfo"], ["npu", { HCCL_LIBRARY: HCCL }, "aclrtGetMemInfo"]];
+  for (const [device, library, call] of cases) {
+    const env = { ...library, SPMD_DOUBLE_DEVICE_BYTES: String(32 * 2 ** 20) };
+    const { dir, run: ranks } = prepareJob(2, { ...job, device }, { launch: (world, args) => runRanks(world, args, { env }) });
+    try {
+      const t0 = Date.now();
+      for (const [r, p] of (await ranks()).entries()) {
+        assert.equal(p.code, 2, p.stderr);
+        assert.equal(p.stderr.trim().split("\n").length, 1, p.stderr);
+        assert.match(p.stderr, new RegExp(`memory: a rank needs [\\d.]+ MiB \\(\\d+ bytes\\) on device ${device}:${r}, the largest piece .*, but only 32 MiB \\(33554432 bytes\\) is available \\(${call} on ${device}:${r}\\)`));
+      }
+      assert.ok(Date.now() - t0 < 20_000, "refused before the ranks meet, not at a deadline");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  // What fits runs: the same job under the doubles' default 80 GiB.
+  const { dir, run: fits } = prepareJob(2, job, { launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: NCCL } }) });
+  try {
+    for (const p of await fits()) assert.equal(p.code, 0, p.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("an NCCL without ncclCommSplit: the quantized allreduce is refused naming it, the 1-bit one still runs", { timeout: 300_000 }, async () => {
   const job = { ...estimatingJob().job, device: "cuda" };
   const { run: quantized } = prepareJob(2, { ...job, stages: [job.stages.find((s) => s.id === "qgz_full")] }, {

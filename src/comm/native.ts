@@ -308,6 +308,8 @@ interface NativeModule {
   libraryId(backend: "nccl" | "hccl", library: string): Buffer;
   /** Loads `library` and reports on it; throws why it cannot. */
   libraryProbe(backend: "nccl" | "hccl", library: string): LibraryProbe;
+  /** Loads `library`, then asks its device runtime about device `index` (cudaMemGetInfo, aclrtGetMemInfo); throws why it cannot. */
+  deviceMemory(backend: "nccl" | "hccl", library: string, index: number): { free: number; total: number; call: string };
   /** Present when the MPI backend is built. */
   MpiBootstrap?: new () => NativeMpiBootstrap;
   /** MPI_Get_library_version's text, when the MPI backend is built. */

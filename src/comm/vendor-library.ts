@@ -60,3 +60,17 @@ export function describeLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv)
     return `not loadable: ${(err as Error).message}`;
   }
 }
+
+/**
+ * What device `index` of a job on `device` has free, for the memory plan before the ranks meet; undefined
+ * where its runtime cannot say (no library or runtime here: opening the communicator says why).
+ */
+export function deviceMemory(device: "cuda" | "npu", env: NodeJS.ProcessEnv, index: number): { bytes: number; source: string } | undefined {
+  const backend = device === "cuda" ? "nccl" : "hccl";
+  try {
+    const m = native().deviceMemory(backend, vendorLibrary(backend, env).path, index);
+    return { bytes: m.free, source: `${m.call} on ${device}:${index}` };
+  } catch {
+    return undefined;
+  }
+}

@@ -104,15 +104,30 @@ function describeItem(i: MemoryItem): string {
  * Refuses, in one line with the numbers, a job whose ranks on this host (`world.localSize` of them, sharing
  * its memory and usually its cgroup) need more than `available` bytes; returns the plan otherwise.
  */
-export function checkMemory(job: Job, file: string, world: { size: number; localSize: number }, dumps: boolean, available?: { bytes: number; source: string }): MemoryPlan {
+export function checkMemory(job: Job, file: string, world: { size: number; localSize: number }, dumps: boolean, available?: Available): MemoryPlan {
   // Before the ranks meet the hosts are not known: as the launcher says, `localSize` ranks a host.
   const hostOf = Array.from({ length: world.size }, (_, r) => Math.floor(r / world.localSize));
   const p = memoryPlan(job, { size: world.size, hostOf }, dumps);
   const needed = p.total * world.localSize;
   if (!available || needed <= available.bytes) return p;
+  refuse(p.items, p, file, world.localSize > 1 ? `${world.localSize} ranks on this host need ${bytes(needed)}, ${formatSize(p.total)} each` : `a rank needs ${bytes(needed)}`, available);
+}
+
+/**
+ * Refuses, in one line with the numbers, a job on a device whose plan (less its dumps, which stay on the host)
+ * does not fit the rank's own device (`device`, e.g. "cuda:1"): each rank of a node has one.
+ */
+export function checkDeviceMemory(p: MemoryPlan, file: string, device: string, available?: Available): void {
+  const items = p.items.filter((i) => i.what !== DUMP);
+  const needed = items.reduce((n, i) => n + i.bytes, 0);
+  if (available && needed > available.bytes) refuse(items, p, file, `a rank needs ${bytes(needed)} on device ${device}`, available);
+}
+
+type Available = { bytes: number; source: string };
+
+function refuse(items: readonly MemoryItem[], p: MemoryPlan, file: string, who: string, available: Available): never {
   // The largest piece, a stage's rather than a bare tensor's where they tie: the stage is what to change.
-  const top = p.items.reduce((a, b) => (b.bytes > a.bytes || (b.bytes === a.bytes && b.stage && !a.stage) ? b : a));
-  const who = world.localSize > 1 ? `${world.localSize} ranks on this host need ${bytes(needed)}, ${formatSize(p.total)} each` : `a rank needs ${bytes(needed)}`;
+  const top = items.reduce((a, b) => (b.bytes > a.bytes || (b.bytes === a.bytes && b.stage && !a.stage) ? b : a));
   const at = p.count !== undefined ? ` at sweep count ${p.count}` : "";
   throw new ConfigError(file, "memory",
     `${who}${at}, the largest piece ${describeItem(top)} ${bytes(top.bytes)}, but only ${bytes(available.bytes)} is available (${available.source})`);

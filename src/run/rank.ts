@@ -6,13 +6,14 @@ import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import { hostPlace, type Topology } from "../comm/topology.js";
+import { deviceMemory } from "../comm/vendor-library.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
 import { execute } from "../graph/execute.js";
-import { checkMemory, dumpBytes } from "../graph/memory-plan.js";
+import { checkDeviceMemory, checkMemory, dumpBytes } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
@@ -160,6 +161,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   validateGraph(job, r.job, place.size);
   validateBackend(job, r.job, cfg.backend, place.size);
   const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
+  // One device per rank of a node, the launcher's local rank's (the hosts say the same once the ranks meet).
+  if (job.device !== "cpu") checkDeviceMemory(memory, r.job, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank));
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);

@@ -7,6 +7,7 @@
 #include "addon/errors.h"
 #include "backends/hccl/hccl_api.h"
 #include "backends/hccl/hccl_backend.h"
+#include "backends/library/device.h"
 #include "backends/nccl/nccl_api.h"
 #include "backends/nccl/nccl_backend.h"
 #include "base/error.h"
@@ -22,6 +23,8 @@ struct Vendor {
   std::string (*id)(const std::string& library);  // the root's id, as bytes
   // What a library that loads is: the optional symbols it lacks, its version ("" unknown).
   void (*probe)(const std::string& library, std::string& missing, std::string& version);
+  // The memory of device `index`, with the library loaded first (its runtime may come with it).
+  library::DeviceMemoryInfo (*memory)(const std::string& library, int index);
   std::unique_ptr<Backend> (*start)(const std::string& library, const std::string& id, int rank, int size, int localRank);
 };
 
@@ -51,6 +54,10 @@ const Vendor kVendors[] = {
        missing = api.missingOptional();
        version = api.version();
      },
+     [](const std::string& lib, int index) {
+       nccl::load(lib);
+       return library::cudaMemoryInfo(index);
+     },
      [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
        return nccl::makeBackend({lib, ncclIds(id), rank, size, localRank});
      }},
@@ -58,6 +65,10 @@ const Vendor kVendors[] = {
      [](const std::string& lib, std::string& missing, std::string& /*version*/) {
        const hccl::Api& api = hccl::load(lib);  // HCCL's API has no version call
        missing = api.missingOptional();
+     },
+     [](const std::string& lib, int index) {
+       hccl::load(lib);
+       return library::aclMemoryInfo(index);
      },
      [](const std::string& lib, const std::string& id, int rank, int size, int localRank) {
        return hccl::makeBackend({lib, fromBytes<HcclRootInfo>(id), rank, size, localRank});
@@ -103,11 +114,28 @@ Napi::Value libraryProbe(const Napi::CallbackInfo& info) {
   }
 }
 
+// { free, total, call } of device `index` (a GPU's for nccl, an NPU's for hccl); throws why it cannot say.
+Napi::Value deviceMemory(const Napi::CallbackInfo& info) {
+  const Vendor& v = vendorArg(info);
+  if (!info[2].IsNumber()) throwInvalid(info.Env(), std::string(v.backend) + ": expected the device index");
+  try {
+    const library::DeviceMemoryInfo m = v.memory(info[1].As<Napi::String>().Utf8Value(), info[2].As<Napi::Number>().Int32Value());
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("free", double(m.free));
+    out.Set("total", double(m.total));
+    out.Set("call", m.call);
+    return out;
+  } catch (const CommError& e) {
+    throw makeError(info.Env(), e.code(), e.what());
+  }
+}
+
 }  // namespace
 
 void defineLibraries(Napi::Env env, Napi::Object exports) {
   exports.Set("libraryId", Napi::Function::New<libraryId>(env, "libraryId"));
   exports.Set("libraryProbe", Napi::Function::New<libraryProbe>(env, "libraryProbe"));
+  exports.Set("deviceMemory", Napi::Function::New<deviceMemory>(env, "deviceMemory"));
 }
 
 bool isLibraryBackend(const std::string& kind) { return find(kind) != nullptr; }

@@ -1,6 +1,7 @@
 // The vendor library backends' module functions (the libraries are opened at run time, so these exist in
 // every build): libraryId(backend, path) for rank 0 to broadcast (NCCL's unique id, HCCL's root info),
-// libraryProbe(backend, path) for `runner info`, and the backend a Communicator starts for them.
+// libraryProbe(backend, path) for `runner info`, deviceMemory(backend, path, index) for the memory plan, and
+// the backend a Communicator starts for them.
 #pragma once
 #include <napi.h>
 

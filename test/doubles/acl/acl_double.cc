@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/device_bytes.h"
 #include "common/export.h"
 #include "common/stream.h"
 
@@ -79,5 +80,10 @@ SPMD_DOUBLE_EXPORT int aclrtRecordEvent(void* event, void* stream) {
 SPMD_DOUBLE_EXPORT int aclrtQueryEventStatus(void* event, int* status) {
   const Event& e = *static_cast<Event*>(event);
   *status = !e.stream || e.stream->done.load() >= e.issued ? kComplete : kNotReady;
+  return kSuccess;
+}
+
+SPMD_DOUBLE_EXPORT int aclrtGetMemInfo(int /*attr*/, size_t* free, size_t* total) {
+  *free = *total = spmd::doubles::deviceBytes();
   return kSuccess;
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/device_bytes.h"
 #include "common/export.h"
 #include "common/stream.h"
 
@@ -57,6 +58,11 @@ SPMD_DOUBLE_EXPORT int cudaStreamQuery(void* stream) { return of(stream)->idle()
 
 SPMD_DOUBLE_EXPORT int cudaStreamDestroy(void* stream) {
   delete of(stream);
+  return kSuccess;
+}
+
+SPMD_DOUBLE_EXPORT int cudaMemGetInfo(size_t* free, size_t* total) {
+  *free = *total = spmd::doubles::deviceBytes();
   return kSuccess;
 }
 

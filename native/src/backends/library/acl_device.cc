@@ -14,9 +14,11 @@ namespace spmd::library {
 namespace {
 
 constexpr int kAclSuccess = 0;
+constexpr int kAclMemoryAllocation = 207001;  // ACL_ERROR_RT_MEMORY_ALLOCATION
 constexpr int kMallocHugeFirst = 0;  // aclrtMemMallocPolicy ACL_MEM_MALLOC_HUGE_FIRST
 constexpr int kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3;
 constexpr int kEventComplete = 1;  // aclrtEventRecordedStatus ACL_EVENT_RECORDED_STATUS_COMPLETE
+constexpr int kHbmMemory = 1;      // aclrtMemAttr ACL_HBM_MEM: the NPU's own memory
 using Event = void*;
 
 struct AclRt {
@@ -31,6 +33,7 @@ struct AclRt {
   int (*destroyEvent)(Event);
   int (*recordEvent)(Event, Stream);
   int (*queryEventStatus)(Event, int*);
+  int (*getMemInfo)(int, size_t*, size_t*);
 };
 
 const AclRt& aclrt() {
@@ -50,6 +53,7 @@ const AclRt& aclrt() {
     resolve(lib, "aclrtDestroyEvent", r.destroyEvent, true, path, what);
     resolve(lib, "aclrtRecordEvent", r.recordEvent, true, path, what);
     resolve(lib, "aclrtQueryEventStatus", r.queryEventStatus, true, path, what);
+    resolve(lib, "aclrtGetMemInfo", r.getMemInfo, true, path, what);
     return r;
   }();
   return rt;
@@ -72,7 +76,9 @@ class AclDevice : public Device {
   }
   void* alloc(size_t bytes) override {
     void* p = nullptr;
-    check(aclrt().malloc(&p, bytes ? bytes : 1, kMallocHugeFirst), "aclrtMalloc");
+    const int err = aclrt().malloc(&p, bytes ? bytes : 1, kMallocHugeFirst);
+    if (err == kAclMemoryAllocation) throwNoMemory("NPU device memory (aclrtMalloc)", bytes);
+    check(err, "aclrtMalloc");
     return p;
   }
   void free(void* p) override {
@@ -113,5 +119,12 @@ class AclDevice : public Device {
 }  // namespace
 
 std::unique_ptr<Device> makeAclDevice(int index) { return std::make_unique<AclDevice>(index); }
+
+DeviceMemoryInfo aclMemoryInfo(int index) {
+  check(aclrt().setDevice(index), "aclrtSetDevice");
+  DeviceMemoryInfo m{0, 0, "aclrtGetMemInfo"};
+  check(aclrt().getMemInfo(kHbmMemory, &m.free, &m.total), "aclrtGetMemInfo");
+  return m;
+}
 
 }  // namespace spmd::library

@@ -14,6 +14,7 @@ namespace spmd::library {
 namespace {
 
 constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorMemoryAllocation = 2;
 constexpr int kCudaErrorNotReady = 600;
 constexpr int kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3;
 
@@ -26,6 +27,7 @@ struct CudaRt {
   int (*streamCreate)(Stream*);
   int (*streamQuery)(Stream);
   int (*streamDestroy)(Stream);
+  int (*memGetInfo)(size_t*, size_t*);
   const char* (*errorString)(int);
 };
 
@@ -53,6 +55,7 @@ const CudaRt& cudart() {
     r.streamCreate = reinterpret_cast<int (*)(Stream*)>(sym("cudaStreamCreate"));
     r.streamQuery = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamQuery"));
     r.streamDestroy = reinterpret_cast<int (*)(Stream)>(sym("cudaStreamDestroy"));
+    r.memGetInfo = reinterpret_cast<int (*)(size_t*, size_t*)>(sym("cudaMemGetInfo"));
     r.errorString = reinterpret_cast<const char* (*)(int)>(sym("cudaGetErrorString"));
     return r;
   }();
@@ -84,7 +87,10 @@ class CudaDevice : public Device {
   }
   void* alloc(size_t bytes) override {
     void* p = nullptr;
-    check(cudart().malloc(&p, bytes ? bytes : 1), "cudaMalloc");
+    const int err = cudart().malloc(&p, bytes ? bytes : 1);
+    // ERR_SPMD_NOMEM, as for host memory: the op's error names the stage.
+    if (err == kCudaErrorMemoryAllocation) throwNoMemory("CUDA device memory (cudaMalloc)", bytes);
+    check(err, "cudaMalloc");
     return p;
   }
   void free(void* p) override {
@@ -129,5 +135,12 @@ class CudaDevice : public Device {
 }  // namespace
 
 std::unique_ptr<Device> makeCudaDevice(int index) { return std::make_unique<CudaDevice>(index); }
+
+DeviceMemoryInfo cudaMemoryInfo(int index) {
+  check(cudart().setDevice(index), "cudaSetDevice");
+  DeviceMemoryInfo m{0, 0, "cudaMemGetInfo"};
+  check(cudart().memGetInfo(&m.free, &m.total), "cudaMemGetInfo");
+  return m;
+}
 
 }  // namespace spmd::library

@@ -32,4 +32,13 @@ std::unique_ptr<Device> makeCudaDevice(int index);
 // Ascend device `index`; throws CommError kUnsupported when libascendcl cannot be loaded.
 std::unique_ptr<Device> makeAclDevice(int index);
 
+// A device's memory as its runtime reports it, for the memory plan before the ranks meet.
+struct DeviceMemoryInfo {
+  size_t free = 0, total = 0;
+  const char* call = "";  // the runtime call that said so
+};
+// Selects the device on the calling thread; throws as the makers do.
+DeviceMemoryInfo cudaMemoryInfo(int index);
+DeviceMemoryInfo aclMemoryInfo(int index);
+
 }  // namespace spmd::library
