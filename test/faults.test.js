@@ -229,6 +229,34 @@ mpiTest("mpirun: a stopped rank (SIGSTOP) is named by the others' roll call at t
     }
   }));
 
+mpiTest("mpirun: a rank stopped before MPI_Init: the others end at the connect deadline naming the MPI call they wait in", () =>
+  withDir(async (dir) => {
+    const W = 3, victim = 2, connectSec = 3;
+    const config = path.join(dir, "run.json");
+    writeFileSync(config, JSON.stringify({ connectTimeoutSec: connectSec }));
+    const job = longJob(dir, 300);
+    let stopped, stoppedAt;
+    const p = await mpirun(W, [job, "--out", dir, "--config", config], {
+      timeoutMs: 90_000,
+      // Node takes a few hundred ms to start, so a rank caught as soon as it exists has not reached MPI_Init.
+      onStarted: async () => {
+        while (!(stopped = findProcesses(job, "OMPI_COMM_WORLD_RANK", String(victim))[0])) await sleep(5);
+        process.kill(stopped, "SIGSTOP");
+        stoppedAt = Date.now();
+      },
+    });
+    try {
+      const took = Date.now() - stoppedAt;
+      assert.notEqual(p.code, 0);
+      assert.ok(took < connectSec * 1000 + SLACK_MS, `the job took ${took} ms to end`);
+      // mpirun ends the job once the first rank leaves, so another rank may not get to say it too.
+      assert.match(p.stderr, /runner \(rank [01]\): mpi: MPI_Init_thread did not finish within 3 s; MPI names no missing rank before it is up/, p.stderr);
+      assert.deepEqual(await survivors([stopped]), [], "the stopped rank is left behind");
+    } finally {
+      if (alive(stopped)) process.kill(stopped, "SIGKILL");
+    }
+  }));
+
 mpiTest("mpirun: kill -9 of one rank ends mpirun non-zero within seconds, naming it; no rank is left", () =>
   withDir(async (dir) => {
     const p = await mpiFault(dir, { W: 3, victim: 1, timeoutSec: 300, fault: "SIGKILL" });

@@ -5,6 +5,7 @@
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { native, type MpiWorld, type NativeMpiBootstrap } from "./native.js";
+import { StartupTimeout, withinDeadline } from "./startup.js";
 
 export interface MpiBootstrapOptions {
   place: Place;
@@ -18,9 +19,14 @@ const EXIT_FINALIZE_MS = 10_000;
 
 export class MpiBootstrap implements Bootstrap {
   readonly kind = "mpi";
-  /** "stranded": a failed op left requests MPI_Finalize cannot run with; the exit ends the job instead. */
-  private state: "up" | "finalized" | "stranded" = "up";
+  /**
+   * "stranded": a failed op left requests MPI_Finalize cannot run with; the exit ends the job instead.
+   * "stuck": start-up passed its deadline inside MPI, whose thread may never come back: the process just
+   * exits, and the launcher ends the ranks still waiting.
+   */
+  private state: "up" | "finalized" | "stranded" | "stuck" = "up";
   private readonly onExit = (code: number) => {
+    if (this.state === "stuck") return;
     if (this.state === "up" && this.mpi.finalize(EXIT_FINALIZE_MS, "the process is exiting")) return;
     this.mpi.abort(code || 1);
   };
@@ -40,13 +46,21 @@ export class MpiBootstrap implements Bootstrap {
     if (!Mpi) throw new Error("bootstrap: the MPI backend is not built into this addon");
     const boot = new MpiBootstrap(new Mpi(), o.timeoutMs);
     try {
-      boot.world = await boot.mpi.init({ localRanks: o.place.localSize, funneled: o.funneled });
+      boot.world = await withinDeadline(o.timeoutMs, () => boot.mpi.init({ localRanks: o.place.localSize, funneled: o.funneled }), async () => boot.late());
       checkWorld(boot.world, o.place);
     } catch (err) {
       await boot.close();
       throw err;
     }
     return boot;
+  }
+
+  /** MPI's start-up passed the deadline: which call it waits in. MPI cannot say for whom until it is up. */
+  private late(): StartupTimeout {
+    this.state = "stuck";
+    const step = this.mpi.startupStep();
+    const whom = step === "MPI_Init_thread" ? "a rank the launcher started has not reached MPI_Init (stopped, wedged, or still starting)" : "a rank stopped inside MPI's start-up";
+    return new StartupTimeout(`mpi: ${step} did not finish within ${this.timeoutMs / 1000} s; MPI names no missing rank before it is up: ${whom}`);
   }
 
   allGather(_key: string, value: string): Promise<string[]> {

@@ -244,6 +244,8 @@ export interface NativeMpiBootstrap {
   finalize(timeoutMs: number, interrupt?: string): boolean;
   /** MPI_Abort: the last resort; the process (and, under mpirun, the job) ends. */
   abort(exitCode: number): never;
+  /** The MPI call init() is in, or last made ("MPI_Init_thread", "MPI_Comm_dup", ...): for a start-up past its deadline. */
+  startupStep(): string;
 }
 
 /** One op in a flight record: what a rank was doing when a deadline passed or a peer died. */

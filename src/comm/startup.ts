@@ -1,7 +1,8 @@
 // A start-up step that waits on every rank inside a library that has no deadline of its own (NCCL's and
-// HCCL's init): each rank notes on the store that it reached the step, and a rank still waiting at the
-// deadline ends with the step and the ranks that never reached it. The library's call cannot be cancelled;
-// it stays blocked on the communicator's thread, so the communicator is left as it is and the process exits.
+// HCCL's init, MPI's): each rank notes on the store that it reached the step, and a rank still waiting at the
+// deadline ends with the step and the ranks that never reached it (over MPI there is no store: MPI's own
+// start-up is how ranks would meet). The library's call cannot be cancelled; it stays blocked on its thread,
+// so the communicator is left as it is and the process exits.
 import type { Bootstrap } from "./bootstrap.js";
 import type { NativeErrorCode } from "./native.js";
 import { notArrived } from "./store.js";
@@ -25,14 +26,17 @@ async function arrivals(boot: Bootstrap, step: string, size: number): Promise<st
 /** Runs `work` (step `step` of rank `rank` of `size`) and fails at `timeoutMs` naming the ranks that never came. */
 export async function underDeadline<T>(step: string, boot: Bootstrap, at: { rank: number; size: number }, timeoutMs: number, work: () => Promise<T>): Promise<T> {
   await boot.store?.set(key(step, at.rank), "");
+  return withinDeadline(timeoutMs, work, async () => new StartupTimeout(`${step} did not finish within ${timeoutMs / 1000} s${await arrivals(boot, step, at.size)}`));
+}
+
+/** Runs `work`; at `timeoutMs` fails instead with the error `late()` makes then, leaving `work` where it is. */
+export async function withinDeadline<T>(timeoutMs: number, work: () => Promise<T>, late: () => Promise<Error>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      void arrivals(boot, step, at.size).then((who) => reject(new StartupTimeout(`${step} did not finish within ${timeoutMs / 1000} s${who}`)));
-    }, timeoutMs);
+  const passed = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => void late().then(reject), timeoutMs);
   });
   try {
-    return await Promise.race([work(), late]);
+    return await Promise.race([work(), passed]);
   } finally {
     clearTimeout(timer);
   }

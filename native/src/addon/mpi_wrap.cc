@@ -31,7 +31,8 @@ Napi::Function MpiBootstrapWrap::define(Napi::Env env) {
                       InstanceMethod<&MpiBootstrapWrap::broadcast>("broadcast"),
                       InstanceMethod<&MpiBootstrapWrap::barrier>("barrier"),
                       InstanceMethod<&MpiBootstrapWrap::finalize>("finalize"),
-                      InstanceMethod<&MpiBootstrapWrap::abort>("abort")});
+                      InstanceMethod<&MpiBootstrapWrap::abort>("abort"),
+                      InstanceMethod<&MpiBootstrapWrap::startupStep>("startupStep")});
 }
 
 MpiBootstrapWrap::MpiBootstrapWrap(const Napi::CallbackInfo& info)
@@ -142,6 +143,10 @@ Napi::Value MpiBootstrapWrap::abort(const Napi::CallbackInfo& info) {
   int exitCode = info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 1;
   runAndWait(rt_->thread(), [exitCode] { mpi::Runtime::abortJob(exitCode); }, kAbortHandoff);
   mpi::Runtime::abortJob(exitCode);
+}
+
+Napi::Value MpiBootstrapWrap::startupStep(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), rt_->startupStep());
 }
 
 }  // namespace spmd::addon

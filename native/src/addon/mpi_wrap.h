@@ -27,6 +27,7 @@ class MpiBootstrapWrap : public Napi::ObjectWrap<MpiBootstrapWrap> {
   Napi::Value barrier(const Napi::CallbackInfo& info);    // (timeoutMs) -> Promise<void>
   Napi::Value finalize(const Napi::CallbackInfo& info);   // (timeoutMs, interrupt?) -> boolean, blocking
   Napi::Value abort(const Napi::CallbackInfo& info);      // (exitCode) -> never returns
+  Napi::Value startupStep(const Napi::CallbackInfo& info);  // () -> the MPI call init is in
 
   // Queues `work(exchange, deadline)` on the MPI thread; its result settles the returned Promise.
   template <typename Work, typename Settle>

@@ -37,13 +37,16 @@ void Runtime::init(const InitOptions& o) {
   promoteLibmpiToGlobal();
   check(MPI_Init_thread(nullptr, nullptr, o.funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &level_), "MPI_Init_thread");
   check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  step_.store("MPI_Comm_dup", std::memory_order_release);
   world_ = Comm::dup(MPI_COMM_WORLD);
   rank_ = world_.rank();
   size_ = world_.size();
   // MPI's own word on which ranks share this one's node, for the bootstrap to check the hosts against.
+  step_.store("MPI_Comm_split_type", std::memory_order_release);
   const Comm shared = Comm::nodeLocal(world_.get());
   sharedRank_ = shared.rank();
   sharedSize_ = shared.size();
+  step_.store("MPI_Comm_dup (the fault channels)", std::memory_order_release);
   faults_ = std::make_unique<Faults>(MPI_COMM_WORLD);
   interruptible_.store(faults_.get(), std::memory_order_release);
 }

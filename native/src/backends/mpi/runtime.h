@@ -34,6 +34,9 @@ class Runtime {
   static void prepareEnvironment(const InitOptions& o);
   // On the MPI thread. Throws CommError when MPI was initialised in this process before.
   void init(const InitOptions& o);
+  // Any thread: the MPI call init() is in (or last made), for the message when start-up passes its deadline:
+  // init's calls wait on every rank and none of them can be given a deadline.
+  const char* startupStep() const { return step_.load(std::memory_order_acquire); }
   // On the MPI thread: MPI_Finalize. Returns false, leaving MPI initialised, when failed waits stranded
   // requests: finalizing is erroneous then, and the caller ends the job with abortJob().
   bool finalize();
@@ -63,6 +66,7 @@ class Runtime {
   bool oversubscribed_ = false;
   Comm world_;
   std::unique_ptr<Faults> faults_;
+  std::atomic<const char*> step_{"MPI_Init_thread"};
   std::atomic<Faults*> interruptible_{nullptr};  // faults_ while MPI is up, for interrupt() from any thread
   OpQueue thread_;  // declared last: joined first, before the state its ops use goes away
 };
