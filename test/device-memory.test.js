@@ -165,6 +165,32 @@ test("a job too big for the device: every rank refuses it before meeting, naming
   }
 });
 
+test("a device allocation refused after the plan passed (memory another process took): every rank names the tensor or stage and the bytes", async () => {
+  // A 16 MiB tensor fits under the doubles' refusal at 20 MiB; the all_gather's 32 MiB output does not, and
+  // the 64 MiB tensor of the second job does not either.
+  const jobs = [
+    { count: "4Mi", stages: [{ id: "ag", op: "all_gather", input: "g" }], refused: "stage ag: output: %s: cannot allocate 33554432 bytes \\(out of memory\\)" },
+    { count: "16Mi", stages: [{ id: "ar", op: "allreduce", input: "g" }], refused: "tensor g: %s: cannot allocate 67108864 bytes \\(out of memory\\)" },
+  ];
+  const cases = [["cuda", { NCCL_LIBRARY: NCCL }, "CUDA device memory \\(cudaMalloc\\)"], ["npu", { HCCL_LIBRARY: HCCL }, "NPU device memory \\(aclrtMalloc\\)"]];
+  for (const { count, stages, refused } of jobs) {
+    for (const [device, library, runtime] of cases) {
+      const job = { name: "refused", device, iterations: 1, warmup: 0, tensors: { g: { dtype: "float32", count } }, stages };
+      const env = { ...library, SPMD_DOUBLE_MALLOC_REFUSE_ABOVE: String(20 * 2 ** 20) };
+      const { dir, run: ranks } = prepareJob(2, job, { launch: (world, args) => runRanks(world, args, { env }) });
+      try {
+        for (const p of await ranks()) {
+          assert.equal(p.code, 1, p.stderr);
+          assert.match(p.stderr, new RegExp(`^runner \\(rank \\d\\): ${refused.replace("%s", runtime)}$`, "m"), p.stderr);
+          assert.doesNotMatch(p.stderr, /bad_alloc|\n\s+at /);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+});
+
 test("an NCCL without ncclCommSplit: the quantized allreduce is refused naming it, the 1-bit one still runs", { timeout: 300_000 }, async () => {
   const job = { ...estimatingJob().job, device: "cuda" };
   const { run: quantized } = prepareJob(2, { ...job, stages: [job.stages.find((s) => s.id === "qgz_full")] }, {

@@ -27,6 +27,20 @@ Clock::time_point deadlineIn(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// Runs `allocate` for `what` (a tensor, a stage's output); a refusal becomes ERR_SPMD_NOMEM naming it, be it the
+// host's (std::bad_alloc) or the device runtime's (already ERR_SPMD_NOMEM, naming only the runtime's call).
+template <typename Allocate>
+void allocateFor(const std::string& what, size_t bytes, Allocate allocate) {
+  try {
+    allocate();
+  } catch (const std::bad_alloc&) {
+    throwNoMemory(what, bytes);
+  } catch (const CommError& e) {
+    if (e.code() != code::kNoMem) throw;
+    throw CommError(code::kNoMem, what + ": " + e.what());
+  }
+}
+
 // Calibrated busy work for overlap experiments: burns the CPU like a real kernel would. Bounded by the
 // op's deadline like any other op, so a mistyped `us` cannot keep a rank from ever reaching the next one.
 void computeFor(double us, Clock::time_point deadline) {
@@ -91,8 +105,9 @@ Executor::Executor(Backend& backend, const Program& program)
 void Executor::placeTensors() {
   placed_.clear();
   if (memory_.isHost()) return;
-  for (const HostBytes& t : tensors_) {
-    placed_.emplace_back(memory_, t.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const HostBytes& t = tensors_[i];
+    allocateFor("tensor " + program_.tensors[i].name, t.size(), [&] { placed_.emplace_back(memory_, t.size()); });
     memory_.upload(placed_.back().get(), t.data(), t.size());
   }
 }
@@ -133,15 +148,13 @@ Executor::Prepared Executor::prepare(const OpSpec& s, Collectives& c) {
     case OpKind::Barrier: case OpKind::Compute: break;
   }
   const bool flat = s.kind == OpKind::ReduceScatter && s.coalesced;
-  try {
+  allocateFor("stage " + s.stage + ": output", (outCount + (flat ? p.block * (W + 1) : 0)) * es, [&] {
     if (flat) {
       p.flatIn = Buffer::zeros(memory_, p.block * W * es);  // touched here, outside the timing
       p.flatOut = Buffer::zeros(memory_, p.block * es);
     }
     p.out = Output(memory_, outCount * es);
-  } catch (const std::bad_alloc&) {
-    throwNoMemory("stage " + s.stage + ": output", (outCount + (flat ? p.block * (W + 1) : 0)) * es);
-  }
+  });
   p.outBytes = outCount * es;
   if (s.inPlace) prepareInPlace(p, W, r);
   // The root broadcasts from its output buffer, which never changes: fill it once, outside the timing.
@@ -266,11 +279,7 @@ void Executor::fillTensors() {
   tensors_.clear();
   for (const TensorSpec& t : program_.tensors) {
     const size_t bytes = t.count * elementSize(t.dtype);
-    try {
-      tensors_.emplace_back(bytes);
-    } catch (const std::bad_alloc&) {
-      throwNoMemory("tensor " + t.name, bytes);
-    }
+    allocateFor("tensor " + t.name, bytes, [&] { tensors_.emplace_back(bytes); });
     kernels::fillBuffer(t.fill, t.dtype, lane0_.rank(), tensors_.back().data(), t.count);
   }
   placeTensors();

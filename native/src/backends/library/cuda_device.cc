@@ -88,7 +88,7 @@ class CudaDevice : public Device {
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     const int err = cudart().malloc(&p, bytes ? bytes : 1);
-    // ERR_SPMD_NOMEM, as for host memory: the op's error names the stage.
+    // ERR_SPMD_NOMEM, as for host memory: the executor adds the tensor or stage it was for.
     if (err == kCudaErrorMemoryAllocation) throwNoMemory("CUDA device memory (cudaMalloc)", bytes);
     check(err, "cudaMalloc");
     return p;
