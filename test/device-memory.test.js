@@ -152,6 +152,13 @@ test("a job too big for the device: every rank refuses it before meeting, naming
         assert.match(p.stderr, new RegExp(`memory: a rank needs [\\d.]+ MiB \\(\\d+ bytes\\) on device ${device}:${r}, the largest piece .*, but only 32 MiB \\(33554432 bytes\\) is available \\(${call} on ${device}:${r}\\)`));
       }
       assert.ok(Date.now() - t0 < 20_000, "refused before the ranks meet, not at a deadline");
+      // validate -n checks against the host's first device where its runtime loads, and gives the bytes.
+      const file = path.join(dir, "job.json");
+      const v = await runNode([RUNNER, "validate", "-n", "2", file], env);
+      assert.equal(v.code, 2, v.stderr);
+      assert.match(v.stderr, new RegExp(`memory: a rank needs [\\d.]+ MiB \\(\\d+ bytes\\) on device ${device}:0, .*\\(${call} on ${device}:0\\)`));
+      const fits = await runNode([RUNNER, "validate", "-n", "2", file], library);
+      assert.match(fits.stdout, new RegExp(`ok \\(.*; 192 MiB per rank, 192 MiB of them on its ${device} device\\)`), fits.stderr);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

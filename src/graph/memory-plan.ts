@@ -114,13 +114,15 @@ export function checkMemory(job: Job, file: string, world: { size: number; local
 }
 
 /**
- * Refuses, in one line with the numbers, a job on a device whose plan (less its dumps, which stay on the host)
- * does not fit the rank's own device (`device`, e.g. "cuda:1"): each rank of a node has one.
+ * The device bytes of a job on a device: its plan less the dumps, which stay on the host. Refuses, in one line
+ * with the numbers, a plan that does not fit the rank's own device (`device`, e.g. "cuda:1": each rank of a
+ * node has one) where its runtime says what is `available`.
  */
-export function checkDeviceMemory(p: MemoryPlan, file: string, device: string, available?: Available): void {
+export function checkDeviceMemory(p: MemoryPlan, file: string, device: string, available?: Available): number {
   const items = p.items.filter((i) => i.what !== DUMP);
   const needed = items.reduce((n, i) => n + i.bytes, 0);
   if (available && needed > available.bytes) refuse(items, p, file, `a rank needs ${bytes(needed)} on device ${device}`, available);
+  return needed;
 }
 
 type Available = { bytes: number; source: string };

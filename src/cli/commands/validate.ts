@@ -20,7 +20,7 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
       .example("$0 validate -n 8 jobs/quickstart.json", "roots must be < 8")
       .example("$0 validate -n 8 --backend mpi jobs/quickstart.json", "sizes within MPI's int counts") as Argv<ValidateArgs>,
   handler: async (args) => {
-    const [{ loadJob }, { formatSize }, { availableMemory }, { checkMemory }, { validateBackend, validateGraph }, { schedule }, { sweepPoints }] = await Promise.all([
+    const [{ loadJob }, { formatSize }, { availableMemory }, { checkDeviceMemory, checkMemory }, { validateBackend, validateGraph }, { schedule }, { sweepPoints }] = await Promise.all([
       import("../../config/load.js"), import("../../config/size.js"), import("../../env/memory.js"), import("../../graph/memory-plan.js"),
       import("../../graph/validate.js"), import("../../graph/schedule.js"), import("../../graph/sweep.js"),
     ]);
@@ -28,8 +28,18 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
     validateGraph(job, args.job, args["world-size"]);
     validateBackend(job, args.job, args.backend, args["world-size"]);
     const n = args["world-size"];
-    // One rank on this host: what every rank needs, against what this machine could give one of them.
-    const memory = n === undefined ? "" : `; ${formatSize(checkMemory(job, args.job, { size: n, localSize: 1 }, false, availableMemory()).total)} per rank`;
+    let memory = "";
+    if (n !== undefined) {
+      // One rank on this host: what every rank needs, against what this machine could give one of them.
+      const plan = checkMemory(job, args.job, { size: n, localSize: 1 }, false, availableMemory());
+      memory = `; ${formatSize(plan.total)} per rank`;
+      if (job.device !== "cpu") {
+        // Against this host's first device where its runtime loads (a GPU node); on a login node, the bytes alone.
+        const { deviceMemory } = await import("../../comm/vendor-library.js");
+        const device = checkDeviceMemory(plan, args.job, `${job.device}:0`, deviceMemory(job.device, process.env, 0));
+        memory += `, ${formatSize(device)} of them on its ${job.device} device`;
+      }
+    }
     const order = schedule(job).map((s) => s.id);
     const points = sweepPoints(job).length;
     console.log(`${args.job}: ok (${order.length} stages in order ${order.join(", ")}; ${points} sweep point${points === 1 ? "" : "s"}${memory})`);
