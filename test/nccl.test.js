@@ -1,8 +1,9 @@
 // The nccl backend through the native binding, against the host-memory NCCL ABI double
 // (test/doubles/nccl, built beside the addon and named in NCCL_LIBRARY): the stage matrix at 2 and 4
 // ranks checked element by element; `runner info`; `backend: "auto"` on device cuda; a failing
-// ncclCommInitRank, an asynchronous error and a deadline each ending the job with an error that names
-// NCCL; a library without the optional ncclCommGetAsyncError still running the matrix.
+// ncclCommInitRank, an asynchronous error, a deadline and a split that never returns each ending the job
+// with an error that names NCCL; a library without the optional ncclCommGetAsyncError still running the
+// matrix.
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -47,15 +48,16 @@ for (const W of [2, 4]) {
 
 test("a library without ncclCommGetAsyncError and ncclGetErrorString still runs every stage (W=2)", () => matrix(2, MINIMAL));
 
-/** A small job on 2 ranks over the double with extra environment; resolves with the ranks. */
-async function small(env, { timeoutSec, args = [] } = {}) {
+/** A small job on 2 ranks over the double with extra environment, its allreduce in `group` if given; resolves with the ranks. */
+async function small(env, { timeoutSec, args = [], group } = {}) {
   const job = {
     name: "nccl-fault",
     iterations: 1,
     warmup: 0,
     ...(timeoutSec ? { timeoutSec } : {}),
     tensors: { t: { dtype: "float32", count: 64 } },
-    stages: [{ id: "ar", op: "allreduce", input: "t" }],
+    ...(group ? { groups: { g: group } } : {}),
+    stages: [{ id: "ar", op: "allreduce", input: "t", ...(group ? { group: "g" } : {}) }],
   };
   const { dir, run } = prepareJob(2, job, {
     launch: (world, args) => runRanks(world, args, { env: { NCCL_LIBRARY: FULL, ...env } }),
@@ -87,6 +89,16 @@ test("a rank that never completes: the deadline aborts the NCCL communicator", a
   for (const p of ranks) assert.notEqual(p.code, 0);
   assert.match(ranks[1].stderr, /deadline passed while waiting for ncclAllReduce/);
   assert.ok(Date.now() - started < 60_000);
+});
+
+test("a rank stuck inside ncclCommSplit ends every rank at the op deadline, naming the split", async () => {
+  const started = Date.now();
+  const ranks = await small({ SPMD_DOUBLE_STALL_SPLIT_RANK: "1" }, { timeoutSec: 2, group: { block: 2 } });
+  for (const p of ranks) {
+    assert.equal(p.code, 1, p.stderr);
+    assert.match(p.stderr, /stage ar: deadline passed while waiting for ncclCommSplit, which every rank had reached: a rank stopped or wedged inside it holds it up \(NCCL names none\)/);
+  }
+  assert.ok(Date.now() - started < 20_000, "ended at the op deadline, not the double's 30 s");
 });
 
 test("runner info: nccl loadable through NCCL_LIBRARY, not loadable with the reason otherwise", async () => {

@@ -25,6 +25,15 @@ bool envIs(const char* name, const char* value) {
   return v && std::strcmp(v, value) == 0;
 }
 
+// The rank a stall fault (SPMD_DOUBLE_STALL_*_RANK) names is `rank`.
+bool stallsAt(const char* name, int rank) {
+  const char* v = std::getenv(name);
+  return v && std::atoi(v) == rank;
+}
+
+// How long a stalled call stays, as when the library waits on a peer that is not there.
+constexpr auto kStall = 30s;
+
 constexpr int kLanes = 1;
 constexpr size_t kChannelBytes = 64 * 1024;
 
@@ -68,10 +77,8 @@ DoubleComm::DoubleComm(std::shared_ptr<Shared> shared, std::unique_ptr<GroupTran
 
 std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks, int rank) {
   if (envIs("SPMD_DOUBLE_FAIL_INIT", "1") || nranks < 1 || rank < 0 || rank >= nranks) return nullptr;
-  const auto giveUp = std::chrono::steady_clock::now() + 30s;
-  // A rank whose init never returns, as when the library waits on a peer that is not there.
-  const char* stallInit = std::getenv("SPMD_DOUBLE_STALL_INIT_RANK");
-  if (stallInit && std::atoi(stallInit) == rank) {
+  const auto giveUp = std::chrono::steady_clock::now() + kStall;
+  if (stallsAt("SPMD_DOUBLE_STALL_INIT_RANK", rank)) {
     std::this_thread::sleep_until(giveUp);
     return nullptr;
   }
@@ -107,6 +114,10 @@ std::unique_ptr<DoubleComm> DoubleComm::join(const std::string& name, int nranks
 }
 
 std::unique_ptr<DoubleComm> DoubleComm::split(int color, int key) {
+  if (stallsAt("SPMD_DOUBLE_STALL_SPLIT_RANK", rootRanks_[size_t(rank())])) {
+    std::this_thread::sleep_for(kStall);
+    throw CommError(code::kTimeout, "double: a stalled split");
+  }
   const int W = size();
   const int mine[2] = {color, key};
   std::vector<int> all(2 * size_t(W));

@@ -6,10 +6,12 @@
 // translate their ABI to this.
 //
 // Faults the tests ask for through the environment, for either double:
-//   SPMD_DOUBLE_FAIL_INIT=1     joining fails
-//   SPMD_DOUBLE_ASYNC_ERROR=1   every op hangs and the async error query reports a remote error
-//   SPMD_DOUBLE_STALL_RANK=r    rank r's ops hang until the communicator is aborted
-//   SPMD_DOUBLE_STALL_INIT_RANK=r  rank r's join does not return (for 30 s): every rank's init blocks
+//   SPMD_DOUBLE_FAIL_INIT=1         joining fails
+//   SPMD_DOUBLE_ASYNC_ERROR=1       every op hangs and the async error query reports a remote error
+//   SPMD_DOUBLE_STALL_RANK=r        rank r's ops hang until the communicator is aborted
+//   SPMD_DOUBLE_STALL_INIT_RANK=r   rank r's join does not return (for 30 s): every rank's init blocks
+//   SPMD_DOUBLE_STALL_SPLIT_RANK=r  rank r (of the root) does not return from a split (for 30 s): every
+//                                   rank's split blocks
 #pragma once
 #include <atomic>
 #include <functional>

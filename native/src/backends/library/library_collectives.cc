@@ -142,8 +142,7 @@ std::unique_ptr<LibraryCollectives> LibraryCollectives::splitLane(int color, int
     ++size;
     if (k < key || (k == key && j < rank_)) ++rank;
   }
-  Handle child = nullptr;
-  comm_.check(lib_.split(comm_.get(), color, key, child), Call::Split);
+  const Handle child = comm_.split(color, key, device_, transport_.deadline());
   return std::make_unique<LibraryCollectives>(std::make_unique<Comm>(lib_, child, &comm_), *this, rank, size);
 }
 

@@ -1,6 +1,10 @@
 #include "backends/library/library_comm.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "backends/library/poll.h"
 #include "base/error.h"
@@ -50,17 +54,51 @@ void Comm::wait(Device& device, Clock::time_point deadline, const std::string& w
   }
 }
 
-void Comm::abort(const std::string& reason) {
-  if (parent_) return parent_->abort(reason);
-  abortFamily(reason);
+Handle Comm::split(int color, int key, Device& device, Clock::time_point deadline) {
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    int result = 0;
+    Handle child = nullptr;
+  };
+  // Shared with the thread, which may outlive this call (and this communicator) blocked in the library.
+  auto outcome = std::make_shared<Outcome>();
+  std::thread([outcome, &lib = lib_, &device, parent = get(), color, key] {
+    device.select();  // the vendors' device choice is per thread
+    Handle child = nullptr;
+    const int result = lib.split(parent, color, key, child);
+    std::lock_guard<std::mutex> lock(outcome->mutex);
+    outcome->done = true;
+    outcome->result = result;
+    outcome->child = child;
+    outcome->cv.notify_one();
+  }).detach();
+  std::unique_lock<std::mutex> lock(outcome->mutex);
+  if (!outcome->cv.wait_until(lock, deadline, [&] { return outcome->done; })) {
+    // The caller gathered every rank's color first, so every rank reached the split; the library cannot
+    // tell which of them never finished it.
+    const std::string message = std::string("deadline passed while waiting for ") + lib_.call(Call::Split) +
+                                ", which every rank had reached: a rank stopped or wedged inside it holds it up (" +
+                                lib_.name() + " names none)";
+    root().endFamily(message, false);
+    throw CommError(code::kTimeout, message);
+  }
+  check(outcome->result, Call::Split);
+  return outcome->child;
 }
 
-void Comm::abortFamily(const std::string& reason) {
-  for (Comm* child : children_) child->abortFamily(reason);
+void Comm::abort(const std::string& reason) { root().endFamily(reason, true); }
+
+Comm& Comm::root() { return parent_ ? parent_->root() : *this; }
+
+void Comm::endFamily(const std::string& reason, bool viaLibrary) {
+  for (Comm* child : children_) child->endFamily(reason, viaLibrary);
   if (aborted_) return;
   aborted_ = true;
-  const bool aborted = lib_.abort(handle_);
-  reason_ = std::string(lib_.name()) + " communicator " + (aborted ? "aborted" : "given up (the library cannot abort)") + ": " + reason;
+  const bool aborted = viaLibrary && lib_.abort(handle_);
+  const char* how = aborted ? "aborted" : viaLibrary ? "given up (the library cannot abort)" : "given up (a call is still inside it)";
+  reason_ = std::string(lib_.name()) + " communicator " + how + ": " + reason;
 }
 
 }  // namespace spmd::library

@@ -3,6 +3,10 @@
 // checked for errors it found meanwhile; at the deadline, or on such an error, the communicator is
 // aborted (where the library can), which is what makes the vendor's kernels give up, and every later op
 // fails fast. A lane's communicator and those split from it abort together, as one lane.
+//
+// The vendor's split has no deadline and cannot be interrupted (an abort would free the parent under it),
+// so it runs on a thread of its own: past the deadline this rank stops waiting, leaves the call blocked
+// there and gives the family up without calling the library, for the process to exit.
 #pragma once
 #include <chrono>
 #include <string>
@@ -29,12 +33,17 @@ class Comm {
   void check(int result, Call c);
   // Returns once `device`'s stream is idle; throws kTimeout, the library's code (async error) or kAborted.
   void wait(Device& device, Clock::time_point deadline, const std::string& what);
+  // The library's split (ncclCommSplit) of this communicator, on a thread of its own with `device`
+  // selected; throws kTimeout at `deadline` (a peer stuck inside it), or what check() throws.
+  Handle split(int color, int key, Device& device, Clock::time_point deadline);
   // Aborts this communicator's family (the one split from none, and every split of it) where the library
   // can; later ops on any of them throw kAborted naming `reason`.
   void abort(const std::string& reason);
 
  private:
-  void abortFamily(const std::string& reason);
+  Comm& root();
+  // `viaLibrary`: abort through the library where it can; else only mark the family given up.
+  void endFamily(const std::string& reason, bool viaLibrary);
 
   Library& lib_;
   Handle handle_;
