@@ -304,6 +304,42 @@ describe("store server and client", () => {
     c.close();
   });
 
+  test("a closing store still answers what a link asks that it can answer at once, drops a wait, and lets idle links go", T, async () => {
+    const server = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN });
+    const c = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token: TOKEN, rank: 0, timeoutMs: 5000 });
+    await c.set("x/0", "a");
+    await c.set("x/1", "b");
+    c.close();
+    // A link past its HELLO, as a rank's is while its request for an exchange rank 0 just completed is on its
+    // way: rank 0 leaves (failing) right then.
+    const link = async (port) => {
+      const socket = net.createConnection({ host: "127.0.0.1", port });
+      const received = [];
+      socket.on("data", (d) => received.push(d));
+      socket.on("error", () => {});
+      socket.write(encodeMessage({ type: "hello", token: TOKEN, rank: 1, replyPort: 1 }));
+      await new Promise((resolve) => socket.once("data", resolve));
+      return { socket, received, closed: new Promise((resolve) => socket.once("close", resolve)) };
+    };
+    const asking = await link(server.port);
+    const closing = server.close();
+    asking.socket.write(encodeMessage({ type: "getall", id: 1, keys: ["x/0", "x/1"], timeoutMs: 5000 }));
+    asking.socket.write(encodeMessage({ type: "wait", id: 2, keys: ["never"], timeoutMs: 5000 }));
+    await asking.closed;
+    await closing;
+    const frames = framesOf(Buffer.concat(asking.received));
+    assert.deepEqual(frames.map((f) => f.type), ["ok", "values"], "the answer, then the link dropped instead of PARKED");
+    assert.deepEqual(frames[1].values.map(String), ["a", "b"]);
+
+    // A link that never closes (its rank is stopped) holds the closing server back for a second at most.
+    const server2 = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN });
+    const stuck = await link(server2.port);
+    const started = Date.now();
+    await server2.close();
+    assert.ok(Date.now() - started < 3000, `close took ${Date.now() - started} ms`);
+    await stuck.closed;
+  });
+
   test("IPv6 loopback", T, async (t) => {
     let server;
     try {

@@ -168,6 +168,7 @@ export class StoreServer {
   private readonly tokenDigest: Buffer;
   private readonly courier: Courier;
   private closing = false;
+  private allClosed?: () => void;
 
   private constructor(
     private readonly server: net.Server,
@@ -198,16 +199,31 @@ export class StoreServer {
     });
   }
 
-  /** Serves nobody from now on; stops listening once the answers already due are carried. */
+  /**
+   * Serves no new link from now on. A request already on an open link is still answered where it can be at
+   * once: rank 0 may leave (failing) right after an exchange it completed, while another rank's request for
+   * that exchange's answer is on its way. A request that would have to wait is refused by dropping its
+   * link. Stops listening once the clients have closed their links (a client closes one as soon as nothing
+   * on it is unanswered) and the answers already due are carried, for at most DRAIN_MS.
+   */
   async close(): Promise<void> {
     this.closing = true;
-    for (const conn of this.connections) conn.socket.destroy();
     for (const waiters of this.waitersByKey.values()) for (const w of waiters) clearTimeout(w.timer);
     this.waitersByKey.clear();
     // Still listening meanwhile, so that a waiting rank's check does not take rank 0 for gone before its
     // answer arrives.
-    await this.courier.close();
+    await Promise.all([this.linksClosed(), this.courier.close()]);
+    for (const conn of this.connections) conn.socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Resolves once no client holds a link, or after DRAIN_MS (a stopped rank never closes its own). */
+  private linksClosed(): Promise<void> {
+    if (this.connections.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, DRAIN_MS);
+      this.allClosed = () => (clearTimeout(timer), resolve());
+    });
   }
 
   private accept(socket: net.Socket): void {
@@ -333,6 +349,8 @@ export class StoreServer {
     if (timeoutMs === 0) return reply(encodeMessage(timedOut));
     const target = conn.replyTo;
     if (!target) return reply(encodeMessage({ type: "error", message: "rendezvous: a wait needs a reply port in the HELLO" }));
+    // Closing: nobody would answer it; the client names rank 0 as gone when its link drops.
+    if (this.closing) return void conn.socket.destroy();
     reply(encodeMessage({ type: "parked" }));
     const send = (m: Reply) => this.courier.send(target, encodeMessage({ type: "answer", id, reply: payloadOf(m) }));
     const waiter: Waiter = {
@@ -367,6 +385,7 @@ export class StoreServer {
   private forget(conn: Connection): void {
     conn.done = true;
     this.connections.delete(conn);
+    if (this.connections.size === 0) this.allClosed?.();
   }
 }
 
