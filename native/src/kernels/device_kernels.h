@@ -1,7 +1,7 @@
 // The kernels that the estimating ops (estimating/compressed_allreduce.h, estimating/quantized_allreduce.h) and the typed
 // reductions (algorithms/typed_ops.h) run where a lane's tensors live (kernels/memory.h): the CPU kernels on host
-// memory and on the test doubles' host "device" memory (kernels/cpu/cpu_kernels.h), CUDA kernels on a GPU's
-// (kernels/cuda/cuda_kernels.h). The algorithms are written once over this interface.
+// memory (kernels/cpu/cpu_kernels.h), CUDA kernels on a GPU's (kernels/cuda/cuda_kernels.h). The algorithms are
+// written once over this interface.
 //
 // Every pointer points into that memory. A call is ordered after the work issued before it there (a GPU
 // stream's order) and may return before it completes. What decides later work stays in that memory (a
