@@ -75,8 +75,8 @@ const DIALS = 4;
 /** A client that does not take its answers after this many dials (it has exited) gets none. */
 const DIAL_TRIES = 4;
 /**
- * How long a closing server still carries the answers already due: a rank that left right after an
- * exchange (failing, say) must not leave the others without the answer it completed.
+ * How long a closing server still carries the answers already due, and serves the links still open: a rank
+ * that left right after an exchange (failing, say) must not leave the others without the answer it completed.
  */
 const DRAIN_MS = 1000;
 
