@@ -80,6 +80,14 @@ const DIAL_TRIES = 4;
  */
 const DRAIN_MS = 1000;
 
+/** Resolves when the function handed to `arm` is called, or after DRAIN_MS. */
+function drainWithin(arm: (done: () => void) => void): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, DRAIN_MS);
+    arm(() => (clearTimeout(timer), resolve()));
+  });
+}
+
 interface Outbox {
   readonly target: ReplyTarget;
   frames: Buffer[];
@@ -111,12 +119,7 @@ class Courier {
 
   /** Carries what is due (for at most DRAIN_MS), then drops the rest. */
   async close(): Promise<void> {
-    if (this.outboxes.size > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, DRAIN_MS);
-        this.drained = () => (clearTimeout(timer), resolve());
-      });
-    }
+    if (this.outboxes.size > 0) await drainWithin((done) => (this.drained = done));
     this.closed = true;
     for (const socket of this.sockets) socket.destroy();
     this.outboxes.clear();
@@ -220,10 +223,7 @@ export class StoreServer {
   /** Resolves once no client holds a link, or after DRAIN_MS (a stopped rank never closes its own). */
   private linksClosed(): Promise<void> {
     if (this.connections.size === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, DRAIN_MS);
-      this.allClosed = () => (clearTimeout(timer), resolve());
-    });
+    return drainWithin((done) => (this.allClosed = done));
   }
 
   private accept(socket: net.Socket): void {
