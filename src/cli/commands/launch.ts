@@ -88,8 +88,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
-    });
-    bar?.stop();
+    }).finally(() => bar?.stop());
     if (result.message) process.stderr.write(`${result.message}\n`);
     process.exitCode = result.exitCode;
   },
