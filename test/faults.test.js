@@ -190,7 +190,7 @@ test("deadlines end to end: --timeout, the run configuration's timeoutSec and a 
       const took = Date.now() - started;
       for (const p of ranks) {
         assert.equal(p.code, 1, p.stderr);
-        assert.match(p.stderr, /stage work: deadline passed during 60000000\.0+ us of compute/, p.stderr);
+        assert.match(p.stderr, /stage work: deadline passed during 60 s of compute/, p.stderr);
       }
       assert.ok(took < deadline * 1000 + SLACK_MS, `${args.join(" ")}: took ${took} ms`);
       assert.ok(took >= deadline * 1000, `${args.join(" ")}: gave up after ${took} ms, before its deadline`);

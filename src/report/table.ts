@@ -1,4 +1,5 @@
 import { describeHosts } from "../comm/topology.js";
+import { plural } from "../config/errors.js";
 import type { ResultDocument, ResultRow } from "../results.js";
 
 interface Column {
@@ -66,7 +67,7 @@ function linksLine(rows: ResultRow[]): string | undefined {
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const out = [
-    `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
+    `# spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`,
     ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
     "#",
   ];
@@ -74,7 +75,9 @@ export function formatTable(doc: ResultDocument): string {
   out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
   for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
-  out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
+  // A run that checked nothing found nothing wrong, which is not the same as finding all right.
+  const checked = doc.results.some((r) => r.wrong !== null);
+  out.push(`# Out of bounds values : ${checked ? `${wrong} ${wrong ? "FAILED" : "OK"}` : "N/A (not checked)"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
   const links = linksLine(doc.results);
   if (links) out.push(`# Links per step       : ${links}`);
