@@ -6,7 +6,8 @@ import { spawnSync } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { RUNNER, runNode, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { REPO, RUNNER, runNode, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { requiredTest } from "./helpers/required.js";
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), "spmd-cli-"));
 const QUICKSTART = "jobs/quickstart.json";
@@ -245,6 +246,30 @@ test("launch -n 2 on one core warns once about the oversubscription; the ranks' 
     assert.equal(p.stderr.match(/runner launch: 2 ranks on 1 core: the ranks take turns/g)?.length, 1, p.stderr);
     assert.match(p.stderr, /needs an MPI launcher .*; this process was started by runner launch/);
     assert.doesNotMatch(p.stderr, /torchrun/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+function offlineBuildMissing() {
+  if (process.getuid?.() !== 0) return "not root (unshare -n makes a network namespace without routes)";
+  if (spawnSync("unshare", ["--version"]).error) return "unshare not found (util-linux)";
+  if (spawnSync("mpicc.mpich", ["-show"]).error) return "mpicc.mpich not found (install mpich libmpich-dev)";
+  return undefined;
+}
+const offlineTest = requiredTest("cli.test.js (build offline)", offlineBuildMissing());
+
+offlineTest("the README's MPICH build needs no network: runner build uses the running Node's headers", async () => {
+  const dir = tmp();
+  try {
+    // No cmake-js cache of downloaded headers and no npm nodedir (`npm test` passes npm's): only Node's own.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_config_/i.test(k)));
+    const build = spawnSync("unshare", ["-n", process.execPath, RUNNER, "build", "-D", "MPI_C_COMPILER=mpicc.mpich", "--target", "spmd_floor_check"], {
+      cwd: REPO, encoding: "utf8", env: { ...env, HOME: dir, SPMD_BUILD_DIR: path.join(dir, "build-mpich") },
+    });
+    assert.equal(build.status, 0, `${build.stdout}${build.stderr}`.slice(-3000));
+    assert.doesNotMatch(build.stdout + build.stderr, /fetch failed|nodejs\.org/);
+    assert.match(build.stdout, /spmd: {3}MPI backend: built \(MPI [\d.]+: \S*libmpich/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
