@@ -1,6 +1,6 @@
 import { describeHosts } from "../comm/topology.js";
 import { plural } from "../config/errors.js";
-import type { ResultDocument, ResultRow } from "../results.js";
+import type { Interrupted, ResultDocument, ResultRow } from "../results.js";
 
 interface Column {
   title: string;
@@ -64,6 +64,11 @@ function linksLine(rows: ResultRow[]): string | undefined {
   }).join(", ");
 }
 
+/** "by SIGINT after 2 of 4 sweep points; the rows are theirs". */
+export function interruptedLine(i: Interrupted): string {
+  return `by ${i.signal} after ${i.finished.length} of ${plural(i.sweep_points, "sweep point")}; the rows are those that finished`;
+}
+
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const out = [
@@ -79,6 +84,7 @@ export function formatTable(doc: ResultDocument): string {
   const checked = doc.results.some((r) => r.wrong !== null);
   out.push(`# Out of bounds values : ${checked ? `${wrong} ${wrong ? "FAILED" : "OK"}` : "N/A (not checked)"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  if (doc.interrupted) out.push(`# Interrupted          : ${interruptedLine(doc.interrupted)}`);
   const links = linksLine(doc.results);
   if (links) out.push(`# Links per step       : ${links}`);
   return out.join("\n") + "\n";
