@@ -13,10 +13,12 @@ import { validateCommand } from "./commands/validate.js";
 
 /** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
 function fail(err: unknown): never {
-  const e = err as { message?: string; exitCode?: number; code?: string };
+  const e = err as { message?: string; exitCode?: number; code?: string; details?: string[] };
   const rank = rankForMessages(process.env);
   const where = rank !== undefined ? `runner (rank ${rank})` : "runner";
-  process.stderr.write(`${where}: ${(e.message ?? String(err)).split("\n")[0]}\n`);
+  // The cause first; then what the error carries to help with it (a fault's ops in flight), indented.
+  const lines = [(e.message ?? String(err)).split("\n")[0], ...(e.details ?? []).map((d) => `  ${d}`)];
+  process.stderr.write(lines.map((l) => `${where}: ${l}\n`).join(""));
   process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
 }
 

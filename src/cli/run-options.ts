@@ -32,6 +32,15 @@ export const RUN_OPTIONS = {
   },
 } satisfies Record<string, Options>;
 
+/** The run options as a RunRequest for `job`. */
+export function runRequest(job: string, a: RunOptionArgs): RunRequest {
+  return {
+    job, config: a.config, backend: a.backend, iface: a.iface, check: a.check, iterations: a.iterations, warmup: a.warmup,
+    timeout: a.timeout, out: a.out, json: a.json, dumpDir: a["dump-dir"], logLevel: a["log-level"], logAllRanks: a["log-all-ranks"],
+    quiet: a.quiet, samples: a.samples, solo: a.solo,
+  };
+}
+
 /** The options as yargs names them: the RunRequest's fields, the multi-word ones in kebab case. */
 export type RunOptionArgs = Omit<RunRequest, "job" | "dumpDir" | "logLevel" | "logAllRanks"> & {
   "dump-dir"?: RunRequest["dumpDir"];

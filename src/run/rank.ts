@@ -1,7 +1,7 @@
 // One rank's run of a job, start to end: open (its place, from env/, and the communicator), execute (the job
 // graph, whose steps loop in native code), gather (CPU and memory use, to every rank) and write (rank 0's
 // reports). The CLI parses the command line and calls runRank.
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
@@ -16,9 +16,9 @@ import type { Place } from "../env/place.js";
 import { execute, type ExecuteOptions } from "../graph/execute.js";
 import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
 import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
-import { checkDeviceMemory, checkMemory, dumpBytes } from "../graph/memory-plan.js";
+import { checkDeviceMemory, checkMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
-import { flightRecordText } from "../log/flight-record.js";
+import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { describeMismatches } from "../metrics/mismatches.js";
@@ -32,6 +32,10 @@ import { gatherHosts, manifest, packageRevision } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+
+/** In the run directory: each failed rank's flight record, rank<r>.txt. */
+const FLIGHT_DIR = "flight";
 
 /** Failures after which this rank's flight record says where the job stood. */
 const FAULT_CODES = new Set<string>(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"] satisfies NativeErrorCode[]);
@@ -117,8 +121,29 @@ function hybridEverywhere(opened: OpenCommunicator): boolean {
   return !!links && links.shm > 0 && links.tcp > 0 && hosts.every((h) => h.ranks.length > 1);
 }
 
+/**
+ * After a fault, this rank's whole flight record goes to <runDir>/flight/rank<r>.txt (and to the log at debug
+ * level), and the error carries the ops that were in flight and that folder: printed after the cause
+ * (cli/index.ts), not a page of ops before it.
+ */
+function attachFlightRecord(err: Error & { details?: string[] }, comm: OpenCommunicator["comm"], runDir: string, rank: number, log: Logger): void {
+  const entries = flightEntries(comm);
+  if (entries.length === 0) return;
+  const text = recordText(entries);
+  log.debug(text);
+  const dir = path.join(runDir, FLIGHT_DIR);
+  try {
+    makeDirectory(dir);
+    writeFileAtomic(path.join(dir, `rank${rank}.txt`), `${text}\n`);
+  } catch (writeErr) {
+    log.error(`${text}\n(not written to ${dir}: ${osReason(writeErr)})`);
+    return;
+  }
+  err.details = [...inFlight(entries).map((e) => `in flight: ${formatFlightEntry(e)}`), `flight records: ${dir}${path.sep}`];
+}
+
 async function executeJob(
-  job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger, onPoint: ExecuteOptions["onPoint"],
+  job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger, onPoint: ExecuteOptions["onPoint"], runDir: string,
 ): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
   try {
@@ -131,7 +156,7 @@ async function executeJob(
   } catch (err) {
     // A deadline, a dead peer or an abort (the backend's message names who held the job up): this rank's
     // last ops, which say where the job stood.
-    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm) ?? "flight record: empty");
+    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) attachFlightRecord(err as Error, opened.comm, runDir, place.rank, log);
     throw err;
   }
 }
@@ -171,6 +196,8 @@ async function reportInterrupted(
 ): Promise<void> {
   if (!sofar.runDir) return;
   if (sofar.finished.length === 0) {
+    // Another rank's fault, which stopped this one, left its flight record there.
+    if (existsSync(path.join(sofar.runDir, FLIGHT_DIR))) return;
     rmSync(sofar.runDir, { recursive: true, force: true });
     return;
   }
@@ -211,14 +238,23 @@ function endWithLauncher(place: Place): void {
   }
 }
 
+/**
+ * What every rank checks before the ranks meet: the job, the flags, the graph and the backend for `world`'s
+ * size, and the memory its ranks on this host need. `runner launch` checks the same before it starts any
+ * rank, so that bad input is said once, not by every rank.
+ */
+export function checkRun(r: RunRequest, world: { size: number; localSize: number }): { job: Job; cfg: RunConfig; memory: MemoryPlan } {
+  const { job, cfg } = resolveRun(r);
+  validateGraph(job, r.job, world.size);
+  validateBackend(job, r.job, cfg.backend, world.size);
+  return { job, cfg, memory: checkMemory(job, r.job, world, wantsDumps(job, r), availableMemory()) };
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
-  const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
   endWithLauncher(place);
-  validateGraph(job, r.job, place.size);
-  validateBackend(job, r.job, cfg.backend, place.size);
-  const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
+  const { job, cfg, memory } = checkRun(r, place);
   // One device per rank of a node, the launcher's local rank's (the hosts say the same once the ranks meet).
   if (job.device !== "cpu") checkDeviceMemory(memory, r.job, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank));
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
@@ -248,7 +284,7 @@ export async function runRank(r: RunRequest): Promise<number> {
     const rows = await executeJob(job, opened, place, r, log, (point, done) => {
       sofar.finished.push(point);
       sofar.rows.push(...done);
-    });
+    }, runDir);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     if (place.rank === 0) {
       await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, opened.topology)) }), runDir, r, log);

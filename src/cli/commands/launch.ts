@@ -7,7 +7,7 @@ import type { Argv, CommandModule } from "yargs";
 import { plural } from "../../config/errors.js";
 import { PACKAGE_ROOT } from "../../version.js";
 import { badInput, integerAtLeast } from "../input.js";
-import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
+import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
 /** The job name that launches `runner doctor` instead of a job file. */
@@ -85,19 +85,28 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { interactive, progressBar }] = await Promise.all([
-      import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../report/progress.js"),
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }] = await Promise.all([
+      import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
+      import("../../run/rank.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
+    // Bad input said once, here, rather than by every rank.
+    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs });
     warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
+    const errors = new RankErrors();
     const result = await launch({
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
+      onLine: (rank, stream, line) => {
+        if (stream === "stdout" || !errors.take(rank, line)) process[stream].write(`[${rank}] ${line}\n`);
+      },
     }).finally(() => bar?.stop());
-    if (result.message) process.stderr.write(`${result.message}\n`);
+    // What ended the launch first, then each rank's error once, with the ranks that gave it.
+    const lines = [...(result.message ? [result.message] : []), ...errors.lines()];
+    process.stderr.write(lines.map((l) => `${l}\n`).join(""));
     process.exitCode = result.exitCode;
   },
 };
