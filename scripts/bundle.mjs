@@ -42,13 +42,17 @@ const lazyStringWidth = {
     // yargs' help layout (cliui, wrap-ansi) imports string-width, which makes an Intl.Segmenter at its top
     // level: ICU's break rules, some 25 ms of CPU at every rank's start, for widths that only --help and
     // errors measure. Each import of string-width gets a stand-in that loads the real one at its first call.
+    // The stand-in is CommonJS exporting the function itself, as string-width 4 does: cli-progress calls what
+    // require() returns, while an ES importer's default of a CommonJS module is that same function. The real
+    // one is string-width 4 (the function, with itself as .default) or 7+ (ES, .default).
     b.onResolve({ filter: /^string-width$/ }, async (args) => {
       if (args.pluginData === "real") return undefined;
       const real = await b.resolve(args.path, { resolveDir: args.resolveDir, kind: args.kind, pluginData: "real" });
       return real.errors.length ? real : { path: real.path, namespace: "lazy-string-width" };
     });
     b.onLoad({ filter: /.*/, namespace: "lazy-string-width" }, (args) => ({
-      contents: `let width; export default (...a) => (width ??= require(${JSON.stringify(args.path)}).default)(...a);`,
+      contents: `let width; module.exports = (...a) => (width ??= require(${JSON.stringify(args.path)}).default)(...a);`,
+      loader: "js",
       resolveDir: path.dirname(args.path),
     }));
   },

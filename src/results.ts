@@ -91,6 +91,15 @@ export interface ResultDocument {
   manifest?: Manifest;
   /** `runner doctor`'s survey (its results hold no rows). */
   doctor?: DoctorResult;
+  /** A run stopped by a signal: the sweep points that finished (their rows are the results), of how many. */
+  interrupted?: Interrupted;
+}
+
+export interface Interrupted {
+  signal: string;
+  /** Each finished point's count (absent: the tensors' own) and parameters, in the order they ran. */
+  finished: { count?: number; params: Record<string, string | number | boolean> }[];
+  sweep_points: number;
 }
 
 /** Host x host matrices (diagonal: within the host; null where not measured) and what fell below the threshold. */

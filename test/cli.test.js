@@ -2,10 +2,12 @@
 // and bad input (one line, exit code 2, nothing run).
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { RUNNER, runNode, runRanks, shmLeftovers } from "./helpers/ranks.js";
+import { REPO, RUNNER, runNode, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { requiredTest } from "./helpers/required.js";
 
 const tmp = () => mkdtempSync(path.join(os.tmpdir(), "spmd-cli-"));
 const QUICKSTART = "jobs/quickstart.json";
@@ -130,9 +132,8 @@ test("bad input: one line naming file and JSON path, exit code 2, no rank starte
     const bad = path.join(dir, "bad.json");
     writeFileSync(bad, JSON.stringify({ name: "x", tensors: { t: { dtype: "float32", count: "4Qi" } }, stages: [{ id: "a", op: "allreduce", input: "t" }] }));
     assertOneLineError(await runNode([RUNNER, bad]), /^runner: .*bad\.json: line 1 column \d+: tensors\.t\.count: /);
-    const p = await runNode([RUNNER, "launch", "-n", "2", bad]);
-    assert.notEqual(p.code, 0);
-    assert.match(p.stderr, /bad\.json: line 1 column \d+: tensors\.t\.count: /);
+    // Checked once by the launcher, before any rank starts: one line, not one per rank.
+    assertOneLineError(await runNode([RUNNER, "launch", "-n", "16", bad]), /^runner: .*bad\.json: line 1 column \d+: tensors\.t\.count: /);
     assertOneLineError(await runNode([RUNNER, path.join(dir, "missing.json")]), /missing\.json: cannot read file/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -142,7 +143,7 @@ test("bad input: one line naming file and JSON path, exit code 2, no rank starte
 test("bad flags and environment are one-line errors with exit code 2", async () => {
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /Unknown argument: iteratons/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);
-  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /Invalid values/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /^runner: --backend "carrier-pigeon": expected one of "auto", "shm", .*"hccl"/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART], { RANK: "1" }), /environment: RANK=1 is set but WORLD_SIZE, MASTER_ADDR, MASTER_PORT are missing/);
   assertOneLineError(await runNode([RUNNER, "build", "-D", "SPMD_CUDA"]), /--define SPMD_CUDA: expected NAME=VALUE/);
   const mpiBuilt = /\bmpi=built\b/.test((await runNode([RUNNER, "info"])).stdout);
@@ -178,3 +179,99 @@ function writeConfig(dir) {
   writeFileSync(file, JSON.stringify({ connectTimeoutSec: 3 }));
   return file;
 }
+
+test("a wrong word or number names the option, what was given and what fits", async () => {
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "shmm"]), /^runner: --backend "shmm": expected one of "auto", "shm", "tcp", "shm\+tcp", "mpi", "nccl", "hccl"/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--log-level", "verbose"]), /^runner: --log-level "verbose": expected one of "error", "warn", "info", "debug"/);
+  assertOneLineError(await runNode([RUNNER, "lauch", "-n", "2", QUICKSTART]), /^runner: lauch is not a command \(did you mean launch\?\)/);
+  assertOneLineError(await runNode([RUNNER, "frobnicate"]), /^runner: frobnicate is not a command \(commands: run, launch, validate, info, compare, doctor, build\)/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "0", QUICKSTART]), /^runner: -n: expected an integer >= 1, got 0/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
+  assertOneLineError(await runNode([RUNNER, "launch", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "many"]), /^runner: --iterations: expected an integer >= 1, got many/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--timeout", "0"]), /^runner: --timeout: expected seconds > 0, got 0/);
+  assertOneLineError(await runNode([RUNNER, "launch", QUICKSTART]), /^runner: launch: give the number of ranks to start: -n N$/);
+  // The README's names only: -N is not -n, and "nprocs" is a name the README never uses.
+  const upper = await runNode([RUNNER, "launch", "-N", "2", QUICKSTART]);
+  assertOneLineError(upper, /^runner: Unknown argument: N/);
+  assert.doesNotMatch(upper.stderr, /nprocs/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--json", "/proc/x.json"]), /^runner: --json \/proc\/x\.json: cannot write in \/proc: /);
+});
+
+/** A one-rank job of one broadcast, unchecked: a second's run. */
+function tinyJob(dir, extra = {}) {
+  const file = path.join(dir, "tiny.json");
+  writeFileSync(file, JSON.stringify({
+    name: "tiny", iterations: 2, warmup: 0, tensors: { t: { dtype: "float32", count: 64 } }, stages: [{ id: "b", op: "broadcast", input: "t", root: 0 }], ...extra,
+  }));
+  return file;
+}
+
+test("one rank: '1 rank', a broadcast that moves nothing reports 0 bytes and 0 busbw, and an unchecked run says so", async () => {
+  const dir = tmp();
+  try {
+    const json = path.join(dir, "r.json");
+    const p = await runNode([RUNNER, tinyJob(dir), "--out", dir, "--json", json]);
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stdout, /job tiny, 1 rank, backend/);
+    assert.match(p.stdout, /# Out of bounds values : N\/A \(not checked\)/);
+    const [row] = JSON.parse(readFileSync(json, "utf8")).results;
+    assert.equal(row.wire_bytes, 0);
+    assert.equal(row.busbw, 0);
+    assert.ok(row.algbw > 0, "algbw is the root's bytes over the time, as nccl-tests reports it");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a compute stage cut by its deadline says how long it was asked to run, in seconds", async () => {
+  const dir = tmp();
+  try {
+    const job = tinyJob(dir, { timeoutSec: 1, stages: [{ id: "w", op: "compute", us: 3_000_000 }] });
+    const p = await runNode([RUNNER, job, "--out", dir]);
+    assert.notEqual(p.code, 0);
+    assert.match(p.stderr, /stage w: deadline passed during 3 s of compute/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const TASKSET = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
+
+test("launch -n 2 on one core warns once about the oversubscription; the ranks' errors name runner launch", { skip: !TASKSET && !process.env.CI && "no taskset" }, async () => {
+  const dir = tmp();
+  try {
+    const p = await spawnRunner(["launch", "-n", "2", tinyJob(dir), "--out", dir, "--backend", "mpi"], {}, { wrap: ["taskset", "-c", "0"] }).exited;
+    assert.equal(p.stderr.match(/runner launch: 2 ranks on 1 core: the ranks take turns/g)?.length, 1, p.stderr);
+    // Every rank refuses alike: said once, naming the ranks.
+    assert.equal(p.stderr.match(/needs an MPI launcher/g)?.length, 1, p.stderr);
+    assert.match(p.stderr, /^runner \(ranks 0,1\): backend mpi: needs an MPI launcher .*; this process was started by runner launch$/m);
+    assert.doesNotMatch(p.stderr, /torchrun/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+function offlineBuildMissing() {
+  if (process.getuid?.() !== 0) return "not root (unshare -n makes a network namespace without routes)";
+  if (spawnSync("unshare", ["--version"]).error) return "unshare not found (util-linux)";
+  if (spawnSync("mpicc.mpich", ["-show"]).error) return "mpicc.mpich not found (install mpich libmpich-dev)";
+  return undefined;
+}
+const offlineTest = requiredTest("cli.test.js (build offline)", offlineBuildMissing());
+
+offlineTest("the README's MPICH build needs no network: runner build uses the running Node's headers", async () => {
+  const dir = tmp();
+  try {
+    // No cmake-js cache of downloaded headers and no npm nodedir (`npm test` passes npm's): only Node's own.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_config_/i.test(k)));
+    const build = spawnSync("unshare", ["-n", process.execPath, RUNNER, "build", "-D", "MPI_C_COMPILER=mpicc.mpich", "--target", "spmd_floor_check"], {
+      cwd: REPO, encoding: "utf8", env: { ...env, HOME: dir, SPMD_BUILD_DIR: path.join(dir, "build-mpich") },
+    });
+    assert.equal(build.status, 0, `${build.stdout}${build.stderr}`.slice(-3000));
+    assert.doesNotMatch(build.stdout + build.stderr, /fetch failed|nodejs\.org/);
+    assert.match(build.stdout, /spmd: {3}MPI backend: built \(MPI [\d.]+: \S*libmpich/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

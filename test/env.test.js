@@ -47,6 +47,8 @@ test("torchrun / runner launch", () => {
   });
   assert.equal(discoverPlace({ ...torchrun, GROUP_RANK: "2" }).nodeRank, 2);
   assert.equal(discoverPlace({ ...torchrun, NODE_RANK: "3" }).nodeRank, 3);
+  // runner launch's ranks carry its token too: messages name the command that started them.
+  assert.equal(discoverPlace({ ...torchrun, SPMD_RUNNER_TOKEN: "ab12" }).launcher, "runner launch");
 });
 
 test("torchrun without local variables is a single host", () => {

@@ -1,7 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { launch } from "../dist/launch/launcher.js";
+import { childrenOf, survivors } from "./helpers/procs.js";
+import { spawnRunner } from "./helpers/ranks.js";
 
 const T = { timeout: 30_000 };
 const LAUNCHER_URL = new URL("../dist/launch/launcher.js", import.meta.url).href;
@@ -192,3 +197,68 @@ test("SIGTERM to the launcher is forwarded to every rank", T, async () => {
   for (const r of [0, 1, 2]) assert.match(stdout, new RegExp(`^\\[${r}\\] got SIGTERM$`, "m"));
   for (const m of stdout.matchAll(/^\[\d\] pid (\d+)$/gm)) assertGone(Number(m[1]));
 });
+
+// `runner launch` of a real job, stopped by signals. Four sweep points of about 0.8 s each; rank 0's debug
+// line that starts a point says the points before it finished.
+const SWEEP_JOB = {
+  name: "sweep",
+  iterations: 3,
+  warmup: 0,
+  tensors: { t: { dtype: "float32", count: 64 } },
+  stages: [{ id: "ar", op: "allreduce", input: "t" }, { id: "wait", op: "compute", us: 250_000, after: ["ar"] }],
+  sweep: { count: [16, 32, 64, 128] },
+};
+const pointStarted = (count) => new RegExp(`\\[rank 0\\] debug: running .* at \\{"count":${count},`);
+
+async function withSweep(fn, { iterations = 3, logLevel = "debug" } = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-interrupt-"));
+  try {
+    const job = path.join(dir, "sweep.json");
+    writeFileSync(job, JSON.stringify({ ...SWEEP_JOB, iterations }));
+    const out = path.join(dir, "results");
+    await fn(spawnRunner(["launch", "-n", "2", job, "--out", out, "--log-level", logLevel]), out);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("Ctrl-C during a sweep keeps the finished points, marked interrupted in results.json, the table and report.html", { timeout: 60_000 }, () =>
+  withSweep(async (launcher, out) => {
+    await launcher.seen(pointStarted(64));
+    launcher.child.kill("SIGINT");
+    const { code, stdout } = await launcher.exited;
+    assert.equal(code, 130);
+    const [run] = readdirSync(out);
+    const doc = JSON.parse(readFileSync(path.join(out, run, "results.json"), "utf8"));
+    assert.equal(doc.interrupted.signal, "SIGINT");
+    assert.equal(doc.interrupted.sweep_points, 4);
+    const counts = doc.interrupted.finished.map((p) => p.count);
+    assert.deepEqual(counts, [16, 32, 64, 128].slice(0, counts.length));
+    assert.ok(counts.length >= 2 && counts.length < 4, `finished: ${counts}`);
+    assert.deepEqual(doc.results.map((r) => r.count), counts.flatMap((c) => [c, 0]), "the rows are the finished points'");
+    const line = `# Interrupted          : by SIGINT after ${counts.length} of 4 sweep points; the rows are those that finished`;
+    assert.ok(stdout.includes(line), stdout);
+    assert.ok(readFileSync(path.join(out, run, "table.txt"), "utf8").includes(line));
+    assert.match(readFileSync(path.join(out, run, "report.html"), "utf8"), /<strong>Interrupted<\/strong> by SIGINT after \d of 4 sweep points/);
+  }));
+
+test("SIGTERM before any point finished leaves no run directory", { timeout: 60_000 }, () =>
+  withSweep(async (launcher, out) => {
+    await launcher.seen(pointStarted(16));
+    launcher.child.kill("SIGTERM");
+    const { code } = await launcher.exited;
+    assert.equal(code, 143);
+    assert.deepEqual(readdirSync(out), []);
+  }));
+
+test("SIGKILL of runner launch ends its ranks", { timeout: 60_000 }, () =>
+  // 30 s of steps, and ranks that print nothing meanwhile: a broken pipe would end a rank that writes.
+  withSweep(async (launcher) => {
+    await launcher.seen(/\[rank 0\] info: job sweep: rank 0 of 2/);
+    await new Promise((r) => setTimeout(r, 1000));
+    const ranks = childrenOf(launcher.pid);
+    assert.equal(ranks.length, 2);
+    launcher.child.kill("SIGKILL");
+    await launcher.exited;
+    assert.deepEqual(await survivors(ranks), [], "ranks outlived their launcher");
+  }, { iterations: 30, logLevel: "info" }));

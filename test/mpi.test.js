@@ -4,6 +4,7 @@
 // `runner info`; a deadline that fires. Without mpirun or an MPI build these tests are skipped with the
 // reason, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
@@ -13,7 +14,7 @@ import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { readNpy } from "./helpers/npy.js";
 import { qgzReference, qgzWireBytes } from "./helpers/qgz.js";
-import { RUNNER, runNode } from "./helpers/ranks.js";
+import { envForMpi, REPO, RUNNER, runNode } from "./helpers/ranks.js";
 import { withTempDir } from "./helpers/tmp.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
@@ -252,3 +253,28 @@ mpiTest("backend mpi without an MPI launcher is one line and exit code 2", async
   // The rank's own log line may precede it; the error is one line, the last.
   assert.match(p.stderr, /\nrunner: backend mpi: needs an MPI launcher \(mpirun, mpiexec or srun --mpi=pmix\); this process was started by none\n$/);
 });
+
+mpiTest("an Open MPI addon under MPICH's mpiexec says it was built for Open MPI and how to build for MPICH", async () => {
+  const info = await runNode([RUNNER, "info"]);
+  const mpichExec = spawnSync("mpiexec.mpich", ["--version"]).error === undefined;
+  if (!/^mpi: Open MPI/m.test(info.stdout) || !mpichExec) {
+    assert.ok(!process.env.CI || mpichExec, "CI must have MPICH's mpiexec beside Open MPI");
+    return;
+  }
+  await withTempDir("spmd-mpich-", async (dir) => {
+    const p = spawnSync("mpiexec.mpich", ["-n", "2", process.execPath, RUNNER, smallJobFile(dir), "--out", dir],
+      { cwd: REPO, env: envForMpi(), encoding: "utf8", timeout: 60_000 });
+    assert.notEqual(p.status, 0);
+    for (const rank of [0, 1]) {
+      assert.match(p.stderr, new RegExp(`^runner \\(rank ${rank}\\): bootstrap: MPI says rank 0 of 1, the launcher's environment rank ${rank} of 2: ` +
+        "this addon was built for Open MPI v[\\d.]+, not for the MPI of this launcher \\(mpich\\); build one for MPICH: " +
+        "SPMD_BUILD_DIR=native/build-mpich node runner build -D MPI_C_COMPILER=mpicc.mpich, then run with SPMD_BUILD_DIR=native/build-mpich set$", "m"), p.stderr);
+    }
+  });
+});
+
+function smallJobFile(dir) {
+  const file = path.join(dir, "small.json");
+  writeFileSync(file, JSON.stringify({ name: "small", iterations: 1, warmup: 0, tensors: { t: { dtype: "float32", count: 8 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }] }));
+  return file;
+}

@@ -24,8 +24,8 @@ const NPM_OFFLINE = ["--offline", "--cache", EMPTY_CACHE, "--no-audit", "--no-fu
 const ENV = envForMpi();
 
 /** Runs cmd; asserts it exits with `status` (null: any). */
-function run(cmd, args, { cwd = TMP, status = 0, timeout = 600_000 } = {}) {
-  const p = spawnSync(cmd, args, { cwd, env: ENV, encoding: "utf8", timeout, maxBuffer: 64 << 20 });
+function run(cmd, args, { cwd = TMP, status = 0, timeout = 600_000, env = ENV } = {}) {
+  const p = spawnSync(cmd, args, { cwd, env, encoding: "utf8", timeout, maxBuffer: 64 << 20 });
   const out = `${p.stdout}${p.stderr}`;
   if (status !== null) assert.equal(p.status, status, `${cmd} ${args.join(" ")} exited ${p.status}:\n${out.slice(-4000)}`);
   return p;
@@ -121,7 +121,10 @@ const BUILD = ["spmd-runner", "build", "--target", "spmd_native", "-D", "SPMD_CU
 
 mpiTest("a build without MPI, then MPI installed, then the same build again: the MPI backend appears", () => {
   const hide = openMpiDirs().map((d) => `mount -t tmpfs none ${d}`).join(" && ");
-  const first = run("unshare", ["-m", "sh", "-c", `${hide} && exec npx --offline ${BUILD.join(" ")}`], { cwd: LOCAL });
+  // Without a network too (-n), and as the installed command alone, with no npm nodedir (npx passes npm's)
+  // nor cmake-js' cache of downloaded headers: the running Node's own headers serve.
+  const offline = { ...Object.fromEntries(Object.entries(ENV).filter(([k]) => !/^npm_config_/i.test(k))), HOME: TMP };
+  const first = run("unshare", ["-m", "-n", "sh", "-c", `${hide} && exec ${LOCAL_BIN} ${BUILD.slice(1).join(" ")}`], { cwd: LOCAL, env: offline });
   assert.match(first.stdout, /spmd: {3}MPI backend: skipped \(no MPI found: install Open MPI or MPICH/);
   assert.match(first.stdout, /spmd: {3}CUDA kernels: skipped \(SPMD_CUDA=OFF\)/);
 

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import yargs from "yargs";
 import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
@@ -12,16 +13,47 @@ import { validateCommand } from "./commands/validate.js";
 
 /** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
 function fail(err: unknown): never {
-  const e = err as { message?: string; exitCode?: number; code?: string };
+  const e = err as { message?: string; exitCode?: number; code?: string; details?: string[] };
   const rank = rankForMessages(process.env);
   const where = rank !== undefined ? `runner (rank ${rank})` : "runner";
-  process.stderr.write(`${where}: ${(e.message ?? String(err)).split("\n")[0]}\n`);
+  // The cause first; then what the error carries to help with it (a fault's ops in flight), indented.
+  const lines = [(e.message ?? String(err)).split("\n")[0], ...(e.details ?? []).map((d) => `  ${d}`)];
+  process.stderr.write(lines.map((l) => `${where}: ${l}\n`).join(""));
   process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
 }
+
+const COMMAND_NAMES = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, buildCommand].map((c) => String([c.command].flat()[0]).split(" ")[0]!);
+
+/** Levenshtein distance, for the command a mistyped word was most likely meant to be. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/**
+ * A first word that is neither a command nor a file: the default command would take it for a job file and
+ * then call the rest unknown arguments (`lauch -n 2 job.json`: "Unknown arguments: n, job.json").
+ */
+function notACommand(first: string | undefined): Error | undefined {
+  if (first === undefined || /[-./]/.test(first[0]!) || first.includes(".") || COMMAND_NAMES.includes(first) || existsSync(first)) return undefined;
+  const [closest] = [...COMMAND_NAMES].sort((a, b) => distance(first, a) - distance(first, b));
+  const hint = distance(first, closest!) <= 2 ? `did you mean ${closest}?` : `commands: ${COMMAND_NAMES.join(", ")}`;
+  return Object.assign(new Error(`${first} is not a command (${hint}), nor a job file`), { exitCode: 2 });
+}
+
+/** yargs' line for a value outside an option's choices: `--backend "shmm": expected one of "auto", ...`. */
+const CHOICE_STRINGS = { "Argument: %s, Given: %s, Choices: %s": "--%s %s: expected one of %s" };
 
 /** The command line (the process's own by default): runner/index.js calls it from the bundle. */
 export async function main(argv: string[] = hideBin(process.argv)): Promise<void> {
   try {
+    const stray = notACommand(argv[0]);
+    if (stray) throw stray;
     await yargs(argv)
       .scriptName("runner")
       .command(runCommand)
@@ -32,13 +64,17 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
       .command(doctorCommand)
       .command(buildCommand)
       .strict()
+      .updateStrings(CHOICE_STRINGS)
       .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))
       .fail((msg, err) => {
-        if (err) throw err;
-        throw Object.assign(new Error(`${msg} (see --help)`), { exitCode: 2 });
+        // yargs' own errors (YError: a coerce check's too) are bad input; a handler's keep their exit code.
+        if (err && err.name !== "YError") throw err;
+        // The heading of yargs' list of wrong values ("Invalid values:") goes; each of its lines names one.
+        const line = msg.split("\n").map((l) => l.trim()).filter((l) => l && !l.endsWith(":")).join("; ");
+        throw Object.assign(new Error(`${line} (see --help)`), { exitCode: 2 });
       })
       .parseAsync();
   } catch (err) {

@@ -87,10 +87,20 @@ export class MpiBootstrap implements Bootstrap {
   }
 }
 
+/** How to build the addon for the MPI of a launcher (README, Running under mpirun), by the launcher found. */
+const BUILD_FOR: Partial<Record<Place["launcher"], string>> = {
+  mpich: "MPICH: SPMD_BUILD_DIR=native/build-mpich node runner build -D MPI_C_COMPILER=mpicc.mpich, then run with SPMD_BUILD_DIR=native/build-mpich set",
+  openmpi: "Open MPI: SPMD_BUILD_DIR=native/build-openmpi node runner build -D MPI_C_COMPILER=mpicc.openmpi, then run with SPMD_BUILD_DIR=native/build-openmpi set",
+};
+
 function checkWorld(world: MpiWorld, place: Place): void {
-  if (world.rank !== place.rank || world.size !== place.size) {
-    throw new Error(
-      `bootstrap: MPI says rank ${world.rank} of ${world.size}, the launcher's environment rank ${place.rank} of ${place.size}`,
-    );
+  if (world.rank === place.rank && world.size === place.size) return;
+  const says = `bootstrap: MPI says rank ${world.rank} of ${world.size}, the launcher's environment rank ${place.rank} of ${place.size}`;
+  // Every rank alone in a world of 1: the addon's MPI did not understand this launcher, another MPI's.
+  if (world.size === 1 && place.size > 1) {
+    const library = native().mpiLibrary?.split(/[,\n]/)[0]?.trim() ?? "another MPI";
+    const build = BUILD_FOR[place.launcher];
+    throw new Error(`${says}: this addon was built for ${library}, not for the MPI of this launcher (${place.launcher})${build ? `; build one for ${build}` : ""}`);
   }
+  throw new Error(says);
 }

@@ -318,6 +318,8 @@ interface NativeModule {
   mpiLibrary?: string;
   /** The CUDA kernels nvcc built into this addon ("sm_80 sm_90 compute_90", fatbin bytes); null without nvcc. */
   cudaKernels: { archs: string; bytes: number } | null;
+  /** `signal` to this process when its parent dies (Linux's PR_SET_PDEATHSIG); false when the parent is no longer `parentPid`. */
+  endWithParent(signal: number, parentPid: number): boolean;
 }
 
 /**

@@ -101,9 +101,11 @@ export function linkCounts(t: Topology, shmWithinHosts: boolean): LinkCounts {
 
 /** "vm (ranks 0-3)" or "a (ranks 0,2), b (ranks 1,3)". */
 export function describeHosts(hosts: Topology["hosts"]): string {
-  const ranks = (r: number[]) => {
-    const contiguous = r.every((v, i) => i === 0 || v === r[i - 1]! + 1);
-    return contiguous && r.length > 2 ? `${r[0]}-${r[r.length - 1]}` : r.join(",");
-  };
-  return hosts.map((h) => `${h.name} (rank${h.ranks.length > 1 ? "s" : ""} ${ranks(h.ranks)})`).join(", ");
+  return hosts.map((h) => `${h.name} (${describeRanks(h.ranks)})`).join(", ");
+}
+
+/** "rank 3", "ranks 1,3", "ranks 0-15" (ascending ranks). */
+export function describeRanks(r: readonly number[]): string {
+  const contiguous = r.every((v, i) => i === 0 || v === r[i - 1]! + 1);
+  return `rank${r.length > 1 ? "s" : ""} ${contiguous && r.length > 2 ? `${r[0]}-${r[r.length - 1]}` : r.join(",")}`;
 }

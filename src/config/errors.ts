@@ -58,7 +58,8 @@ function expectedType(name: string): string {
   return TYPE_NAMES[name] ?? name;
 }
 
-function plural(n: number | bigint, word: string): string {
+/** "1 rank", "4 ranks". */
+export function plural(n: number | bigint, word: string): string {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 

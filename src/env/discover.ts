@@ -116,7 +116,8 @@ const torchrun: Row = (env) => {
     return incomplete(env, TORCHRUN_NAMES, missing, "torchrun-style launch needs RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT");
   }
   return place({
-    launcher: "torchrun",
+    // `runner launch` gives its ranks a token besides torchrun's variables: messages then name the command run.
+    launcher: get(env, "SPMD_RUNNER_TOKEN") !== undefined ? "runner launch" : "torchrun",
     rank,
     size,
     // Both absent means a single host: every rank is local.

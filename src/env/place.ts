@@ -10,7 +10,7 @@ export interface Place {
    * hosts from each other when they meet (comm/topology.ts), and this is checked against that.
    */
   nodeRank?: number;
-  launcher: "torchrun" | "openmpi" | "pmix" | "mpich" | "mvapich" | "slurm" | "none";
+  launcher: "torchrun" | "runner launch" | "openmpi" | "pmix" | "mpich" | "mvapich" | "slurm" | "none";
   /** Rendezvous address; absent when an MPI launcher bootstraps the ranks instead. */
   master?: { addr: string; port?: number };
 }

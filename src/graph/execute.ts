@@ -9,7 +9,7 @@ import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
 import type { Plan } from "../plan.js";
 import { plan } from "./plan.js";
-import { sweepPoints } from "./sweep.js";
+import { sweepPoints, type SweepPoint } from "./sweep.js";
 
 export interface ExecuteOptions {
   log: Logger;
@@ -29,6 +29,8 @@ export interface ExecuteOptions {
   solo?: boolean;
   /** Report each stage's bytes and time per link class (the hybrid transport, every rank on a host with others). */
   links?: boolean;
+  /** Called with each sweep point's rows once they are complete: what a run stopped by a signal keeps. */
+  onPoint?: (point: SweepPoint, rows: ResultRow[]) => void;
 }
 
 const POLL_MS = 200;
@@ -73,7 +75,9 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
       progress.update((index + 1) * perPoint, total);
       const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
       const graph = solo && (await graphMetric(comm, p, results, solo));
-      rows.push(...pointRows.map((row) => (graph ? { ...row, graph } : row)));
+      const done = pointRows.map((row) => (graph ? { ...row, graph } : row));
+      rows.push(...done);
+      o.onPoint?.(point, done);
       p.stages.forEach(({ stage, dtype }, i) => {
         // The command line's --dump-dir overrides a stage's own dumpDir, as flags override the job.
         const dumpDir = o.dumpDir ?? ("dumpDir" in stage ? stage.dumpDir : undefined);

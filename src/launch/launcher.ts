@@ -40,6 +40,12 @@ export interface LaunchResult {
   message?: string;
 }
 
+/**
+ * The launcher's pid, for its ranks to end with it (run/rank.ts, endWithLauncher): the parent a rank must
+ * still have once it asked, else the launcher died before and the rank would run on alone.
+ */
+export const LAUNCHER_PID_ENV = "SPMD_LAUNCHER_PID";
+
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 // A grandchild that inherited a rank's pipes can hold them open after the rank exits;
 // output is not waited for longer than this once the rank itself is gone.
@@ -129,6 +135,7 @@ export async function launch(opts: LaunchOptions): Promise<LaunchResult> {
           MASTER_ADDR: masterAddr,
           MASTER_PORT: String(port),
           SPMD_RUNNER_TOKEN: token,
+          [LAUNCHER_PID_ENV]: String(process.pid),
           ...(progressChannel(rank) && { [PROGRESS_FD_ENV]: "3" }),
         },
         stdio: ["ignore", piped ? "pipe" : "inherit", piped ? "pipe" : "inherit", ...(progressChannel(rank) ? ["pipe" as const] : [])],

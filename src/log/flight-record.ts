@@ -22,17 +22,31 @@ export function formatFlightEntry(e: FlightEntry): string {
   return `#${e.seq}${step} ${e.op} ${e.stage} ${e.bytes} B${peers}: ${how} (started ${duration(e.startedMsAgo * 1e3)} ago)`;
 }
 
+/** Ops not done when the job stopped (running, timed out, failed), at most `max`; else the last op. */
+export function inFlight(entries: readonly FlightEntry[], max = 3): FlightEntry[] {
+  const open = entries.filter((e) => e.state !== "done");
+  return (open.length ? open : entries).slice(-max);
+}
+
 /**
  * What to log after a failed op, one message of many lines (so no other log line lands inside it);
  * undefined when the communicator cannot tell (closed, or an op still runs).
  */
 export function flightRecordText(comm: NativeCommunicator): string | undefined {
-  let entries: FlightEntry[];
-  try {
-    entries = comm.flightRecord();
-  } catch {
-    return undefined;
-  }
-  if (entries.length === 0) return undefined;
+  const entries = flightEntries(comm);
+  return entries.length ? recordText(entries) : undefined;
+}
+
+/** The lines of a flight record, under a heading. */
+export function recordText(entries: readonly FlightEntry[]): string {
   return [`flight record (last ${entries.length} ops, oldest first):`, ...entries.map((e) => `  ${formatFlightEntry(e)}`)].join("\n");
+}
+
+/** The communicator's flight record; none when it cannot tell (closed, or an op still runs). */
+export function flightEntries(comm: NativeCommunicator): FlightEntry[] {
+  try {
+    return comm.flightRecord();
+  } catch {
+    return [];
+  }
 }

@@ -46,7 +46,8 @@ export async function aggregate(
   return plan.stages.map(({ stage, kind, count, dtype, params, fallback, stream, groupSize, group }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
-    const factor = kind.busFactor(groupSize, stage);
+    // A group of one rank moves nothing, whatever the op's factor for larger groups (broadcast's is 1).
+    const factor = groupSize > 1 ? kind.busFactor(groupSize, stage) : 0;
     // Exact collectives: the per-rank traffic of a bandwidth-optimal algorithm (what busbw assumes).
     const exactWire = Math.round(size * factor);
     // Estimating stages report what this rank really sent per step (the same on every rank).

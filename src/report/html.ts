@@ -1,4 +1,6 @@
+import { plural } from "../config/errors.js";
 import type { DoctorResult, ResultDocument } from "../results.js";
+import { interruptedLine } from "./table.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
@@ -25,8 +27,9 @@ export async function formatHtml(doc: ResultDocument, table: string, summary: st
 </style>
 </head>
 <body>
-<h1>${escape(doc.job)}: ${doc.world_size} ranks, backend ${escape(doc.backend)}</h1>
+<h1>${escape(doc.job)}: ${plural(doc.world_size, "rank")}, backend ${escape(doc.backend)}</h1>
 <p>spmd-runner ${escape(doc.version)} · average bus bandwidth ${doc.average_bus_bandwidth.toFixed(4)} GB/s</p>
+${doc.interrupted ? `<p class="interrupted"><strong>Interrupted</strong> ${escape(interruptedLine(doc.interrupted))}</p>\n` : ""}
 <div class="charts">
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
 </div>

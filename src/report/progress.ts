@@ -14,24 +14,52 @@ export const PROGRESS_FD_ENV = "SPMD_PROGRESS_FD";
 
 const none: Progress = { update: () => {}, stop: () => {} };
 
-/** A progress bar on stderr that appears once a run has lasted a couple of seconds. */
+// What cli-progress turns off while it draws (the cursor, line wrapping), turned back on.
+const RESTORE_TERMINAL = "\x1b[?25h\x1b[?7h\n";
+
+/**
+ * A progress bar on stderr that appears once a run has lasted a couple of seconds. A fault in drawing it
+ * (its own redraw timer included) turns it off with one line and the terminal restored: the bar is never
+ * worth failing a run for, nor worth the launcher dying and leaving its ranks behind.
+ */
 export function progressBar(): Progress {
   const started = Date.now();
   let bar: cliProgress.SingleBar | undefined;
+  let broken = false;
+  const restore = () => process.stderr.write(RESTORE_TERMINAL);
+  const guarded = <A extends unknown[]>(draw: (...a: A) => void) => (...a: A) => {
+    if (broken) return;
+    try {
+      draw(...a);
+    } catch (err) {
+      broken = true;
+      process.off("exit", restore);
+      restore();
+      process.stderr.write(`progress bar off: ${(err as Error).message}\n`);
+    }
+  };
+  const start = (total: number, done: number) => {
+    bar = new cliProgress.SingleBar(
+      { format: "steps [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}", stream: process.stderr, hideCursor: true },
+      cliProgress.Presets.shades_classic,
+    );
+    // The bar redraws itself from a timer too, which calls this property.
+    bar.render = guarded(bar.render.bind(bar));
+    // An exit while the bar is up (an error, a signal) still gives the cursor back.
+    process.once("exit", restore);
+    bar.start(total, done);
+  };
   return {
-    update(done, total) {
+    update: guarded((done: number, total: number) => {
       if (!bar && Date.now() - started < SHOW_AFTER_MS) return;
-      if (!bar) {
-        bar = new cliProgress.SingleBar(
-          { format: "steps [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}", stream: process.stderr, hideCursor: true },
-          cliProgress.Presets.shades_classic,
-        );
-        bar.start(total, done);
-      }
-      bar.setTotal(total);
-      bar.update(done);
-    },
-    stop: () => bar?.stop(),
+      if (!bar) start(total, done);
+      bar!.setTotal(total);
+      bar!.update(done);
+    }),
+    stop: guarded(() => {
+      process.off("exit", restore);
+      bar?.stop();
+    }),
   };
 }
 

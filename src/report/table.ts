@@ -1,5 +1,6 @@
 import { describeHosts } from "../comm/topology.js";
-import type { ResultDocument, ResultRow } from "../results.js";
+import { plural } from "../config/errors.js";
+import type { Interrupted, ResultDocument, ResultRow } from "../results.js";
 
 interface Column {
   title: string;
@@ -63,10 +64,15 @@ function linksLine(rows: ResultRow[]): string | undefined {
   }).join(", ");
 }
 
+/** "by SIGINT after 2 of 4 sweep points; the rows are theirs". */
+export function interruptedLine(i: Interrupted): string {
+  return `by ${i.signal} after ${i.finished.length} of ${plural(i.sweep_points, "sweep point")}; the rows are those that finished`;
+}
+
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const out = [
-    `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
+    `# spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`,
     ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
     "#",
   ];
@@ -74,8 +80,11 @@ export function formatTable(doc: ResultDocument): string {
   out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
   for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
-  out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
+  // A run that checked nothing found nothing wrong, which is not the same as finding all right.
+  const checked = doc.results.some((r) => r.wrong !== null);
+  out.push(`# Out of bounds values : ${checked ? `${wrong} ${wrong ? "FAILED" : "OK"}` : "N/A (not checked)"}`);
   out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  if (doc.interrupted) out.push(`# Interrupted          : ${interruptedLine(doc.interrupted)}`);
   const links = linksLine(doc.results);
   if (links) out.push(`# Links per step       : ${links}`);
   return out.join("\n") + "\n";

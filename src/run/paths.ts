@@ -18,23 +18,27 @@ export function osReason(err: unknown): string {
   return e.code ? e.message.split(",")[0]! : String(e.message ?? err);
 }
 
-function fail(option: string, dir: string, what: string, err: unknown): never {
-  throw new OutputPathError(`${option} ${dir}: cannot ${what}: ${osReason(err)}`);
+function fail(option: string, named: string, what: string, err: unknown): never {
+  throw new OutputPathError(`${option} ${named}: cannot ${what}: ${osReason(err)}`);
 }
 
-/** Makes `dir` and creates and removes a file in it; with `needBytes`, checks the filesystem has that free. */
-export function prepareDirectory(option: string, dir: string, needBytes = 0): void {
+/**
+ * Makes `dir` and creates and removes a file in it; with `needBytes`, checks the filesystem has that free.
+ * `named` is the path as the option gave it, a file in `dir` for --json.
+ */
+export function prepareDirectory(option: string, dir: string, needBytes = 0, named = dir): void {
+  const where = named === dir ? "" : ` ${dir}`;
   try {
     makeDirectory(dir);
   } catch (err) {
-    fail(option, dir, "create the directory", err);
+    fail(option, named, `create the directory${where}`, err);
   }
   const probe = path.join(dir, `.spmd-probe-${process.pid}`);
   try {
     closeSync(openSync(probe, "wx"));
     rmSync(probe);
   } catch (err) {
-    fail(option, dir, "write there", err);
+    fail(option, named, named === dir ? "write there" : `write in${where}`, err);
   }
   const fs = statfsSync(dir);
   const free = fs.bavail * fs.bsize;
@@ -60,7 +64,7 @@ function dumpDirectories(job: Job, dumpDir: string | undefined): Map<string, str
 export function prepareOutputPaths(job: Job, output: RunConfig["output"], dumpDir: string | undefined, at: { rank: number; localSize: number }, dumpBytes: number): void {
   if (at.rank === 0) {
     prepareDirectory("--out", output.dir);
-    if (output.json) prepareDirectory("--json", path.dirname(path.resolve(output.json)));
+    if (output.json) prepareDirectory("--json", path.dirname(path.resolve(output.json)), 0, output.json);
   }
   for (const [dir, option] of dumpDirectories(job, dumpDir)) prepareDirectory(option, dir, dumpBytes * at.localSize);
 }

@@ -1,6 +1,7 @@
 // One rank's run of a job, start to end: open (its place, from env/, and the communicator), execute (the job
 // graph, whose steps loop in native code), gather (CPU and memory use, to every rank) and write (rank 0's
 // reports). The CLI parses the command line and calls runRank.
+import { existsSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
@@ -12,10 +13,12 @@ import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
-import { execute } from "../graph/execute.js";
-import { checkDeviceMemory, checkMemory, dumpBytes } from "../graph/memory-plan.js";
+import { execute, type ExecuteOptions } from "../graph/execute.js";
+import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
+import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
+import { checkDeviceMemory, checkMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
-import { flightRecordText } from "../log/flight-record.js";
+import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { describeMismatches } from "../metrics/mismatches.js";
@@ -29,6 +32,10 @@ import { gatherHosts, manifest, packageRevision } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+
+/** In the run directory: each failed rank's flight record, rank<r>.txt. */
+const FLIGHT_DIR = "flight";
 
 /** Failures after which this rank's flight record says where the job stood. */
 const FAULT_CODES = new Set<string>(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"] satisfies NativeErrorCode[]);
@@ -66,13 +73,23 @@ async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promi
 /**
  * Until the returned function is called, a signal (the launcher forwarding Ctrl-C, or SIGTERM after another
  * rank failed) or an exit drops the communicator's names first: the shm segment must not leak even in the
- * short window before every rank has attached and rank 0 unlinked it.
+ * short window before every rank has attached and rank 0 unlinked it. A signal then runs `onInterrupt`
+ * (rank 0 writes what finished) before the rank exits.
  */
-function releaseOnExit(opened: OpenCommunicator, log: Logger): () => void {
+function releaseOnExit(opened: OpenCommunicator, log: Logger, onInterrupt: (signal: NodeJS.Signals) => Promise<void>): () => void {
   const release = () => opened.comm.release();
+  let stopping = false;
   const onSignal = async (signal: NodeJS.Signals) => {
+    // A second Ctrl-C while the finished points are written is the same request.
+    if (stopping) return;
+    stopping = true;
     release();
     log.error(`stopped by ${signal}`);
+    try {
+      await onInterrupt(signal);
+    } catch (err) {
+      log.error((err as Error).message);
+    }
     await log.close();
     process.exit(128 + os.constants.signals[signal]);
   };
@@ -104,11 +121,34 @@ function hybridEverywhere(opened: OpenCommunicator): boolean {
   return !!links && links.shm > 0 && links.tcp > 0 && hosts.every((h) => h.ranks.length > 1);
 }
 
-async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger): Promise<ResultRow[]> {
+/**
+ * After a fault, this rank's whole flight record goes to <runDir>/flight/rank<r>.txt (and to the log at debug
+ * level), and the error carries the ops that were in flight and that folder: printed after the cause
+ * (cli/index.ts), not a page of ops before it.
+ */
+function attachFlightRecord(err: Error & { details?: string[] }, comm: OpenCommunicator["comm"], runDir: string, rank: number, log: Logger): void {
+  const entries = flightEntries(comm);
+  if (entries.length === 0) return;
+  const text = recordText(entries);
+  log.debug(text);
+  const dir = path.join(runDir, FLIGHT_DIR);
+  try {
+    makeDirectory(dir);
+    writeFileAtomic(path.join(dir, `rank${rank}.txt`), `${text}\n`);
+  } catch (writeErr) {
+    log.error(`${text}\n(not written to ${dir}: ${osReason(writeErr)})`);
+    return;
+  }
+  err.details = [...inFlight(entries).map((e) => `in flight: ${formatFlightEntry(e)}`), `flight records: ${dir}${path.sep}`];
+}
+
+async function executeJob(
+  job: Job, opened: OpenCommunicator, place: Place, r: RunRequest, log: Logger, onPoint: ExecuteOptions["onPoint"], runDir: string,
+): Promise<ResultRow[]> {
   const progress = rankProgress(place.rank, r.quiet ?? false);
   try {
     const rows = await execute(job, opened.comm, {
-      log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo, links: hybridEverywhere(opened),
+      log, hostOf: opened.topology.hostOf, dumpDir: r.dumpDir, progress, samples: r.samples, solo: r.solo, links: hybridEverywhere(opened), onPoint,
     });
     // The last ops of every lane, with their start and duration: where streams overlapped (debug only).
     if (log.isDebugEnabled()) log.debug(flightRecordText(opened.comm) ?? "flight record: empty");
@@ -116,7 +156,7 @@ async function executeJob(job: Job, opened: OpenCommunicator, place: Place, r: R
   } catch (err) {
     // A deadline, a dead peer or an abort (the backend's message names who held the job up): this rank's
     // last ops, which say where the job stood.
-    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) log.error(flightRecordText(opened.comm) ?? "flight record: empty");
+    if (FAULT_CODES.has((err as { code?: string }).code ?? "")) attachFlightRecord(err as Error, opened.comm, runDir, place.rank, log);
     throw err;
   }
 }
@@ -133,8 +173,36 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
     throw new Error(`the results could not be written to ${where}: ${osReason(err)}`);
   }
   const ranks = doc.ranks ?? [];
-  log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
+  if (ranks.length) log.info(`CPU seconds per rank over ${ranks[0]!.wall_s.toFixed(1)} s: ${ranks.map((u) => (u.cpu_user_s + u.cpu_system_s).toFixed(2)).join(" ")}`);
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
+}
+
+/** How far a run got: what rank 0 writes when a signal stops it. */
+interface SoFar {
+  runDir?: string;
+  hosts?: Awaited<ReturnType<typeof gatherHosts>>;
+  finished: SweepPoint[];
+  rows: ResultRow[];
+}
+
+/**
+ * A run stopped by a signal keeps the sweep points that finished, marked as interrupted in every report
+ * (the other ranks are stopping too, so nothing more is gathered: no per-rank usage). Where none finished,
+ * the run directory goes: it would hold nothing but logs of a run that measured nothing.
+ */
+async function reportInterrupted(
+  job: Job, cfg: RunConfig, r: RunRequest, log: Logger, sofar: SoFar, signal: NodeJS.Signals,
+  document: (rows: ResultRow[], more: Partial<ResultDocument>) => ResultDocument,
+): Promise<void> {
+  if (!sofar.runDir) return;
+  if (sofar.finished.length === 0) {
+    // Another rank's fault, which stopped this one, left its flight record there.
+    if (existsSync(path.join(sofar.runDir, FLIGHT_DIR))) return;
+    rmSync(sofar.runDir, { recursive: true, force: true });
+    return;
+  }
+  const interrupted = { signal, finished: sofar.finished.map(({ count, params }) => ({ ...(count !== undefined && { count }), params })), sweep_points: sweepPoints(job).length };
+  await report(job, cfg, document(sofar.rows, { interrupted }), sofar.runDir, r, log);
 }
 
 /** The command line or a stage asks for .npy dumps (each output then also copied out). */
@@ -154,13 +222,39 @@ function withHost(u: RankUsage, topo: Topology): RankUsage {
   return { ...u, host: topo.hosts[node]!.name, node, local_rank: localRank };
 }
 
+/**
+ * A rank started by a launcher ends when the launcher does, even by SIGKILL, which it cannot forward: the
+ * kernel sends SIGTERM at the parent's death (PR_SET_PDEATHSIG), which stops the rank as Ctrl-C would
+ * (rank 0 keeps the finished points). Asked of the kernel, not watched from JS (the end of a pipe from
+ * `runner launch`): a rank's parent is mpirun, Hydra's proxy or slurmstepd just as well, none of which gives
+ * it such a pipe, and the kernel's signal comes whatever the JS thread is doing. A rank started from a shell
+ * (no launcher, or torchrun-style variables set by hand) keeps running as `nohup` or `&` asked.
+ */
+function endWithLauncher(place: Place): void {
+  if (place.launcher === "none" || place.launcher === "torchrun") return;
+  const parent = Number(process.env[LAUNCHER_PID_ENV]) || process.ppid;
+  if (!native().endWithParent(os.constants.signals.SIGTERM, parent)) {
+    throw new Error(`the launcher (pid ${parent}) ended before this rank started`);
+  }
+}
+
+/**
+ * What every rank checks before the ranks meet: the job, the flags, the graph and the backend for `world`'s
+ * size, and the memory its ranks on this host need. `runner launch` checks the same before it starts any
+ * rank, so that bad input is said once, not by every rank.
+ */
+export function checkRun(r: RunRequest, world: { size: number; localSize: number }): { job: Job; cfg: RunConfig; memory: MemoryPlan } {
+  const { job, cfg } = resolveRun(r);
+  validateGraph(job, r.job, world.size);
+  validateBackend(job, r.job, cfg.backend, world.size);
+  return { job, cfg, memory: checkMemory(job, r.job, world, wantsDumps(job, r), availableMemory()) };
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
-  const { job, cfg } = resolveRun(r);
   const place = discoverPlace(process.env);
-  validateGraph(job, r.job, place.size);
-  validateBackend(job, r.job, cfg.backend, place.size);
-  const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
+  endWithLauncher(place);
+  const { job, cfg, memory } = checkRun(r, place);
   // One device per rank of a node, the launcher's local rank's (the hosts say the same once the ranks meet).
   if (job.device !== "cpu") checkDeviceMemory(memory, r.job, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank));
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
@@ -172,22 +266,28 @@ export async function runRank(r: RunRequest): Promise<number> {
   const opened = await open(job, r.job, cfg, place);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
-  const restore = releaseOnExit(opened, log);
+  const sofar: SoFar = { finished: [], rows: [] };
+  const document = (rows: ResultRow[], more: Partial<ResultDocument>): ResultDocument => ({
+    version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
+    topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
+    results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ...more,
+    manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg)),
+  });
+  const restore = releaseOnExit(opened, log, async (signal) => {
+    if (place.rank === 0) await reportInterrupted(job, cfg, r, log, sofar, signal, document);
+  });
   let failed = true;
   try {
-    const runDir = await runDirectory(opened, place, job, cfg, log);
-    const hosts = await gatherHosts(opened.bootstrap);
+    const runDir = (sofar.runDir = await runDirectory(opened, place, job, cfg, log));
+    sofar.hosts = await gatherHosts(opened.bootstrap);
     const usage = startUsage();
-    const rows = await executeJob(job, opened, place, r, log);
+    const rows = await executeJob(job, opened, place, r, log, (point, done) => {
+      sofar.finished.push(point);
+      sofar.rows.push(...done);
+    }, runDir);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     if (place.rank === 0) {
-      const doc: ResultDocument = {
-        version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
-        topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
-        results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks: ranks.map((u) => withHost(u, opened.topology)),
-        manifest: manifest(opened.comm.backend, hosts, runSettings(job, cfg)),
-      };
-      await report(job, cfg, doc, runDir, r, log);
+      await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, opened.topology)) }), runDir, r, log);
     }
     const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
     if (wrong > 0) {

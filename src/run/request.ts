@@ -26,23 +26,12 @@ export interface RunRequest {
   solo?: boolean;
 }
 
-function checkCount(name: string, v: number | undefined, min: number): void {
-  if (v !== undefined && (!Number.isInteger(v) || v < min)) {
-    throw Object.assign(new Error(`--${name}: expected an integer >= ${min}, got ${v}`), { exitCode: 2 });
-  }
-}
-
 /**
  * The job and configuration to run. The request's overrides win over the run configuration, which wins
  * over the job's own settings and defaults. The deadline is the job's default for its stages; a stage's own
- * timeoutSec still wins.
+ * timeoutSec still wins. The command line checked the numbers (cli/input.ts).
  */
 export function resolveRun(r: RunRequest): { job: Job; cfg: RunConfig } {
-  checkCount("iterations", r.iterations, 1);
-  checkCount("warmup", r.warmup, 0);
-  if (r.timeout !== undefined && !(r.timeout > 0)) {
-    throw Object.assign(new Error(`--timeout: expected seconds > 0, got ${r.timeout}`), { exitCode: 2 });
-  }
   const job = loadJob(r.job), cfg = resolveConfig(r);
   return {
     job: {

@@ -2,6 +2,10 @@
 // build contains (with MPI: the MpiBootstrap class and the MPI library's version text; the CUDA kernels it
 // embeds), and the names native code accepts and raises (`enums`), which a test holds equal to the TS side's.
 #include <napi.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <iterator>
 #include <string_view>
@@ -36,6 +40,20 @@ Napi::Object enums(Napi::Env env) {
   return o;
 }
 
+// endWithParent(signal, parentPid): the kernel sends `signal` to this process when its parent dies
+// (PR_SET_PDEATHSIG), whichever launcher that is and whatever the JS thread is doing. False when the parent
+// is no longer `parentPid`: it died before the request, which then never fires.
+Napi::Value endWithParent(const Napi::CallbackInfo& info) {
+  const int signal = info[0].As<Napi::Number>().Int32Value();
+  const pid_t parent = info[1].As<Napi::Number>().Int32Value();
+#ifdef __linux__
+  prctl(PR_SET_PDEATHSIG, signal);  // fails only for a signal number that does not exist
+#else
+  (void)signal;
+#endif
+  return Napi::Boolean::New(info.Env(), getppid() == parent);
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
   exports.Set("TcpEndpoint", spmd::addon::TcpEndpointWrap::define(env));
@@ -64,6 +82,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   }
   exports.Set("cudaKernels", cuda);
   exports.Set("enums", enums(env));
+  exports.Set("endWithParent", Napi::Function::New(env, endWithParent, "endWithParent"));
   return exports;
 }
 

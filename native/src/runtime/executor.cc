@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "runtime/check.h"
@@ -41,6 +42,15 @@ void allocateFor(const std::string& what, size_t bytes, Allocate allocate) {
   }
 }
 
+// "3 s", "250 ms", "40 us": a duration as the flight record writes one (log/flight-record.ts).
+std::string durationText(double us) {
+  char text[32];
+  if (us >= 1e6) std::snprintf(text, sizeof text, "%g s", us / 1e6);
+  else if (us >= 1e3) std::snprintf(text, sizeof text, "%g ms", us / 1e3);
+  else std::snprintf(text, sizeof text, "%g us", us);
+  return text;
+}
+
 // Calibrated busy work for overlap experiments: burns the CPU like a real kernel would. Bounded by the
 // op's deadline like any other op, so a mistyped `us` cannot keep a rank from ever reaching the next one.
 void computeFor(double us, Clock::time_point deadline) {
@@ -49,7 +59,7 @@ void computeFor(double us, Clock::time_point deadline) {
   if (cut) end = deadline;
   volatile uint64_t sink = 0;
   while (Clock::now() < end) for (int i = 0; i < 64; ++i) sink = sink + uint64_t(i);
-  if (cut) throw CommError(code::kTimeout, "deadline passed during " + std::to_string(us) + " us of compute");
+  if (cut) throw CommError(code::kTimeout, "deadline passed during " + durationText(us) + " of compute");
 }
 
 // The step-start barrier's name in flight records (no stage of a job can be named so).

@@ -1,10 +1,13 @@
 // `runner launch -n N JOB.json [run options]`: starts N local ranks, each running
 // `runner JOB.json [run options]` (the run command, as the default); `runner launch -n N doctor [options]` starts N ranks of `runner doctor`.
 
+import os from "node:os";
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
+import { plural } from "../../config/errors.js";
 import { PACKAGE_ROOT } from "../../version.js";
-import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
+import { badInput, integerAtLeast } from "../input.js";
+import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
 /** The job name that launches `runner doctor` instead of a job file. */
@@ -34,9 +37,6 @@ function forwardedArgs(argv: LaunchArgs, names: string[]): string[] {
   return forwarded;
 }
 
-/** A check's failure is bad input: exit code 2 (cli/index.ts). */
-const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
-
 /**
  * What each rank runs: `JOB [run options]`, or `doctor [its options]`. A job runs as the default command, as
  * under mpirun: for a named one (`run JOB`) yargs lays out the whole help text while the handler starts, some
@@ -47,20 +47,27 @@ function rankCommand(argv: LaunchArgs): string[] {
   return [argv.job.includes("/") ? argv.job : `./${argv.job}`, ...forwardedArgs(argv, Object.keys(RUN_OPTIONS))];
 }
 
+/** Said once here, where every rank would otherwise find it alone: times then include waiting for a core. */
+function warnOversubscribed(nprocs: number): void {
+  const cores = os.availableParallelism();
+  if (nprocs > cores) {
+    process.stderr.write(`runner launch: ${nprocs} ranks on ${plural(cores, "core")}: the ranks take turns, so times include waiting for a core (results stay exact)\n`);
+  }
+}
+
 export const launchCommand: CommandModule<object, LaunchArgs> = {
   command: "launch <job>",
   describe: "Start N local ranks of a job (torchrun-style environment)",
   builder: (yargs: Argv<object>) =>
     yargs
       .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
-      .option("nprocs", { alias: "n", type: "number", demandOption: true, describe: "Number of ranks to start" })
+      .option("nprocs", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Number of ranks to start (required)" })
       .options(RUN_OPTIONS)
       .options(DOCTOR_OPTIONS)
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
       .check((argv) => {
-        if (!Number.isInteger(argv.nprocs) || argv.nprocs < 1) {
-          throw badInput(`--nprocs must be an integer >= 1, got ${argv.nprocs}`);
-        }
+        // Named as the README names it, where yargs' demandOption would say "Missing required argument: nprocs".
+        if (argv.nprocs === undefined) throw badInput("launch: give the number of ranks to start: -n N");
         // Strict mode does not look past "--", and silently dropping what is there would surprise.
         const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
         if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
@@ -76,21 +83,30 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
       .example(
         "$0 launch -n 2 jobs/onebit.json --backend tcp --iterations 100 --json onebit.json",
         "Two ranks over TCP, 100 timed steps, results written as JSON",
-      ),
+      ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { interactive, progressBar }] = await Promise.all([
-      import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../report/progress.js"),
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }] = await Promise.all([
+      import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
+      import("../../run/rank.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
+    // Bad input said once, here, rather than by every rank.
+    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs });
+    warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
+    const errors = new RankErrors();
     const result = await launch({
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
-    });
-    bar?.stop();
-    if (result.message) process.stderr.write(`${result.message}\n`);
+      onLine: (rank, stream, line) => {
+        if (stream === "stdout" || !errors.take(rank, line)) process[stream].write(`[${rank}] ${line}\n`);
+      },
+    }).finally(() => bar?.stop());
+    // What ended the launch first, then each rank's error once, with the ranks that gave it.
+    const lines = [...(result.message ? [result.message] : []), ...errors.lines()];
+    process.stderr.write(lines.map((l) => `${l}\n`).join(""));
     process.exitCode = result.exitCode;
   },
 };

@@ -1,6 +1,6 @@
 // `runner run JOB.json` (also the default command): this process is one rank of the job.
 import type { Argv, CommandModule } from "yargs";
-import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
+import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
 
 export interface RunArgs extends RunOptionArgs {
   job: string;
@@ -22,10 +22,6 @@ export const runCommand: CommandModule<object, RunArgs> = {
   handler: async (a) => {
     // Loaded here, not at the top: `runner --version` and --help need none of a rank's code.
     const { runRank } = await import("../../run/rank.js");
-    process.exitCode = await runRank({
-      job: a.job, config: a.config, backend: a.backend, iface: a.iface, check: a.check, iterations: a.iterations, warmup: a.warmup,
-      timeout: a.timeout, out: a.out, json: a.json, dumpDir: a["dump-dir"], logLevel: a["log-level"], logAllRanks: a["log-all-ranks"],
-      quiet: a.quiet, samples: a.samples, solo: a.solo,
-    });
+    process.exitCode = await runRank(runRequest(a.job, a));
   },
 };
