@@ -12,13 +12,13 @@ interface Column {
 const fixed = (v: number, digits: number) => v.toFixed(digits);
 const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1) : fixed(us, 2));
 
-// nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
 /** The stage id, with the options a parameter sweep set on it: `ar[algorithm=tree]`. */
-function stageCell(r: ResultRow): string {
+export function stageCell(r: ResultRow): string {
   const params = Object.entries(r.params ?? {}).map(([k, v]) => `${k}=${v}`);
   return params.length ? `${r.stage}[${params.join(",")}]` : r.stage;
 }
 
+// nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
 const columns: Column[] = [
   { title: "stage", unit: "", width: 14, left: true, cell: stageCell },
   { title: "op", unit: "", width: 20, left: true, cell: (r) => r.op }, // fits "compressed_allreduce"
@@ -63,20 +63,33 @@ function linksLine(rows: ResultRow[]): string | undefined {
   }).join(", ");
 }
 
+/** The table's pieces: the lines above and below it (without their "# "), and its columns' titles, units and cells. */
+export interface TableParts {
+  head: string[];
+  columns: { title: string; unit: string; left: boolean }[];
+  rows: string[][];
+  foot: string[];
+}
+
+export function tableParts(doc: ResultDocument): TableParts {
+  const head = [`spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`, ...(doc.topology ? [topologyLine(doc.topology)] : [])];
+  const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
+  const foot = doc.results.filter((r) => r.fallback).map((r) => `Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
+  foot.push(`Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`, `Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  const links = linksLine(doc.results);
+  if (links) foot.push(`Links per step       : ${links}`);
+  return {
+    head,
+    columns: columns.map((c) => ({ title: c.title, unit: c.unit, left: !!c.left })),
+    rows: doc.results.map((r) => columns.map((c) => c.cell(r))),
+    foot,
+  };
+}
+
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
-  const out = [
-    `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
-    ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
-    "#",
-  ];
-  const [title, unit, ...rows] = lines([columns.map((c) => c.title), columns.map((c) => c.unit), ...doc.results.map((r) => columns.map((c) => c.cell(r)))]);
-  out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
-  const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
-  for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
-  out.push(`# Out of bounds values : ${wrong} ${wrong ? "FAILED" : "OK"}`);
-  out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
-  const links = linksLine(doc.results);
-  if (links) out.push(`# Links per step       : ${links}`);
+  const t = tableParts(doc);
+  const [title, unit, ...rows] = lines([t.columns.map((c) => c.title), t.columns.map((c) => c.unit), ...t.rows]);
+  const out = [...t.head.map((l) => `# ${l}`), "#", "# " + title, "# " + unit, ...rows.map((r) => "  " + r), ...t.foot.map((l) => `# ${l}`)];
   return out.join("\n") + "\n";
 }
