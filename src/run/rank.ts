@@ -6,14 +6,12 @@ import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import { hostPlace, type Topology } from "../comm/topology.js";
-import { deviceMemory } from "../comm/vendor-library.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
-import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
 import { execute } from "../graph/execute.js";
-import { checkDeviceMemory, checkMemory, dumpBytes } from "../graph/memory-plan.js";
+import { checkPlaceMemory, dumpBytes } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightRecordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
@@ -137,11 +135,6 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
 }
 
-/** The command line or a stage asks for .npy dumps (each output then also copied out). */
-function wantsDumps(job: Job, r: RunRequest): boolean {
-  return !!r.dumpDir || job.stages.some((s) => "dumpDir" in s && !!s.dumpDir);
-}
-
 /** The runner's settings as this run used them, for the manifest. */
 function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
   const { iterations, warmup, check, timeoutSec } = job;
@@ -160,9 +153,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   const place = discoverPlace(process.env);
   validateGraph(job, r.job, place.size);
   validateBackend(job, r.job, cfg.backend, place.size);
-  const memory = checkMemory(job, r.job, place, wantsDumps(job, r), availableMemory());
   // One device per rank of a node, the launcher's local rank's (the hosts say the same once the ranks meet).
-  if (job.device !== "cpu") checkDeviceMemory(memory, r.job, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank));
+  const { plan: memory } = checkPlaceMemory(job, r.job, place, r.dumpDir);
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);
