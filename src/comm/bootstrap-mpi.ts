@@ -4,6 +4,7 @@
 // interrupts whatever op is still waiting; MPI_Abort only when finalizing is impossible.
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
+import { BackendError } from "./errors.js";
 import { native, type MpiWorld, type NativeMpiBootstrap } from "./native.js";
 import { StartupTimeout, withinDeadline } from "./startup.js";
 
@@ -89,7 +90,7 @@ export class MpiBootstrap implements Bootstrap {
 
 function checkWorld(world: MpiWorld, place: Place): void {
   if (world.rank !== place.rank || world.size !== place.size) {
-    throw new Error(
+    throw new BackendError(
       `bootstrap: MPI says rank ${world.rank} of ${world.size}, the launcher's environment rank ${place.rank} of ${place.size}`,
     );
   }
