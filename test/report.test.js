@@ -140,7 +140,7 @@ test("summary.txt labels a parameter sweep's rows as the table does, so rows of 
   assert.equal(rows[0].indexOf("4 KiB"), head.indexOf("Message Size"), "the columns stay aligned");
 });
 
-test("the relative-error legend lists sizes in numeric order", async () => {
+test("the relative-error legend and the overlap chart list sizes in numeric order", async () => {
   const { renderCharts } = await import("../dist/report/charts.js");
   const time = { avg_us: 10, p50_us: 10, p95_us: 10, p99_us: 10, stddev_us: 0, min_us: 10, max_us: 10 };
   const row = (count) => ({ stage: "ob", op: "compressed_allreduce", size: 4 * count, count, type: "float32", redop: "mean", root: null, algorithm: "onebit",
@@ -148,6 +148,11 @@ test("the relative-error legend lists sizes in numeric order", async () => {
   const svgs = await renderCharts([1024, 16384, 1048576].map(row));
   const legend = svgs.map((svg) => [...svg.matchAll(/>(ob @\d+: per step)</g)].map((m) => m[1])).find((l) => l.length);
   assert.deepEqual(legend, ["ob @1024: per step", "ob @16384: per step", "ob @1048576: per step"]);
+  // The overlap chart's rows too.
+  const overlap = { overall_us: 30, compute_us: 20, comm_us: 15, overlap_pct: 33.3 };
+  const ig = await renderCharts([1024, 16384, 1048576].map((count) => ({ ...row(count), stage: "ig", op: "igather", rel_error_by_step: undefined, overlap })));
+  const rows = ig.map((svg) => [...svg.matchAll(/>(ig @\d+)</g)].map((m) => m[1])).find((l) => l.length);
+  assert.deepEqual(rows, ["ig @1024", "ig @16384", "ig @1048576"]);
 });
 
 /** Runs `script` in the page (headless Chromium) after it loads; returns what it wrote into <pre id="probe">. */

@@ -23,12 +23,15 @@ function bandwidthSpec(rows: ResultRow[]): Spec | undefined {
   };
 }
 
+/** Rows stage by stage (in the order they first come), sizes in numeric order: as strings "@1048576" sorts before "@16384". */
+function inSizeOrder(rows: ResultRow[]): ResultRow[] {
+  const stages = [...new Set(rows.map((r) => r.stage))];
+  return [...rows].sort((a, b) => stages.indexOf(a.stage) - stages.indexOf(b.stage) || a.count - b.count);
+}
+
 /** Relative error per step for estimating stages (compressed/quantized), with the running mean's. */
 function errorSpec(rows: ResultRow[]): Spec | undefined {
-  const stages = [...new Set(rows.map((r) => r.stage))];
-  // Stage by stage, sizes in numeric order (as strings "@1048576" would sort before "@16384").
-  const ordered = rows.filter((r) => r.rel_error_by_step?.length || r.running_mean_rel_error_by_step?.length)
-    .sort((a, b) => stages.indexOf(a.stage) - stages.indexOf(b.stage) || a.count - b.count);
+  const ordered = inSizeOrder(rows.filter((r) => r.rel_error_by_step?.length || r.running_mean_rel_error_by_step?.length));
   const series = (r: ResultRow, what: string) => `${r.stage} @${r.count}: ${what}`;
   const values = ordered.flatMap((r) => [
     ...(r.rel_error_by_step ?? []).map((e, step) => ({ series: series(r, "per step"), step, error: e })),
@@ -50,7 +53,7 @@ function errorSpec(rows: ResultRow[]): Spec | undefined {
 
 /** OSU overlap of nonblocking stages. */
 function overlapSpec(rows: ResultRow[]): Spec | undefined {
-  const values = rows.filter((r) => r.overlap).map((r) => ({ stage: `${r.stage} @${r.count}`, overlap: r.overlap!.overlap_pct }));
+  const values = inSizeOrder(rows.filter((r) => r.overlap)).map((r) => ({ stage: `${r.stage} @${r.count}`, overlap: r.overlap!.overlap_pct }));
   if (!values.length) return undefined;
   return {
     ...base,
@@ -59,7 +62,7 @@ function overlapSpec(rows: ResultRow[]): Spec | undefined {
     data: { values },
     mark: "bar",
     encoding: {
-      y: { field: "stage", type: "nominal", title: null },
+      y: { field: "stage", type: "nominal", title: null, sort: [...new Set(values.map((v) => v.stage))] },
       x: { field: "overlap", type: "quantitative", title: "overlap (%)", scale: { domain: [0, 100] } },
     },
   };
