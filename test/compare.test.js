@@ -1,16 +1,21 @@
-// `runner compare`: ratios per row, exit 1 on a regression, 0 otherwise, 2 on unreadable input.
+// `runner compare`: ratios per row, exit 1 on a regression, 0 otherwise, 2 on unreadable input; and real
+// back-to-back runs of the quick start, which must compare as equal.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { RUNNER, runNode } from "./helpers/ranks.js";
 
-const row = (stage, busbw, extra = {}) => ({
-  stage, op: "allreduce", size: 4096, count: 1024, type: "float32", redop: "sum", root: null, algorithm: "ring",
-  time: { avg_us: 4096 / (busbw * 1e3), p50_us: 0, p95_us: 0, min_us: 0, max_us: 0 },
-  algbw: busbw, busbw, wrong: 0, wire_bytes: 0, rel_error: null, ...extra,
-});
+// Iterations as tight as they come: every one took the average (`spread` widens them by that factor each way).
+const row = (stage, busbw, extra = {}, spread = 1) => {
+  const us = 4096 / (busbw * 1e3);
+  return {
+    stage, op: "allreduce", size: 4096, count: 1024, type: "float32", redop: "sum", root: null, algorithm: "ring",
+    time: { avg_us: us, p50_us: us, p95_us: us * spread, min_us: us / spread, max_us: us * spread },
+    algbw: busbw, busbw, wrong: 0, wire_bytes: 0, rel_error: null, ...extra,
+  };
+};
 const doc = (results) => ({ version: "0", job: "j", world_size: 4, backend: "shm", results, average_bus_bandwidth: 0 });
 
 function files(a, b) {
@@ -37,12 +42,25 @@ test("equal or faster rows pass with exit 0 and show the ratio", async () => {
   assert.match(p.stdout, /# 0 regressions \(threshold 5\.0%\)/);
 });
 
-test("a row slower than the threshold is a regression: exit 1", async () => {
-  const p = await compare(doc([row("ar", 10)]), doc([row("ar", 8)]));
+test("a row slower than the threshold and the noise floor, every iteration slower, is a regression: exit 1", async () => {
+  const p = await compare(doc([row("ar", 10)]), doc([row("ar", 7)]));
   assert.equal(p.code, 1);
-  assert.match(p.stdout, /0\.800 +REGRESSION: 20\.0% slower/);
-  const loose = await compare(doc([row("ar", 10)]), doc([row("ar", 8)]), "--threshold", "0.25");
-  assert.equal(loose.code, 0, "within a 25% threshold");
+  assert.match(p.stdout, /0\.700 +REGRESSION: 30\.0% slower/);
+  const loose = await compare(doc([row("ar", 10)]), doc([row("ar", 7)]), "--threshold", "0.35");
+  assert.equal(loose.code, 0, "within a 35% threshold");
+});
+
+test("runs of different jobs or world sizes, or a job file given as results: one line, exit 2", async () => {
+  const job = await compare(doc([row("ar", 10)]), { ...doc([row("ar", 10)]), job: "other" });
+  assert.equal(job.code, 2);
+  assert.match(job.stderr, /^runner: \S+b\.json: job "other" on 4 ranks, but \S+a\.json is job "j" on 4 ranks: compare runs of one job at one world size\n$/);
+  const world = await compareRuns([doc([row("ar", 10)])], [doc([row("ar", 10)]), { ...doc([row("ar", 10)]), world_size: 8 }]);
+  assert.equal(world.code, 2);
+  assert.match(world.stderr, /^runner: \S+b1\.json: job "j" on 8 ranks, but \S+a0\.json is job "j" on 4 ranks: /);
+  const jobFile = await compare(doc([row("ar", 10)]), { name: "j", tensors: {}, stages: [] });
+  assert.equal(jobFile.code, 2);
+  assert.match(jobFile.stderr, /^runner: \S+b\.json: a job file, not results: give the results\.json of a run/);
+  assert.equal(jobFile.stderr.trim().split("\n").length, 1);
 });
 
 test("wrong elements and missing rows are regressions", async () => {
@@ -82,6 +100,28 @@ async function compareRuns(as, bs, ...flags) {
 
 const runsOf = (busbws) => busbws.map((b) => doc([row("ar", b)]));
 
+test("one run a side: says noise cannot be measured; a slowdown inside the iterations' spread or the floor is not a regression", async () => {
+  const p = await compare(doc([row("ar", 10, {}, 2), row("b", 10)]), doc([row("ar", 6, {}, 2), row("b", 8.5)]));
+  assert.equal(p.code, 0, p.stdout);
+  assert.match(p.stdout, /^# A: 1 run, B: 1 run; busbw and time are each side's medians over its runs, B\/A the ratio of the medians\n# fewer than 3 runs a side: run-to-run noise cannot be measured/);
+  assert.match(p.stdout, /\n {2}ar .* 0\.600 +within noise \(iterations overlap: B's fastest 0\.3 us, A's slowest 0\.8 us\)\n/);
+  assert.match(p.stdout, /\n {2}b .* 0\.850 +within noise \(under the 20% noise floor of single runs\)\n/);
+  // Two runs a side: a floor as wide as the runs of a side differ.
+  const two = await compareRuns([doc([row("ar", 10)]), doc([row("ar", 6)])], [doc([row("ar", 5)]), doc([row("ar", 5)])]);
+  assert.equal(two.code, 0, two.stdout);
+  assert.match(two.stdout, /0\.625 +within noise \(under the 40% noise floor of single runs\)/);
+});
+
+test("several runs a side: busbw and time are the medians, and each side's count of runs is shown", async () => {
+  const p = await compareRuns(runsOf([10, 12, 11]), runsOf([11.5, 13, 11]));
+  assert.equal(p.code, 0, p.stdout);
+  assert.match(p.stdout, /^# A: 3 runs, B: 3 runs; busbw and time are each side's medians/);
+  assert.doesNotMatch(p.stdout, /noise cannot be measured/);
+  const [, busA, busB, timeA, timeB, ratio] = p.stdout.match(/\n {2}ar +allreduce +1024 +(\S+) +(\S+) +(\S+) +(\S+) +(\S+)/);
+  assert.deepEqual([busA, busB, ratio], ["11.00", "11.50", "1.045"]);
+  assert.deepEqual([timeA, timeB], [(4096 / 11e3).toFixed(2), (4096 / 11.5e3).toFixed(2)]);
+});
+
 test("several runs per side: 10% slower inside the runs' spread is within noise (exit 0); beyond it a regression (exit 1)", async () => {
   const noisy = await compareRuns(runsOf([10, 10.5, 9.5]), runsOf([8.5, 10.6, 9.0]));
   assert.equal(noisy.code, 0, noisy.stdout + noisy.stderr);
@@ -94,11 +134,29 @@ test("several runs per side: 10% slower inside the runs' spread is within noise 
   assert.equal(one.code, 0, "a spread on one side is enough to weigh the difference");
 });
 
+test("back-to-back runs of the quick start compare as equal, in both orders: exit 0", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-compare-runs-"));
+  try {
+    for (let i = 0; i < 4; i++) {
+      const p = await runNode([RUNNER, "launch", "-n", "4", "jobs/quickstart.json", "--out", dir, "--quiet"]);
+      assert.equal(p.code, 0, p.stderr);
+    }
+    const runs = readdirSync(dir).sort().map((d) => path.join(dir, d, "results.json"));
+    for (const [a, b] of runs.slice(1).flatMap((b, i) => [[runs[i], b], [b, runs[i]]])) {
+      const p = await runNode([RUNNER, "compare", a, b]);
+      assert.equal(p.code, 0, p.stdout + p.stderr);
+      assert.match(p.stdout, /# 0 regressions/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("compare prints the manifests' differences above its table", async () => {
   const manifest = (algo) => ({ runner: "0.1.0", node: "v20", env: { NCCL_ALGO: algo, SLURM_JOB_ID: "7" }, hosts: [{ name: "a", cpu: "x", gpus: [] }] });
   const p = await compare({ ...doc([row("ar", 10)]), manifest: manifest("ring") }, { ...doc([row("ar", 10)]), manifest: manifest("tree") });
   assert.equal(p.code, 0);
-  assert.match(p.stdout, /^# the runs differ in their manifests:\n# {3}manifest\.env\.NCCL_ALGO: "ring" -> "tree"\n# stage/);
+  assert.match(p.stdout, /^# the runs differ in their manifests:\n# {3}manifest\.env\.NCCL_ALGO: "ring" -> "tree"\n# A: 1 run/);
   const same = await compare({ ...doc([row("ar", 10)]), manifest: manifest("ring") }, { ...doc([row("ar", 10)]), manifest: manifest("ring") });
   assert.doesNotMatch(same.stdout, /manifests/);
 });

@@ -163,7 +163,7 @@ test("a job too big for the device: every rank refuses it before meeting, naming
       assert.equal(v.code, 2, v.stderr);
       assert.match(v.stderr, new RegExp(`memory: a rank needs [\\d.]+ MiB \\(\\d+ bytes\\) on device ${device}:0, .*\\(${call} on ${device}:0\\)`));
       const fits = await runNode([RUNNER, "validate", "-n", "2", file], library);
-      assert.match(fits.stdout, new RegExp(`ok \\(.*; 192 MiB per rank, 192 MiB of them on its ${device} device\\)`), fits.stderr);
+      assert.match(fits.stdout, new RegExp(`ok \\(.*; 192 MiB per rank, 192 MiB of them on its ${device} device, 2 ranks on this host\\)`), fits.stderr);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -31,7 +31,7 @@ function oneLine(p, code, pattern) {
   assert.doesNotMatch(p.stderr, /bad_alloc|\n\s+at /);
 }
 
-const NEEDS = /memory: a rank needs [\d.]+ \w+ \((\d+) bytes\), the largest piece stage "ar" output of tensor "x" 256 GiB \(274877906944 bytes\), but only [\d.]+ \w+ \((\d+) bytes\) is available \((MemAvailable|the cgroup limit in \S+)\)$/;
+const NEEDS = /memory: 4 ranks on this host need [\d.]+ \w+ \((\d+) bytes\), [\d.]+ \w+ each, the largest piece stage "ar" output of tensor "x" 256 GiB \(274877906944 bytes\), but only [\d.]+ \w+ \((\d+) bytes\) is available \((MemAvailable|the cgroup limit in \S+)\)$/;
 
 test("a tensor too big for memory: validate -n and every rank refuse it before meeting, with the numbers", async () => {
   const dir = tmp();
@@ -44,13 +44,38 @@ test("a tensor too big for memory: validate -n and every rank refuse it before m
     // Tensor, output and reduction workspace: three times the tensor's 256 GiB at least.
     assert.ok(Number(needed) >= 3 * 274877906944, needed);
     const ok = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", "jobs/quickstart.json"], { cwd: REPO, encoding: "utf8" });
-    assert.match(ok.stdout, /ok \(.*; [\d.]+ MiB per rank\)/);
+    assert.match(ok.stdout, /ok \(.*; [\d.]+ MiB per rank, 4 ranks on this host\)/);
     const t0 = Date.now();
     const run = await runNode([RUNNER, "launch", "-n", "2", file, "--out", dir]);
     assert.equal(run.code, 2, run.stderr);
     assert.match(run.stderr, /runner \(rank [01]\): \S+job\.json: memory: 2 ranks on this host need [\d.]+ TiB \(\d+ bytes\), 768 GiB each, the largest piece stage "ar"/);
     assert.doesNotMatch(run.stderr, /bad_alloc/);
     assert.ok(Date.now() - t0 < 20_000, "refused before the ranks meet, not at a deadline");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("validate -n 4 refuses what fits one rank but not the 4 that launch -n 4 puts on this host, with launch's numbers", async () => {
+  const dir = tmp();
+  try {
+    // Tensor, output and reduction workspace: 12 bytes per float32 element; a rank takes about 40% of the memory.
+    const count = Math.floor((availableMemory().bytes * 0.4) / 12 / 1024) * 1024;
+    const file = job(dir, { x: { dtype: "float32", count } }, AR);
+    const numbers = (text) => text.match(/memory: (.*), but only/)?.[1];
+    const one = spawnSync(process.execPath, [RUNNER, "validate", "-n", "1", file], { cwd: REPO, encoding: "utf8" });
+    assert.equal(one.status, 0, one.stderr);
+    assert.match(one.stdout, /ok \(.*, 1 rank on this host\)/);
+    const four = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", file], { cwd: REPO, encoding: "utf8" });
+    oneLine({ code: four.status, stderr: four.stderr }, 2, /memory: 4 ranks on this host need .* each, the largest piece .* is available/);
+    const run = await runNode([RUNNER, "launch", "-n", "4", file, "--out", dir]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.equal(numbers(run.stderr), numbers(four.stderr), `validate: ${four.stderr}launch: ${run.stderr}`);
+    // Under a launcher its local ranks share the host: 2 of the 4 fit.
+    const env = { ...process.env, RANK: "0", WORLD_SIZE: "4", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
+    const two = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", file], { cwd: REPO, encoding: "utf8", env });
+    assert.equal(two.status, 0, two.stderr);
+    assert.match(two.stdout, /, 2 ranks on this host\)/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

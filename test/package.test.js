@@ -48,15 +48,15 @@ before(() => {
 
 after(() => rmSync(TMP, { recursive: true, force: true }));
 
-test("the package holds the compiled CLI, schema, jobs, configs, scripts, README, native sources, the addon and its dependencies", () => {
+test("the package holds the compiled CLI, schema, jobs, configs, scripts, README and the docs it links, native sources, the addon and its dependencies", () => {
   for (const f of ["runner/index.js", "dist/bundle/index.cjs", "dist/bundle/index.cjs.v8cache", "dist/bundle/charts.cjs", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
-    "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md",
+    "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md", "docs/DESIGN.md",
     "native/CMakeLists.txt", "native/cmake/spmd_parts.cmake", "native/src/backends/shm/shm_transport.cc",
     "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, "node_modules/yargs/package.json",
     "node_modules/cmake-js/package.json", "node_modules/node-addon-api/package.json"]) {
     assert.ok(files.includes(f), `${f} is not in the package`);
   }
-  const misplaced = files.filter((f) => /^(test|bench|src|docs|native\/build|native\/tests|results|runs)\/|^[^/]+\.map$|^dist\/.*\.map$|^tsconfig/.test(f));
+  const misplaced = files.filter((f) => /^(test|bench|src|native\/build|native\/tests|results|runs)\/|^[^/]+\.map$|^dist\/.*\.map$|^tsconfig/.test(f));
   assert.deepEqual(misplaced, [], "tests, bench results, sources of the JS, build trees or source maps in the package");
   const dev = Object.keys(JSON.parse(readFileSync(path.join(REPO, "package.json"), "utf8")).devDependencies);
   assert.deepEqual(dev.filter((name) => files.includes(`node_modules/${name}/package.json`)), [], "development dependencies bundled");

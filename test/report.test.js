@@ -54,6 +54,12 @@ test("each run directory holds the table, JSON, CSV, comms summary and HTML repo
     assert.match(summary, /\nStragglers +Stage/);
     assert.match(summary, /\nOverlap \(OSU\) +Stage +Count +Overall\(ms\) +Compute\(ms\) +Comm\(ms\) +Overlap\(%\)\nigather +ig +2048 +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+/);
     const html = readFileSync(path.join(run, "report.html"), "utf8");
+    // The results are a table of the text table's columns, one row per result row; no text table in a <pre>.
+    const body = html.match(/<table class="results">[\s\S]*?<\/table>/)?.[0] ?? "";
+    assert.match(body, /<thead><tr><th class="l">stage<\/th><th class="l">op<\/th><th class="l">algo<\/th><th>size<\/th>/);
+    assert.equal((body.match(/<tr>/g) ?? []).length - 1, doc.results.length, "a header row, then one row per result");
+    assert.match(body, /<tr><td class="l">ar<\/td><td class="l">allreduce<\/td><td class="l">\w+<\/td><td>4096<\/td><td>1024<\/td>/);
+    assert.doesNotMatch(html, /<pre>[^<]*# stage/, "no text table");
     // igather runs on a stream of its own, so each point's step also has a timeline.
     assert.equal((html.match(/<svg /g) ?? []).length, 4, "bandwidth, error, overlap and step timeline charts");
     assert.match(html, /Step timeline by stream/);
@@ -111,6 +117,82 @@ test("the CSV carries every field of every row: sweep params, fallback, per-rank
       if (v === null || typeof v !== "object") assert.equal(at(r, key), v === null ? "" : String(v), key);
       else if (!Array.isArray(v)) for (const [k, x] of Object.entries(v)) assert.equal(at(r, key === "time" ? k : `${key}.${k}`), String(x), k);
     }
+  }
+});
+
+test("summary.txt labels a parameter sweep's rows as the table does, so rows of one op and size are told apart", async () => {
+  const { formatSummary } = await import("../dist/report/summary.js");
+  const time = { avg_us: 10, p50_us: 10, p95_us: 10, p99_us: 10, stddev_us: 0, min_us: 10, max_us: 10 };
+  const row = (params) => ({ stage: "ar", op: "allreduce", size: 4096, count: 1024, type: "float32", redop: params["ar.reduce"] ?? "sum", root: null,
+    algorithm: params.algorithm, time, algbw: 1, busbw: 1, wrong: 0, wire_bytes: 0, rel_error: null, per_rank_avg_us: [10, 10], slowest_rank: 0,
+    straggler_us: 0, params });
+  const points = [{ algorithm: "ring", "ar.reduce": "sum" }, { algorithm: "tree", "ar.reduce": "sum" }, { algorithm: "ring", "ar.reduce": "max" }];
+  const summary = formatSummary({ version: "1", job: "j", world_size: 2, backend: "shm", results: points.map(row), average_bus_bandwidth: 1 }, 3);
+  const [head, op, ...rows] = summary.split("\n");
+  assert.match(head, /^Comm\. Op +Message Size/);
+  assert.equal(op, "allreduce");
+  const labels = ["ar[algorithm=ring,ar.reduce=sum]", "ar[algorithm=tree,ar.reduce=sum]", "ar[algorithm=ring,ar.reduce=max]"];
+  const esc = (l) => l.replace(/[[\].]/g, "\\$&");
+  for (const [i, l] of labels.entries()) {
+    assert.match(rows[i], new RegExp(`^  ${esc(l)} +4 KiB +3 +`));
+    assert.match(summary, new RegExp(`\nallreduce +${esc(l)} `), "its straggler row too");
+  }
+  assert.equal(rows[0].indexOf("4 KiB"), head.indexOf("Message Size"), "the columns stay aligned");
+});
+
+test("the relative-error legend and the overlap chart list sizes in numeric order", async () => {
+  const { renderCharts } = await import("../dist/report/charts.js");
+  const time = { avg_us: 10, p50_us: 10, p95_us: 10, p99_us: 10, stddev_us: 0, min_us: 10, max_us: 10 };
+  const row = (count) => ({ stage: "ob", op: "compressed_allreduce", size: 4 * count, count, type: "float32", redop: "mean", root: null, algorithm: "onebit",
+    time, algbw: 1, busbw: 1, wrong: null, wire_bytes: 0, rel_error: 0.1, rel_error_by_step: [0.3, 0.2, 0.1], per_rank_avg_us: [10], slowest_rank: 0, straggler_us: 0 });
+  const svgs = await renderCharts([1024, 16384, 1048576].map(row));
+  const legend = svgs.map((svg) => [...svg.matchAll(/>(ob @\d+: per step)</g)].map((m) => m[1])).find((l) => l.length);
+  assert.deepEqual(legend, ["ob @1024: per step", "ob @16384: per step", "ob @1048576: per step"]);
+  // The overlap chart's rows too.
+  const overlap = { overall_us: 30, compute_us: 20, comm_us: 15, overlap_pct: 33.3 };
+  const ig = await renderCharts([1024, 16384, 1048576].map((count) => ({ ...row(count), stage: "ig", op: "igather", rel_error_by_step: undefined, overlap })));
+  const rows = ig.map((svg) => [...svg.matchAll(/>(ig @\d+)</g)].map((m) => m[1])).find((l) => l.length);
+  assert.deepEqual(rows, ["ig @1024", "ig @16384", "ig @1048576"]);
+});
+
+/** Runs `script` in the page (headless Chromium) after it loads; returns what it wrote into <pre id="probe">. */
+function probe(html, script, dir) {
+  const page = path.join(dir, "probe.html");
+  writeFileSync(page, html.replace("</body>", `<pre id="probe"></pre><script>document.getElementById("probe").textContent = (${script})();</script></body>`));
+  const p = spawnSync(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", `--user-data-dir=${path.join(dir, "profile")}`, "--window-size=1200,1400", "--dump-dom", `file://${page}`], { encoding: "utf8", timeout: 120_000 });
+  return p.stdout.match(/<pre id="probe">([^<]*)<\/pre>/)?.[1] ?? `no probe: ${p.stderr}`;
+}
+
+// The timeline's labels, as Chromium lays them out: none runs into another or out of its bar's row of bars.
+function labelOverlaps() {
+  const chart = [...document.querySelectorAll("figure svg")].find((s) => s.textContent.includes("Step timeline by stream"));
+  const labels = [...chart.querySelectorAll("g.mark-text.role-mark text")].filter((t) => t.textContent).map((t) => ({ text: t.textContent, box: t.getBoundingClientRect() }));
+  const overlaps = [];
+  for (const [i, a] of labels.entries())
+    for (const b of labels.slice(i + 1))
+      if (a.box.left < b.box.right && b.box.left < a.box.right && a.box.top < b.box.bottom && b.box.top < a.box.bottom) overlaps.push(`${a.text}/${b.text}`);
+  return JSON.stringify({ labels: labels.length, overlaps });
+}
+
+test("report.html's timeline labels do not overlap in headless Chromium", async (t) => {
+  if (!CHROMIUM) return t.skip("chromium not installed (apt-get install chromium)");
+  const { renderCharts } = await import("../dist/report/charts.js");
+  const time = (avg_us) => ({ avg_us, p50_us: avg_us, p95_us: avg_us, p99_us: avg_us, stddev_us: 0, min_us: avg_us, max_us: avg_us });
+  // One step: a long stage on main, and on "side" a row of short stages whose names are longer than their bars.
+  const graph = { step_us: 1000, solo_sum_us: 1500, solo_max_us: 1000, solo_steps: 5, overlap_pct: 50, critical_path: ["compute_forward"] };
+  const stage = (id, stream, start_us, us) => ({ stage: id, op: "compute", size: 0, count: 0, type: null, redop: null, root: null, algorithm: "none",
+    time: time(us), algbw: 0, busbw: 0, wrong: null, wire_bytes: 0, rel_error: null, per_rank_avg_us: [us], slowest_rank: 0, straggler_us: 0, stream, start_us, graph });
+  const rows = [stage("compute_forward", "main", 0, 1000), ...Array.from({ length: 8 }, (_, i) => stage(`allgather_layer_${i}`, "side", 40 * i, 40))];
+  const svgs = await renderCharts(rows);
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-timeline-"));
+  try {
+    const html = `<!doctype html><html><body>${svgs.map((s) => `<figure>${s}</figure>`).join("")}</body></html>`;
+    const { labels, overlaps } = JSON.parse(probe(html, labelOverlaps.toString(), dir));
+    assert.ok(labels >= 1, "the long bar keeps its label");
+    assert.deepEqual(overlaps, []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

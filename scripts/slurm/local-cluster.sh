@@ -132,6 +132,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+EnforcePartLimits=ALL
 $(node_conf)
 CONF
 

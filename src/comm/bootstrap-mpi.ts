@@ -4,6 +4,7 @@
 // interrupts whatever op is still waiting; MPI_Abort only when finalizing is impossible.
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
+import { BackendError } from "./errors.js";
 import { native, type MpiWorld, type NativeMpiBootstrap } from "./native.js";
 import { StartupTimeout, withinDeadline } from "./startup.js";
 
@@ -100,7 +101,7 @@ function checkWorld(world: MpiWorld, place: Place): void {
   if (world.size === 1 && place.size > 1) {
     const library = native().mpiLibrary?.split(/[,\n]/)[0]?.trim() ?? "another MPI";
     const build = BUILD_FOR[place.launcher];
-    throw new Error(`${says}: this addon was built for ${library}, not for the MPI of this launcher (${place.launcher})${build ? `; build one for ${build}` : ""}`);
+    throw new BackendError(`${says}: this addon was built for ${library}, not for the MPI of this launcher (${place.launcher})${build ? `; build one for ${build}` : ""}`);
   }
-  throw new Error(says);
+  throw new BackendError(says);
 }

@@ -269,6 +269,15 @@ export function discoverPlace(env: Env): Place {
   return { rank: 0, size: 1, localRank: 0, localSize: 1, nodeRank: 0, launcher: "none" };
 }
 
+/**
+ * Where `validate -n size` puts a rank: under a launcher (validate run inside an allocation or a launched
+ * shell) its local ranks; without one, all `size` ranks on this host, as `runner launch -n size` starts them.
+ */
+export function plannedPlace(size: number, env: Env): Pick<Place, "size" | "localSize" | "localRank"> {
+  const p = discoverPlace(env);
+  return { size, localSize: p.launcher === "none" ? size : Math.min(p.localSize, size), localRank: p.launcher === "none" ? 0 : p.localRank };
+}
+
 /** This process's rank for messages: the launcher's, or undefined without a launcher or with an environment that says nothing consistent. */
 export function rankForMessages(env: Env): number | undefined {
   try {

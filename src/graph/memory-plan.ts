@@ -3,9 +3,12 @@
 // allocation after the ranks have met. The sizes mirror native/src/runtime/executor.cc (prepare) and the
 // estimating ops; they are the root's, the rank that holds the most.
 import type { NativeOp, NativeProgram } from "../comm/native.js";
+import { deviceMemory } from "../comm/vendor-library.js";
 import { ConfigError } from "../config/errors.js";
 import { ELEMENT_BYTES, type Job } from "../config/job.js";
 import { formatSize } from "../config/size.js";
+import { availableMemory } from "../env/memory.js";
+import type { Place } from "../env/place.js";
 import type { World } from "../plan.js";
 import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
@@ -104,7 +107,7 @@ function describeItem(i: MemoryItem): string {
  * Refuses, in one line with the numbers, a job whose ranks on this host (`world.localSize` of them, sharing
  * its memory and usually its cgroup) need more than `available` bytes; returns the plan otherwise.
  */
-export function checkMemory(job: Job, file: string, world: { size: number; localSize: number }, dumps: boolean, available?: Available): MemoryPlan {
+function checkMemory(job: Job, file: string, world: { size: number; localSize: number }, dumps: boolean, available?: Available): MemoryPlan {
   // Before the ranks meet the hosts are not known: as the launcher says, `localSize` ranks a host.
   const hostOf = Array.from({ length: world.size }, (_, r) => Math.floor(r / world.localSize));
   const p = memoryPlan(job, { size: world.size, hostOf }, dumps);
@@ -118,7 +121,7 @@ export function checkMemory(job: Job, file: string, world: { size: number; local
  * with the numbers, a plan that does not fit the rank's own device (`device`, e.g. "cuda:1": each rank of a
  * node has one) where its runtime says what is `available`.
  */
-export function checkDeviceMemory(p: MemoryPlan, file: string, device: string, available?: Available): number {
+function checkDeviceMemory(p: MemoryPlan, file: string, device: string, available?: Available): number {
   const items = p.items.filter((i) => i.what !== DUMP);
   const needed = items.reduce((n, i) => n + i.bytes, 0);
   if (available && needed > available.bytes) refuse(items, p, file, `a rank needs ${bytes(needed)} on device ${device}`, available);
@@ -126,6 +129,20 @@ export function checkDeviceMemory(p: MemoryPlan, file: string, device: string, a
 }
 
 type Available = { bytes: number; source: string };
+
+/** The command line (`dumpDir`) or a stage asks for .npy dumps (each output then also copied out). */
+const wantsDumps = (job: Job, dumpDir?: string) => !!dumpDir || job.stages.some((s) => "dumpDir" in s && !!s.dumpDir);
+
+/**
+ * The memory checks made before the ranks meet, by every rank and by `validate -n` alike: the plan for
+ * `place.localSize` ranks sharing this host's memory, then the rank's own device (its local rank's) for a job
+ * on one. Returns the plan and its device bytes (0 for a job on the CPU).
+ */
+export function checkPlaceMemory(job: Job, file: string, place: Pick<Place, "size" | "localSize" | "localRank">, dumpDir?: string): { plan: MemoryPlan; device: number } {
+  const plan = checkMemory(job, file, place, wantsDumps(job, dumpDir), availableMemory());
+  if (job.device === "cpu") return { plan, device: 0 };
+  return { plan, device: checkDeviceMemory(plan, file, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank)) };
+}
 
 function refuse(items: readonly MemoryItem[], p: MemoryPlan, file: string, who: string, available: Available): never {
   // The largest piece, a stage's rather than a bare tensor's where they tie: the stage is what to change.

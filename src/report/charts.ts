@@ -6,7 +6,7 @@ type Spec = vl.TopLevelSpec;
 
 const base = { width: 560, height: 300, background: "white" } as const;
 
-/** busbw against message size per stage, log axes (one point per stage without a sweep). */
+/** busbw against message size per stage: size on a log axis, busbw on a symlog one (one point per stage without a sweep). */
 function bandwidthSpec(rows: ResultRow[]): Spec | undefined {
   const values = rows.filter((r) => r.size > 0).map((r) => ({ stage: `${r.stage} (${r.algorithm})`, size: r.size, busbw: r.busbw }));
   if (!values.length) return undefined;
@@ -23,11 +23,19 @@ function bandwidthSpec(rows: ResultRow[]): Spec | undefined {
   };
 }
 
+/** Rows stage by stage (in the order they first come), sizes in numeric order: as strings "@1048576" sorts before "@16384". */
+function inSizeOrder(rows: ResultRow[]): ResultRow[] {
+  const stages = [...new Set(rows.map((r) => r.stage))];
+  return [...rows].sort((a, b) => stages.indexOf(a.stage) - stages.indexOf(b.stage) || a.count - b.count);
+}
+
 /** Relative error per step for estimating stages (compressed/quantized), with the running mean's. */
 function errorSpec(rows: ResultRow[]): Spec | undefined {
-  const values = rows.flatMap((r) => [
-    ...(r.rel_error_by_step ?? []).map((e, step) => ({ series: `${r.stage} @${r.count}: per step`, step, error: e })),
-    ...(r.running_mean_rel_error_by_step ?? []).map((e, step) => ({ series: `${r.stage} @${r.count}: running mean`, step, error: e })),
+  const ordered = inSizeOrder(rows.filter((r) => r.rel_error_by_step?.length || r.running_mean_rel_error_by_step?.length));
+  const series = (r: ResultRow, what: string) => `${r.stage} @${r.count}: ${what}`;
+  const values = ordered.flatMap((r) => [
+    ...(r.rel_error_by_step ?? []).map((e, step) => ({ series: series(r, "per step"), step, error: e })),
+    ...(r.running_mean_rel_error_by_step ?? []).map((e, step) => ({ series: series(r, "running mean"), step, error: e })),
   ]).filter((v) => v.error !== null && v.error > 0);
   if (!values.length) return undefined;
   return {
@@ -38,14 +46,14 @@ function errorSpec(rows: ResultRow[]): Spec | undefined {
     encoding: {
       x: { field: "step", type: "quantitative", title: "step (warmup included)" },
       y: { field: "error", type: "quantitative", title: "‖out − exact‖ / ‖exact‖", scale: { type: "log" } },
-      color: { field: "series", type: "nominal", legend: { labelLimit: 280 } },
+      color: { field: "series", type: "nominal", sort: [...new Set(values.map((v) => v.series))], legend: { labelLimit: 280 } },
     },
   };
 }
 
 /** OSU overlap of nonblocking stages. */
 function overlapSpec(rows: ResultRow[]): Spec | undefined {
-  const values = rows.filter((r) => r.overlap).map((r) => ({ stage: `${r.stage} @${r.count}`, overlap: r.overlap!.overlap_pct }));
+  const values = inSizeOrder(rows.filter((r) => r.overlap)).map((r) => ({ stage: `${r.stage} @${r.count}`, overlap: r.overlap!.overlap_pct }));
   if (!values.length) return undefined;
   return {
     ...base,
@@ -54,10 +62,20 @@ function overlapSpec(rows: ResultRow[]): Spec | undefined {
     data: { values },
     mark: "bar",
     encoding: {
-      y: { field: "stage", type: "nominal", title: null },
+      y: { field: "stage", type: "nominal", title: null, sort: [...new Set(values.map((v) => v.stage))] },
       x: { field: "overlap", type: "quantitative", title: "overlap (%)", scale: { domain: [0, 100] } },
     },
   };
+}
+
+const TIMELINE_WIDTH = 560;
+/** About what one character of the timeline's 10 px labels takes. */
+const LABEL_CHAR_PX = 6;
+
+/** A bar's label cut to what fits inside it (the legend names every colour), so labels never run into the next bar. */
+function fitLabel(stage: string, px: number): string {
+  const chars = Math.floor((px - 6) / LABEL_CHAR_PX);
+  return stage.length <= chars ? stage : chars >= 3 ? `${stage.slice(0, chars - 1)}…` : "";
 }
 
 /**
@@ -80,21 +98,25 @@ function timelineSpec(rows: ResultRow[]): Spec | undefined {
     };
   });
   if (!values.length) return undefined;
+  // The facets share one x scale, from 0 to the latest end exactly (not rounded up), so a bar's width is known here.
+  const last = Math.max(...values.map((v) => v.end));
+  const msPerPx = last / TIMELINE_WIDTH;
+  const labelled = values.map((v) => ({ ...v, label: fitLabel(v.stage, (v.end - v.start) / msPerPx) }));
   return {
     background: "white",
     title: "Step timeline by stream",
-    data: { values },
+    data: { values: labelled },
     facet: { row: { field: "point", type: "nominal", title: null, header: { labelAngle: 0, labelAlign: "left", labelOrient: "top" } } },
     spec: {
-      width: 560,
+      width: TIMELINE_WIDTH,
       height: { step: 26 },
       layer: [
-        { mark: { type: "bar", cornerRadius: 2 }, encoding: { x2: { field: "end" }, color: { field: "stage", type: "nominal", legend: null } } },
-        { mark: { type: "text", align: "left", dx: 3, color: "white" }, encoding: { text: { field: "stage" } } },
+        { mark: { type: "bar", cornerRadius: 2 }, encoding: { x2: { field: "end" }, color: { field: "stage", type: "nominal", title: "stage", sort: [...new Set(values.map((v) => v.stage))] } } },
+        { mark: { type: "text", align: "left", dx: 3, color: "white", fontSize: 10 }, encoding: { text: { field: "label" } } },
       ],
       encoding: {
         y: { field: "stream", type: "nominal", title: null },
-        x: { field: "start", type: "quantitative", title: "ms after the step's start" },
+        x: { field: "start", type: "quantitative", title: "ms after the step's start", scale: { domain: [0, last], nice: false } },
       },
     },
   } as Spec;

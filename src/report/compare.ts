@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
 
-// Only what comparing needs; other fields (and later additions) pass through untouched.
+// Only what comparing needs; other fields (and later additions) pass through untouched. The iterations'
+// spread (min, max) is optional: result files without it still compare.
 const rowSchema = z.looseObject({
   stage: z.string(),
   op: z.string(),
@@ -11,14 +12,15 @@ const rowSchema = z.looseObject({
   type: z.string().nullable(),
   redop: z.string().nullable(),
   root: z.number().nullable(),
-  time: z.looseObject({ avg_us: z.number() }),
+  time: z.looseObject({ avg_us: z.number(), min_us: z.number().optional(), max_us: z.number().optional() }),
   busbw: z.number(),
   wrong: z.number().nullable(),
 });
 const documentSchema = z.looseObject({ job: z.string(), world_size: z.number(), results: z.array(rowSchema), manifest: z.unknown().optional() });
 type Row = z.output<typeof rowSchema>;
+export type ResultsFile = z.output<typeof documentSchema>;
 
-export function loadResults(file: string): z.output<typeof documentSchema> {
+export function loadResults(file: string): ResultsFile {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -31,29 +33,57 @@ export function loadResults(file: string): z.output<typeof documentSchema> {
   } catch {
     throw new ConfigError(file, "", "not a JSON result file");
   }
+  if (typeof data === "object" && data !== null && "stages" in data && !("results" in data)) {
+    throw new ConfigError(file, "", "a job file, not results: give the results.json of a run (results/<job>-<time>/results.json)");
+  }
   const parsed = documentSchema.safeParse(data);
   if (!parsed.success) throw configErrorFromZod(file, parsed.error);
   return parsed.data;
 }
 
+/** Refuses, in one line, runs of different jobs or world sizes: their rows do not match up. */
+export function checkComparable(files: string[], docs: ResultsFile[]): void {
+  const what = (d: ResultsFile) => `job "${d.job}" on ${d.world_size} rank${d.world_size === 1 ? "" : "s"}`;
+  const other = docs.findIndex((d) => what(d) !== what(docs[0]!));
+  if (other < 0) return;
+  throw new ConfigError(files[other]!, "", `${what(docs[other]!)}, but ${files[0]} is ${what(docs[0]!)}: compare runs of one job at one world size`);
+}
+
+/** The medians over one side's runs of a row. */
+export interface Medians {
+  runs: number;
+  busbw: number;
+  time_us: number;
+}
+
 export interface Comparison {
   key: string;
-  /** The row as the first run of each side has it. */
-  before?: Row;
-  after?: Row;
+  /** The row as the first run holding it has it (stage, op, count). */
+  row: Row;
+  before?: Medians;
+  after?: Medians;
   /** after / before of the medians over runs of busbw (or of 1/time for rows that move no bytes): > 1 is faster. */
   ratio?: number;
-  /** With several runs on a side: the ratio's 95% bootstrap interval. */
+  /** With 3 runs or more on each side: the ratio's 95% bootstrap interval. */
   interval?: [number, number];
   regression: string | undefined;
-  /** Slower beyond the threshold, but inside the runs' own spread. */
-  noise?: boolean;
+  /** Slower beyond the threshold, but not beyond the noise: why not. */
+  noise?: string;
 }
 
 const keyOf = (r: Row) => `${r.stage} ${r.op} ${r.count} ${r.type ?? "-"} ${r.redop ?? "-"} ${r.root ?? "-"}`;
 
 /** Higher is faster: busbw, or the rate of rows that move no bytes. */
 const speed = (r: Row) => (r.size > 0 ? r.busbw : 1 / r.time.avg_us);
+
+/** Runs per side below which the runs' own spread is not weighed (a bootstrap of 2 runs says little). */
+export const MIN_RUNS = 3;
+
+/**
+ * With fewer than MIN_RUNS runs a side, a row must be at least this much slower to count: less than a
+ * machine's drift between runs where each run's iterations are tight (docs/DESIGN.md, "Comparing runs").
+ */
+export const NOISE_FLOOR = 0.2;
 
 const BOOTSTRAP_RESAMPLES = 2000;
 
@@ -83,24 +113,49 @@ function median(v: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
+const medians = (rows: Row[]): Medians => ({ runs: rows.length, busbw: median(rows.map((r) => r.busbw)), time_us: median(rows.map((r) => r.time.avg_us)) });
+
+/** How far one side's runs of a row differ: 1 − slowest/fastest (0 for one run). */
+const spreadOf = (rows: Row[]) => 1 - Math.min(...rows.map(speed)) / Math.max(...rows.map(speed));
+
+/**
+ * Why a slowdown seen in fewer than MIN_RUNS runs a side is not one, or undefined when it is. It must exceed
+ * the noise floor: NOISE_FLOOR, or how far the runs of either side differ where it has two. And every
+ * iteration of the second side must be slower than every iteration of the first: on a busy machine a run's
+ * slow iterations reach what another run shows (quick start back to back, 56 pairs: rows up to 5.5 times
+ * slower, none with the iterations apart).
+ */
+function fewRunsNoise(b: Row[], a: Row[], ratio: number): string | undefined {
+  const floor = Math.max(NOISE_FLOOR, spreadOf(b), spreadOf(a));
+  if (ratio >= 1 - floor) return `under the ${(floor * 100).toFixed(0)}% noise floor of single runs`;
+  const fastest = Math.min(...a.map((r) => r.time.min_us ?? Infinity));
+  const slowest = Math.max(...b.map((r) => r.time.max_us ?? -Infinity));
+  if (fastest <= slowest) return `iterations overlap: B's fastest ${fastest.toFixed(1)} us, A's slowest ${slowest.toFixed(1)} us`;
+  return undefined;
+}
+
 /** One row over every run of both sides (each list holds the row from each run that has it). */
 function compareRow(key: string, b: Row[], a: Row[], threshold: number): Comparison {
-  if (!a.length) return { key, before: b[0], regression: "missing in the second run" };
+  if (!a.length) return { key, row: b[0]!, before: medians(b), regression: "missing in the second run" };
   const ratio = median(a.map(speed)) / median(b.map(speed));
   const wrong = a.reduce((n, r) => n + (r.wrong ?? 0), 0);
-  const base = { key, before: b[0], after: a[0], ratio };
+  const base = { key, row: b[0]!, before: medians(b), after: medians(a), ratio };
   if (wrong > 0) return { ...base, regression: `${wrong} wrong elements` };
   if (!(Number.isFinite(ratio) && ratio < 1 - threshold)) return { ...base, regression: undefined };
   const slower = `${((1 - ratio) * 100).toFixed(1)}% slower`;
-  if (a.length < 2 && b.length < 2) return { ...base, regression: slower }; // no spread to weigh it against
+  if (a.length < MIN_RUNS || b.length < MIN_RUNS) {
+    const noise = fewRunsNoise(b, a, ratio);
+    return noise ? { ...base, regression: undefined, noise } : { ...base, regression: slower };
+  }
   const interval = bootstrapRatio(b.map(speed), a.map(speed));
   // Slower only when even the interval's fast end is slower: the difference exceeds the runs' spread.
-  return interval[1] < 1 ? { ...base, interval, regression: slower } : { ...base, interval, regression: undefined, noise: true };
+  const range = `95% interval ${interval[0].toFixed(3)}..${interval[1].toFixed(3)}`;
+  return interval[1] < 1 ? { ...base, interval, regression: `${slower} (${range})` } : { ...base, interval, regression: undefined, noise: range };
 }
 
 /**
  * Rows matched by stage and shape over the runs of each side; a slowdown beyond `threshold` (a fraction)
- * that also exceeds the runs' own spread, wrong elements or a missing row regress.
+ * that also exceeds the noise, wrong elements or a missing row regress.
  */
 export function compareRuns(before: Row[][], after: Row[][], threshold: number): Comparison[] {
   const group = (runs: Row[][]) => {
@@ -110,13 +165,8 @@ export function compareRuns(before: Row[][], after: Row[][], threshold: number):
   };
   const earlier = group(before), later = group(after);
   const out = [...earlier].map(([key, b]) => compareRow(key, b, later.get(key) ?? [], threshold));
-  for (const [key, a] of later) if (!earlier.has(key)) out.push({ key, after: a[0], regression: undefined });
+  for (const [key, a] of later) if (!earlier.has(key)) out.push({ key, row: a[0]!, after: medians(a), regression: undefined });
   return out;
-}
-
-/** Two runs, one per side. */
-export function compareResults(before: Row[], after: Row[], threshold: number): Comparison[] {
-  return compareRuns([before], [after], threshold);
 }
 
 /** "path: A -> B" for every leaf of two manifests that differs (hosts compared as a whole). */
@@ -130,18 +180,27 @@ export function manifestDifferences(a: unknown, b: unknown, at = "manifest"): st
   return JSON.stringify(a) === JSON.stringify(b) ? [] : [`${at}: ${show(a)} -> ${show(b)}`];
 }
 
-export function formatComparison(rows: Comparison[], threshold: number, differences: string[] = []): string {
+/** The table's first lines: how many runs each side had, and what that allows. */
+function runsNote(runs: [number, number]): string[] {
+  const n = (k: number) => `${k} run${k === 1 ? "" : "s"}`;
+  const lines = [`# A: ${n(runs[0])}, B: ${n(runs[1])}; busbw and time are each side's medians over its runs, B/A the ratio of the medians`];
+  if (Math.min(...runs) < MIN_RUNS) {
+    lines.push(`# fewer than ${MIN_RUNS} runs a side: run-to-run noise cannot be measured, so a row counts as slower only when all its`,
+      `#   iterations are slower and beyond a ${NOISE_FLOOR * 100}% noise floor (give ${MIN_RUNS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
+  }
+  return lines;
+}
+
+export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = []): string {
   const cell = (v: number | undefined, d = 2) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(d));
   const lines = [
     ...(differences.length ? ["# the runs differ in their manifests:", ...differences.map((d) => `#   ${d}`)] : []),
+    ...runsNote(runs),
     `# ${"stage".padEnd(16)} ${"op".padEnd(14)} ${"count".padStart(12)} ${"busbw A".padStart(9)} ${"busbw B".padStart(9)} ${"time A".padStart(10)} ${"time B".padStart(10)} ${"B/A".padStart(6)}  verdict`,
     ...rows.map((c) => {
-      const r = (c.before ?? c.after)!;
-      const range = c.interval ? ` (95% interval ${c.interval[0].toFixed(3)}..${c.interval[1].toFixed(3)})` : "";
-      const verdict = c.regression
-        ? `REGRESSION: ${c.regression}${range}`
-        : c.noise ? `within noise${range}` : c.before ? "ok" : "new in the second run";
-      return `  ${r.stage.padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time.avg_us).padStart(10)} ${cell(c.after?.time.avg_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
+      const r = c.row;
+      const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
+      return `  ${r.stage.padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
   const regressions = rows.filter((c) => c.regression).length;

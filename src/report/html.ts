@@ -1,6 +1,6 @@
 import { plural } from "../config/errors.js";
 import type { DoctorResult, ResultDocument } from "../results.js";
-import { interruptedLine } from "./table.js";
+import { interruptedLine, tableParts } from "./table.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
@@ -9,8 +9,22 @@ function doctorOutliers(d: DoctorResult): string {
   return `<h2>Doctor: outliers below ${d.threshold} of the median</h2>\n<ul>${items.map((i) => `<li>${escape(i)}</li>`).join("") || "<li>none</li>"}</ul>\n`;
 }
 
-/** A self-contained report.html: charts inlined as SVG, the table, the comms summary; no network. */
-export async function formatHtml(doc: ResultDocument, table: string, summary: string): Promise<string> {
+/** The results as an HTML table: the text table's columns (units under the titles), rows and closing lines. */
+function resultsTable(doc: ResultDocument): string {
+  const t = tableParts(doc);
+  const cells = (tag: string, values: string[]) => values.map((v, i) => `<${tag}${t.columns[i]!.left ? ' class="l"' : ""}>${escape(v)}</${tag}>`).join("");
+  return `<p>${t.head.slice(1).map(escape).join("<br>")}</p>
+<table class="results">
+<thead><tr>${cells("th", t.columns.map((c) => c.title))}</tr><tr class="unit">${cells("th", t.columns.map((c) => c.unit))}</tr></thead>
+<tbody>
+${t.rows.map((r) => `<tr>${cells("td", r)}</tr>`).join("\n")}
+</tbody>
+</table>
+<pre>${escape(t.foot.join("\n"))}</pre>`;
+}
+
+/** A self-contained report.html: charts inlined as SVG, the results table, the comms summary; no network. */
+export async function formatHtml(doc: ResultDocument, summary: string): Promise<string> {
   // Loaded here, not at start-up: vega costs every rank some 150 ms of CPU and only rank 0 draws charts.
   const { renderCharts, renderDoctorCharts } = await import("./charts.js");
   const charts = [...(await renderCharts(doc.results)), ...(doc.doctor ? await renderDoctorCharts(doc.doctor) : [])];
@@ -24,6 +38,11 @@ export async function formatHtml(doc: ResultDocument, table: string, summary: st
   h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
   .charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
   pre { background: #f6f6f6; padding: 1rem; overflow-x: auto; font-size: 0.8rem; }
+  table.results { border-collapse: collapse; font-size: 0.8rem; font-variant-numeric: tabular-nums; }
+  table.results th, table.results td { padding: 0.2rem 0.6rem; text-align: right; white-space: nowrap; }
+  table.results .l { text-align: left; }
+  table.results thead tr.unit th { font-weight: normal; color: #666; border-bottom: 1px solid #999; }
+  table.results tbody tr:nth-child(even) { background: #f6f6f6; }
 </style>
 </head>
 <body>
@@ -34,7 +53,7 @@ ${doc.interrupted ? `<p class="interrupted"><strong>Interrupted</strong> ${escap
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
 </div>
 ${doc.doctor ? doctorOutliers(doc.doctor) : ""}<h2>Results</h2>
-<pre>${escape(table)}</pre>
+${resultsTable(doc)}
 <h2>Comms summary</h2>
 <pre>${escape(summary)}</pre>
 </body>

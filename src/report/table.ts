@@ -13,13 +13,13 @@ interface Column {
 const fixed = (v: number, digits: number) => v.toFixed(digits);
 const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1) : fixed(us, 2));
 
-// nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
 /** The stage id, with the options a parameter sweep set on it: `ar[algorithm=tree]`. */
-function stageCell(r: ResultRow): string {
+export function stageCell(r: ResultRow): string {
   const params = Object.entries(r.params ?? {}).map(([k, v]) => `${k}=${v}`);
   return params.length ? `${r.stage}[${params.join(",")}]` : r.stage;
 }
 
+// nccl-tests' columns, with the stage and algorithm in front since a job holds several stages.
 const columns: Column[] = [
   { title: "stage", unit: "", width: 14, left: true, cell: stageCell },
   { title: "op", unit: "", width: 20, left: true, cell: (r) => r.op }, // fits "compressed_allreduce"
@@ -69,23 +69,36 @@ export function interruptedLine(i: Interrupted): string {
   return `by ${i.signal} after ${i.finished.length} of ${plural(i.sweep_points, "sweep point")}; the rows are those that finished`;
 }
 
-/** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
-export function formatTable(doc: ResultDocument): string {
-  const out = [
-    `# spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`,
-    ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
-    "#",
-  ];
-  const [title, unit, ...rows] = lines([columns.map((c) => c.title), columns.map((c) => c.unit), ...doc.results.map((r) => columns.map((c) => c.cell(r)))]);
-  out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
+/** The table's pieces: the lines above and below it (without their "# "), and its columns' titles, units and cells. */
+export interface TableParts {
+  head: string[];
+  columns: { title: string; unit: string; left: boolean }[];
+  rows: string[][];
+  foot: string[];
+}
+
+export function tableParts(doc: ResultDocument): TableParts {
+  const head = [`spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`, ...(doc.topology ? [topologyLine(doc.topology)] : [])];
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
-  for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
   // A run that checked nothing found nothing wrong, which is not the same as finding all right.
   const checked = doc.results.some((r) => r.wrong !== null);
-  out.push(`# Out of bounds values : ${checked ? `${wrong} ${wrong ? "FAILED" : "OK"}` : "N/A (not checked)"}`);
-  out.push(`# Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
-  if (doc.interrupted) out.push(`# Interrupted          : ${interruptedLine(doc.interrupted)}`);
+  const foot = doc.results.filter((r) => r.fallback).map((r) => `Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);
+  foot.push(`Out of bounds values : ${checked ? `${wrong} ${wrong ? "FAILED" : "OK"}` : "N/A (not checked)"}`, `Avg bus bandwidth    : ${doc.average_bus_bandwidth.toFixed(4)}`);
+  if (doc.interrupted) foot.push(`Interrupted          : ${interruptedLine(doc.interrupted)}`);
   const links = linksLine(doc.results);
-  if (links) out.push(`# Links per step       : ${links}`);
+  if (links) foot.push(`Links per step       : ${links}`);
+  return {
+    head,
+    columns: columns.map((c) => ({ title: c.title, unit: c.unit, left: !!c.left })),
+    rows: doc.results.map((r) => columns.map((c) => c.cell(r))),
+    foot,
+  };
+}
+
+/** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
+export function formatTable(doc: ResultDocument): string {
+  const t = tableParts(doc);
+  const [title, unit, ...rows] = lines([t.columns.map((c) => c.title), t.columns.map((c) => c.unit), ...t.rows]);
+  const out = [...t.head.map((l) => `# ${l}`), "#", "# " + title, "# " + unit, ...rows.map((r) => "  " + r), ...t.foot.map((l) => `# ${l}`)];
   return out.join("\n") + "\n";
 }

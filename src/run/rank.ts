@@ -7,16 +7,14 @@ import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import { hostPlace, type Topology } from "../comm/topology.js";
-import { deviceMemory } from "../comm/vendor-library.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
-import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
 import { execute, type ExecuteOptions } from "../graph/execute.js";
 import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
 import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
-import { checkDeviceMemory, checkMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
+import { checkPlaceMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
@@ -205,11 +203,6 @@ async function reportInterrupted(
   await report(job, cfg, document(sofar.rows, { interrupted }), sofar.runDir, r, log);
 }
 
-/** The command line or a stage asks for .npy dumps (each output then also copied out). */
-function wantsDumps(job: Job, r: RunRequest): boolean {
-  return !!r.dumpDir || job.stages.some((s) => "dumpDir" in s && !!s.dumpDir);
-}
-
 /** The runner's settings as this run used them, for the manifest. */
 function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
   const { iterations, warmup, check, timeoutSec } = job;
@@ -243,11 +236,11 @@ function endWithLauncher(place: Place): void {
  * size, and the memory its ranks on this host need. `runner launch` checks the same before it starts any
  * rank, so that bad input is said once, not by every rank.
  */
-export function checkRun(r: RunRequest, world: { size: number; localSize: number }): { job: Job; cfg: RunConfig; memory: MemoryPlan } {
+export function checkRun(r: RunRequest, place: Pick<Place, "size" | "localSize" | "localRank">): { job: Job; cfg: RunConfig; memory: MemoryPlan } {
   const { job, cfg } = resolveRun(r);
-  validateGraph(job, r.job, world.size);
-  validateBackend(job, r.job, cfg.backend, world.size);
-  return { job, cfg, memory: checkMemory(job, r.job, world, wantsDumps(job, r), availableMemory()) };
+  validateGraph(job, r.job, place.size);
+  validateBackend(job, r.job, cfg.backend, place.size);
+  return { job, cfg, memory: checkPlaceMemory(job, r.job, place, r.dumpDir).plan };
 }
 
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
@@ -255,8 +248,6 @@ export async function runRank(r: RunRequest): Promise<number> {
   const place = discoverPlace(process.env);
   endWithLauncher(place);
   const { job, cfg, memory } = checkRun(r, place);
-  // One device per rank of a node, the launcher's local rank's (the hosts say the same once the ranks meet).
-  if (job.device !== "cpu") checkDeviceMemory(memory, r.job, `${job.device}:${place.localRank}`, deviceMemory(job.device, process.env, place.localRank));
   prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   const note = mpiNotBuiltNote(place, process.env, native().backends);

@@ -32,6 +32,6 @@ export async function writeResults(doc: ResultDocument, table: string, runDir: s
   writeFileAtomic(path.join(runDir, "results.csv"), formatCsv(doc));
   const summary = formatSummary(doc, iterations);
   writeFileAtomic(path.join(runDir, "summary.txt"), summary);
-  writeFileAtomic(path.join(runDir, "report.html"), await formatHtml(doc, table, summary));
+  writeFileAtomic(path.join(runDir, "report.html"), await formatHtml(doc, summary));
   if (output.json) writeFileAtomic(output.json, json);
 }

@@ -91,7 +91,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // Bad input said once, here, rather than by every rank.
-    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs });
+    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs, localRank: 0 });
     warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;

@@ -21,8 +21,8 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
       .example("$0 validate -n 8 jobs/quickstart.json", "roots must be < 8")
       .example("$0 validate -n 8 --backend mpi jobs/quickstart.json", "sizes within MPI's int counts") as Argv<ValidateArgs>,
   handler: async (args) => {
-    const [{ loadJob }, { formatSize }, { availableMemory }, { checkDeviceMemory, checkMemory }, { validateBackend, validateGraph }, { schedule }, { sweepPoints }] = await Promise.all([
-      import("../../config/load.js"), import("../../config/size.js"), import("../../env/memory.js"), import("../../graph/memory-plan.js"),
+    const [{ loadJob }, { formatSize }, { plannedPlace }, { checkPlaceMemory }, { validateBackend, validateGraph }, { schedule }, { sweepPoints }] = await Promise.all([
+      import("../../config/load.js"), import("../../config/size.js"), import("../../env/discover.js"), import("../../graph/memory-plan.js"),
       import("../../graph/validate.js"), import("../../graph/schedule.js"), import("../../graph/sweep.js"),
     ]);
     const job = loadJob(args.job);
@@ -31,15 +31,12 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
     const n = args["world-size"];
     let memory = "";
     if (n !== undefined) {
-      // One rank on this host: what every rank needs, against what this machine could give one of them.
-      const plan = checkMemory(job, args.job, { size: n, localSize: 1 }, false, availableMemory());
-      memory = `; ${formatSize(plan.total)} per rank`;
-      if (job.device !== "cpu") {
-        // Against this host's first device where its runtime loads (a GPU node); on a login node, the bytes alone.
-        const { deviceMemory } = await import("../../comm/vendor-library.js");
-        const device = checkDeviceMemory(plan, args.job, `${job.device}:0`, deviceMemory(job.device, process.env, 0));
-        memory += `, ${formatSize(device)} of them on its ${job.device} device`;
-      }
+      // The run's own check: this host's ranks together (the launcher's, or all n as `launch -n` starts them),
+      // and a device where its runtime loads (a GPU node; on a login node, the bytes alone).
+      const place = plannedPlace(n, process.env);
+      const { plan, device } = checkPlaceMemory(job, args.job, place);
+      memory = `; ${formatSize(plan.total)} per rank${job.device === "cpu" ? "" : `, ${formatSize(device)} of them on its ${job.device} device`}`;
+      memory += `, ${place.localSize} rank${place.localSize === 1 ? "" : "s"} on this host`;
     }
     const order = schedule(job).map((s) => s.id);
     const points = sweepPoints(job).length;
