@@ -3,11 +3,15 @@
 // the others' rate doctor names that host and its three links and exits 1; with all equal it names nothing.
 // The namespace tests need root; skipped with the reason otherwise, except in CI (CI set), where that fails.
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { findOutliers, roundRobin, survey } from "../dist/doctor/schedule.js";
+import fc from "fast-check";
+import { doctorResult, formatDoctor, referenceOf } from "../dist/doctor/format.js";
+import { belowOthers, judge } from "../dist/doctor/judge.js";
+import { hostNic } from "../dist/doctor/nic.js";
+import { roundRobin, survey } from "../dist/doctor/schedule.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
 import { RUNNER, runNode } from "./helpers/ranks.js";
@@ -34,6 +38,101 @@ test("roundRobin: every pair of n hosts exactly once, in n-1 (even n) or n (odd 
   }
 });
 
+const F = 10, S = 0.1, T = 0.5;
+const names = (n) => Array.from({ length: n }, (_, i) => `h${i}`);
+
+/** Every pair of n hosts measured, at `gbps(a, b)` GB/s. */
+function matrix(n, gbps) {
+  const m = new Map();
+  for (let a = 0; a < n; a++) for (let b = a + 1; b < n; b++) m.set(`${a}-${b}`, { gbps: gbps(a, b), us: 5 });
+  return m;
+}
+
+/** The outliers in short: "host h1", "link h0-h2", "network". */
+const brief = (outliers) => outliers.map((o) => (o.kind === "host" ? `host ${o.host}` : o.kind === "link" ? `link ${o.hosts.join("-")}` : "network"));
+
+/** One slow host, one slow link, two slow hosts, every link slow: the worked table of src/doctor/judge.ts. */
+const CASES = {
+  "one slow host": { slowHosts: (n) => [Math.floor(n / 2)] },
+  "one slow link": { slowLink: (n) => [0, n - 1] },
+  "two slow hosts": { slowHosts: (n) => [1, n - 1] },
+  "every link slow": { all: true },
+};
+
+function network(n, c) {
+  const slow = c.slowHosts?.(n) ?? [];
+  const link = c.slowLink?.(n);
+  return matrix(n, (a, b) => (c.all || slow.includes(a) || slow.includes(b) || (link && a === link[0] && b === link[1]) ? S : F));
+}
+
+/** What judge.ts's table says each case finds, without and with an absolute reference above S. */
+function expected(n, name) {
+  const c = CASES[name];
+  const slow = c.slowHosts?.(n) ?? [];
+  if (c.all || n === 2 || (n === 3 && slow.length === 2)) return { relative: [], absolute: ["network"] };
+  const found = c.slowLink ? [`link h${c.slowLink(n)[0]}-h${c.slowLink(n)[1]}`] : slow.map((h) => `host h${h}`);
+  return { relative: found, absolute: found };
+}
+
+for (const n of [2, 3, 4, 5, 40]) {
+  for (const name of Object.keys(CASES)) {
+    if (n === 2 && name === "two slow hosts") continue;
+    test(`judge, ${n} hosts, ${name}: the worked table`, () => {
+      const measured = network(n, CASES[name]);
+      const want = expected(n, name);
+      assert.deepEqual(brief(judge(names(n), measured, T)), want.relative, "no absolute reference");
+      for (const source of ["expect", "nic"]) {
+        const found = judge(names(n), measured, T, { source, gbps: F });
+        assert.deepEqual(brief(found), want.absolute, `against ${source}`);
+        const net = found.find((o) => o.kind === "network");
+        if (net) assert.deepEqual([net.gbps, net.reference_gbps, net.against], [S, F, source]);
+      }
+      // All links fast: nothing, with or without the reference.
+      assert.deepEqual(judge(names(n), matrix(n, () => F), T), []);
+      assert.deepEqual(judge(names(n), matrix(n, () => F), T, { source: "expect", gbps: F }), []);
+    });
+  }
+}
+
+test("judge: a slow host's outlier says what it was judged against; a slow link's, its hosts' lesser best link", () => {
+  const host = judge(names(3), network(3, CASES["one slow host"]), T);
+  assert.deepEqual(host, [{ kind: "host", host: "h1", gbps: S, reference_gbps: F, against: "links",
+    why: "best link 0.100 GB/s, 0.01 of the other hosts' best links (median 10.000 GB/s)" }]);
+  const link = judge(names(5), matrix(5, (a, b) => (a === 1 && b === 3 ? S : a === 0 ? 8 : F)), T);
+  assert.deepEqual(link, [{ kind: "link", hosts: ["h1", "h3"], gbps: S, median_gbps: 9, reference_gbps: F }]);
+  // Against the reference only, a host below it while the others are not.
+  const abs = judge(names(4), matrix(4, (a, b) => (b === 3 ? 6 : F)), T, { source: "nic", gbps: 15 });
+  assert.deepEqual(brief(abs), ["host h3"]);
+  assert.equal(abs[0].against, "nic");
+});
+
+test("judge: hosts within ±30% of each other are never named (fast-check), and a 10x slower host or link always is", () => {
+  fc.assert(fc.property(fc.integer({ min: 3, max: 40 }), fc.array(fc.double({ min: 0.7, max: 1.3, noNaN: true }), { minLength: 820, maxLength: 820 }), fc.nat(), (n, jitter, pick) => {
+    let k = 0;
+    const noisy = () => F * jitter[k++ % jitter.length];
+    assert.deepEqual(judge(names(n), matrix(n, noisy), T), []);
+    const x = pick % n;
+    k = 0;
+    assert.deepEqual(brief(judge(names(n), matrix(n, (a, b) => (a === x || b === x ? noisy() / 10 : noisy())), T)), [`host h${x}`]);
+    const y = (x + 1 + (pick % (n - 1))) % n;
+    const [lo, hi] = x < y ? [x, y] : [y, x];
+    k = 0;
+    assert.deepEqual(brief(judge(names(n), matrix(n, (a, b) => (a === lo && b === hi ? noisy() / 10 : noisy())), T)), [`link h${lo}-h${hi}`]);
+  }), { numRuns: 200 });
+});
+
+test("judge: within a host, each against the median of the other hosts' (two hosts: the slower of the two)", () => {
+  const measured = matrix(2, () => F);
+  measured.set("0-0", { gbps: 20, us: 1 });
+  measured.set("1-1", { gbps: 2, us: 1 });
+  const found = judge(names(2), measured, T);
+  assert.deepEqual(brief(found), ["host h1"]);
+  assert.equal(found[0].against, "within");
+  assert.deepEqual(belowOthers([20, 19, 2], T), [2]);
+  assert.deepEqual(belowOthers([20, null, 2], T), [2], "a host without the value is skipped");
+  assert.deepEqual(belowOthers([20], T), [], "one host: nothing to compare with");
+});
+
 /** A fake network: every link 10 GB/s but those of `slow` hosts, 1 GB/s; counts rounds. */
 function fakeNetwork(slow) {
   const net = { rounds: 0, pairs: 0 };
@@ -48,28 +147,70 @@ function fakeNetwork(slow) {
 }
 
 test("survey: 12 hosts get every pair (11 rounds); 40 hosts bisect to the slow host in 14 rounds and under a fifth of the 780 pairs", async () => {
-  const names = (n) => Array.from({ length: n }, (_, i) => `h${i}`);
   const small = fakeNetwork([7]);
   const measured12 = await survey(12, [], small.measure, 0.5);
   assert.equal(small.rounds, 11);
   assert.equal(measured12.size, 66);
-  const found12 = findOutliers(names(12), measured12, 0.5);
-  assert.deepEqual(found12.filter((o) => o.kind === "host").map((o) => o.host), ["h7"]);
-  assert.equal(found12.filter((o) => o.kind === "link").length, 11);
-  assert.ok(found12.filter((o) => o.kind === "link").every((o) => o.hosts.includes("h7")));
+  assert.deepEqual(brief(judge(names(12), measured12, 0.5)), ["host h7"], "the host, not its links");
 
   const big = fakeNetwork([33]);
   const measured40 = await survey(40, [0, 1], big.measure, 0.5);
-  const found40 = findOutliers(names(40), measured40, 0.5);
-  assert.deepEqual(found40.filter((o) => o.kind === "host").map((o) => o.host), ["h33"]);
+  assert.deepEqual(brief(judge(names(40), measured40, 0.5)), ["host h33"]);
   // One intra-host round, 2 cross rounds at 40, 20 hosts, then 9 round-robin rounds among the 10.
   assert.ok(big.rounds <= 1 + 2 + 2 + 9, `${big.rounds} rounds`);
   assert.ok(big.pairs < 780 / 5, `${big.pairs} pairs measured`);
 
   const even = fakeNetwork([]);
   const measuredEven = await survey(40, [], even.measure, 0.5);
-  assert.deepEqual(findOutliers(names(40), measuredEven, 0.5), []);
+  assert.deepEqual(judge(names(40), measuredEven, 0.5), []);
   assert.equal(even.rounds, 2, "all links equal: the cross rounds are enough");
+});
+
+test("survey of 40 hosts, two slow ones that share a bisection partner (h26 meets only h5 and h6): one confirming round clears it", async () => {
+  const net = fakeNetwork([5, 6]);
+  const measured = await survey(40, [], net.measure, 0.5);
+  assert.deepEqual(brief(judge(names(40), measured, 0.5)), ["host h5", "host h6"]);
+  assert.ok(net.pairs < 780 / 5, `${net.pairs} pairs measured`);
+  // Every link slow: nothing to tell apart but the reference.
+  const all = fakeNetwork(names(40).map((_, i) => i));
+  assert.deepEqual(brief(judge(names(40), await survey(40, [], all.measure, 0.5), 0.5, { source: "expect", gbps: 10 })), ["network"]);
+});
+
+test("referenceOf and the closing lines: --expect wins, else the slowest NIC where every host reports one; two hosts without one say so", () => {
+  const eth = (mbit) => ({ name: "eth0", mbit });
+  assert.deepEqual(referenceOf(0.5, [null, null]), { source: "expect", gbps: 0.5, nics: [null, null] });
+  assert.deepEqual(referenceOf(undefined, [eth(10000), eth(25000)]), { source: "nic", gbps: 1.25, nics: [eth(10000), eth(25000)] });
+  assert.equal(referenceOf(undefined, [eth(10000), null]).source, "none");
+  const two = (ref) => formatDoctor(doctorResult(names(2), matrix(2, () => 1), T, ref));
+  assert.match(two(referenceOf(undefined, [null, null])), /\nno reference: pass --expect GBPS \(two hosts have only each other to compare with\)\n/);
+  assert.doesNotMatch(two(referenceOf(undefined, [null, null])), /no outliers/);
+  const nic = two(referenceOf(undefined, [eth(100000), eth(100000)]));
+  assert.match(nic, /every link at once, the slowest NIC's speed \(eth0, 100000 Mbit\/s: 12\.500 GB\/s each way\)\noutlier: every link is slow: the best 1\.000 GB\/s, 0\.08 of the NICs' speed \(12\.500 GB\/s\)\n/);
+  assert.match(two(referenceOf(0.9, [null, null])), /every link at once, --expect 0\.900 GB\/s\nno outliers \(threshold 0\.5\)\n/);
+});
+
+test("hostNic: the fastest device-backed NIC with an address (--iface narrows it); veth, bridges and -1 report none", () => {
+  const root = mkdtempSync(path.join(os.tmpdir(), "spmd-sysfs-"));
+  try {
+    const nic = (name, speed, device = true) => {
+      mkdirSync(path.join(root, name, ...(device ? ["device"] : [])), { recursive: true });
+      if (speed !== undefined) writeFileSync(path.join(root, name, "speed"), `${speed}\n`);
+    };
+    nic("eth0", 25000);
+    nic("ib0", 100000);
+    nic("veth1", 10000, false);
+    nic("eno1", -1);
+    nic("br0", undefined, false);
+    const addr = (address, internal = false) => [{ address, internal, family: "IPv4", netmask: "255.255.255.0", mac: "", cidr: `${address}/24` }];
+    const ifaces = { lo: addr("127.0.0.1", true), eth0: addr("10.0.0.1"), ib0: addr("10.1.0.1"), veth1: addr("10.2.0.1"), eno1: addr("10.3.0.1"), br0: addr("10.4.0.1"), eth9: addr("10.5.0.1") };
+    assert.deepEqual(hostNic(undefined, ifaces, root), { name: "ib0", mbit: 100000 });
+    assert.deepEqual(hostNic("eth", ifaces, root), { name: "eth0", mbit: 25000 });
+    assert.deepEqual(hostNic("10.0.0.1", ifaces, root), { name: "eth0", mbit: 25000 });
+    assert.equal(hostNic("veth,eno,br", ifaces, root), null);
+    assert.equal(hostNic(undefined, { lo: ifaces.lo, veth1: ifaces.veth1 }, root), null);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 /** Runs `start(json, out)`, which starts doctor's ranks; returns its answer and results.json. */
