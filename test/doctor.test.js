@@ -1,9 +1,11 @@
-// `runner doctor`: the round schedule (every pair once, in rounds of disjoint pairs; bisection above 16
-// hosts), and real ranks on 4 namespace hosts whose egress is shaped by tc tbf: with one host at a tenth of
-// the others' rate doctor names that host and its three links and exits 1; with all equal it names nothing.
-// The namespace tests need root; skipped with the reason otherwise, except in CI (CI set), where that fails.
+// `runner doctor`: the judging (src/doctor/judge.ts's worked table, case by case, on synthetic matrices),
+// the round schedule (every pair once, in rounds of disjoint pairs; bisection above 16 hosts), and real
+// ranks on namespace hosts shaped by tc (tbf on a host's eth0, htb + u32 for one pair), started by Open
+// MPI's mpirun (and torchrun-style): a slow host among 3, a slow link among 5, 2 hosts against --expect,
+// and equal links at 3 and 4 hosts. The namespace tests need root (and mpirun); skipped with the reason
+// otherwise, except in CI (CI set), where that fails.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -12,8 +14,8 @@ import { doctorResult, formatDoctor, referenceOf } from "../dist/doctor/format.j
 import { belowOthers, judge } from "../dist/doctor/judge.js";
 import { hostNic } from "../dist/doctor/nic.js";
 import { roundRobin, survey } from "../dist/doctor/schedule.js";
-import { mpirun, mpiTest } from "./helpers/mpi.js";
-import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
+import { mpiMissing, mpirun, mpiTest } from "./helpers/mpi.js";
+import { launchIn, netnsUnavailable, openMpi, processesIn, runSpread, shapePair, withHosts } from "./helpers/netns.js";
 import { RUNNER, runNode } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 
@@ -240,6 +242,9 @@ test("runner launch -n 3 doctor: 3 local ranks over shm; bad doctor options are 
   const bad = [
     [["doctor", "--threshold", "2"], /--threshold: expected a fraction between 0 and 1, got 2/],
     [["doctor", "--size", "6"], /--size: expected a multiple of 4 bytes, got 6/],
+    [["doctor", "--expect", "0"], /--expect: expected GB\/s above 0, got 0/],
+    [["doctor", "--expect", "fast"], /--expect: expected GB\/s above 0, got NaN/],
+    [["launch", "-n", "2", "jobs/quickstart.json", "--expect", "1"], /--expect is an option of doctor only/],
     [["launch", "-n", "2", "jobs/quickstart.json", "--threshold", "0.3"], /--threshold is an option of doctor only/],
   ];
   for (const [args, message] of bad) {
@@ -254,58 +259,130 @@ mpiTest("mpirun -np 3 node runner doctor: the mpi backend's send_recv pairs", as
   assertOneHost(await doctorRun((args) => mpirun(3, ["doctor", ...args])), "mpi");
 });
 
+const mpiNetnsTest = requiredTest("doctor.test.js (mpirun over namespace hosts)", netnsUnavailable() ?? mpiMissing);
+// A loaded machine starves ranks of CPU: unshaped veth pairs then measured 0.09 to 0.8 GB/s in one survey,
+// and 1 Gbit/s ones 0.05 to 0.14. At 100 Mbit/s a starved rank still keeps up, so equal links measure
+// equal, give or take a descheduled iteration (0.007 against 0.012 GB/s seen once); the fault is ten times
+// slower, and --threshold 0.3 sits between the two. A small bucket: a full 256 KB one, refilled while a
+// host waits, passed a 512 KiB message twice as fast.
+const BASE = { rate: "100mbit", burst: "32kb" }, SLOW = { rate: "10mbit", burst: "32kb" };
+
 /**
- * doctor's 5 ranks on 4 hosts (2 on host 0, so it also measures shm within a host), each host's egress
- * shaped as `rates` says; returns every rank's exit and output and rank 0's results.json.
+ * doctor under Open MPI's mpirun on `count` namespace hosts, one rank each (`--map-by node`); `shape` as
+ * withHosts takes it (tbf on hosts' eth0), then `tune(hosts)`; each of `runs` is one run's extra options.
+ * Returns per run mpirun's code, the ranks' stdout and rank 0's results.json, and the hosts' names.
  */
-async function doctorOn(rates) {
+async function doctorUnderMpirun(count, { shape, tune, runs = [[]] } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-doctor-"));
   try {
-    return await withHosts(4, async (hosts) => {
-      const json = path.join(dir, "doctor.json");
-      const ranks = await runSpread(hosts, [0, 0, 1, 2, 3], ["doctor", "--size", "2Mi", "--iterations", "3", "--out", path.join(dir, "runs"), "--json", json], { timeoutMs: 60_000 });
-      const [runDir] = readdirSync(path.join(dir, "runs"));
-      const html = readFileSync(path.join(dir, "runs", runDir, "report.html"), "utf8");
-      return { ranks, doc: JSON.parse(readFileSync(json, "utf8")), html, shaping: hosts.shaping };
-    }, { shape: rates.map((rate) => ({ rate })) });
+    return await withHosts(count, async (hosts) => {
+      tune?.(hosts);
+      const results = [];
+      for (const [i, extra] of runs.entries()) {
+        const json = path.join(dir, `doctor-${i}.json`);
+        const args = ["doctor", "--size", "512Ki", "--iterations", "3", "--threshold", "0.3", "--out", path.join(dir, `runs-${i}`), "--json", json, ...extra];
+        const p = await launchIn(hosts, dir, count, { launcher: openMpi({ slots: hosts.map(() => 1), mapBy: "node" }) }, args);
+        assert.ok(existsSync(json), `no results.json (mpirun exited ${p.code}): ${p.out}`);
+        const runDir = path.join(dir, `runs-${i}`, readdirSync(path.join(dir, `runs-${i}`))[0]);
+        results.push({ ...p, doc: JSON.parse(readFileSync(json, "utf8")), html: readFileSync(path.join(runDir, "report.html"), "utf8") });
+        for (const line of p.stdout.split("\n")) console.log(line);
+      }
+      assert.deepEqual(processesIn(hosts), [], "processes left in the hosts");
+      return { results, names: hosts.map((h) => h.name) };
+    }, { shape });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-netnsTest("doctor on 4 hosts, host 3 shaped to a tenth (100 vs 1000 Mbit/s): names host 3 and its 3 links, exits 1", async () => {
-  const { ranks, doc, html, shaping } = await doctorOn(["1gbit", "1gbit", "1gbit", "100mbit"]);
+mpiNetnsTest("mpirun, 3 hosts, hostC's veth shaped to 10 Mbit/s, the others' to 100: exit 1 naming hostC, and no other host or link", async () => {
+  const { results: [r] } = await doctorUnderMpirun(3, { shape: [BASE, BASE, SLOW] });
+  assert.equal(r.code, 1, r.out);
+  assert.equal(r.doc.backend, "mpi");
+  assert.deepEqual(r.doc.doctor.hosts, ["hostA", "hostB", "hostC"]);
+  assert.deepEqual(brief(r.doc.doctor.outliers), ["host hostC"]);
+  assert.equal(r.doc.doctor.outliers[0].against, "links");
+  assert.match(r.stdout, /^outlier: host hostC: best link 0\.00\d GB\/s, 0\.\d\d of the other hosts' best links \(median 0\.0\d\d GB\/s\)$/m);
+  assert.doesNotMatch(r.stdout, /outlier: (host host[AB]|link)/);
+  assert.match(r.stdout, /every link at once, nothing \(no NIC reports its speed: pass --expect GBPS\)/);
+  assert.match(r.html, /red outline: an outlier/);
+});
+
+mpiNetnsTest("mpirun, 5 hosts at 100 Mbit/s, hostB <-> hostD at 10 (htb + u32): that link named, no host", async () => {
+  // hostB's and hostD's other links are held to 100 Mbit/s by their other ends' tbf: doctor times both ways.
+  const shape = [BASE, undefined, BASE, undefined, BASE];
+  const { results: [r] } = await doctorUnderMpirun(5, { shape, tune: (hosts) => shapePair(hosts[1], hosts[3], SLOW.rate) });
+  assert.equal(r.code, 1, r.out);
+  assert.deepEqual(brief(r.doc.doctor.outliers), ["link hostB-hostD"]);
+  assert.match(r.stdout, /^outlier: link hostB <-> hostD: 0\.00\d GB\/s, 0\.\d\d of its hosts' lesser best link \(0\.0\d\d GB\/s\)$/m);
+});
+
+mpiNetnsTest("mpirun, 2 hosts at 100 Mbit/s: no reference without --expect (exit 0, never \"no outliers\"); --expect 0.1 names every link, exit 1", async () => {
+  const { results: [plain, expect] } = await doctorUnderMpirun(2, { shape: [BASE], runs: [[], ["--expect", "0.1"]] });
+  assert.equal(plain.code, 0, plain.out);
+  assert.deepEqual(plain.doc.doctor.outliers, []);
+  assert.equal(plain.doc.doctor.reference.source, "none");
+  assert.match(plain.stdout, /^no reference: pass --expect GBPS/m);
+  assert.doesNotMatch(plain.stdout, /no outliers/);
+  assert.equal(expect.code, 1, expect.out);
+  assert.deepEqual(expect.doc.doctor.reference, { source: "expect", gbps: 0.1, nics: [null, null] });
+  assert.deepEqual(brief(expect.doc.doctor.outliers), ["network"]);
+  assert.match(expect.stdout, /^outlier: every link is slow: the best 0\.0\d\d GB\/s, 0\.\d\d of --expect \(0\.100 GB\/s\)$/m);
+});
+
+for (const count of [3, 4]) {
+  mpiNetnsTest(`mpirun, ${count} hosts, every host's veth shaped alike (100 Mbit/s): no outliers, exit 0`, async () => {
+    const { results: [r] } = await doctorUnderMpirun(count, { shape: Array(count).fill(BASE) });
+    assert.equal(r.code, 0, r.out);
+    assert.deepEqual(r.doc.doctor.outliers, []);
+    assert.match(r.stdout, /^no outliers \(threshold 0\.3\)$/m);
+  });
+}
+
+/**
+ * doctor's 5 ranks on 4 hosts (2 on host 0, so it also measures shm within a host), each host's egress
+ * shaped as `rates` says; returns every rank's exit and output and rank 0's results.json.
+ */
+async function doctorOn(shape) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-doctor-"));
+  try {
+    return await withHosts(4, async (hosts) => {
+      const json = path.join(dir, "doctor.json");
+      const ranks = await runSpread(hosts, [0, 0, 1, 2, 3], ["doctor", "--size", "512Ki", "--iterations", "3", "--threshold", "0.3", "--out", path.join(dir, "runs"), "--json", json], { timeoutMs: 60_000 });
+      const [runDir] = readdirSync(path.join(dir, "runs"));
+      const html = readFileSync(path.join(dir, "runs", runDir, "report.html"), "utf8");
+      return { ranks, doc: JSON.parse(readFileSync(json, "utf8")), html, shaping: hosts.shaping };
+    }, { shape });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+netnsTest("doctor on 4 hosts (torchrun-style, shm within host 0), host 3 shaped to a tenth (10 vs 100 Mbit/s): names host 3, not its links; exits 1", async () => {
+  const { ranks, doc, html, shaping } = await doctorOn([BASE, BASE, BASE, SLOW]);
   console.log(`# shaping: ${shaping.join(", ")}`);
-  for (const line of ranks[0].stdout.split("\n")) console.log(`# ${line}`);
+  for (const line of ranks[0].stdout.split("\n")) console.log(line);
   ranks.forEach((p, r) => assert.equal(p.code, 1, `rank ${r} exited ${p.code}: ${p.stderr}`));
   const d = doc.doctor;
   assert.equal(d.hosts.length, 4);
   assert.equal(doc.backend, "shm+tcp");
   const slow = d.hosts[3];
-  const links = d.outliers.filter((o) => o.kind === "link");
-  assert.deepEqual(d.outliers.filter((o) => o.kind === "host").map((o) => o.host), [slow]);
-  assert.equal(links.length, 3, JSON.stringify(d.outliers));
-  assert.ok(links.every((o) => o.hosts.includes(slow)));
-  // A 100 Mbit/s link carries at most 0.0125 GB/s; the others' 1 Gbit/s, 0.125.
+  assert.deepEqual(brief(d.outliers), [`host ${slow}`], "the host, and neither its links nor another host");
+  // A 10 Mbit/s link carries at most 0.00125 GB/s; the others' 100 Mbit/s, 0.0125.
   for (let a = 0; a < 4; a++) {
     for (let b = a + 1; b < 4; b++) {
       const g = d.bandwidth_gbps[a][b];
       assert.equal(g, d.bandwidth_gbps[b][a]);
-      if (b === 3) assert.ok(g < 0.0135, `${d.hosts[a]}-${d.hosts[b]} ${g} GB/s`);
-      else assert.ok(g > 0.03 && g < 0.2, `${d.hosts[a]}-${d.hosts[b]} ${g} GB/s`);
+      if (b === 3) assert.ok(g < 0.00135, `${d.hosts[a]}-${d.hosts[b]} ${g} GB/s`);
+      else assert.ok(g > 0.003 && g < 0.0135, `${d.hosts[a]}-${d.hosts[b]} ${g} GB/s`);
       assert.ok(d.latency_us[a][b] > 0);
     }
   }
   assert.ok(d.bandwidth_gbps[0][0] > 0, "shm within host 0 measured");
   assert.equal(d.bandwidth_gbps[1][1], null, "host 1 holds one rank");
-  assert.match(ranks[0].stdout, new RegExp(`outlier: host ${slow.replace(/[#]/g, "\\$&")}`));
+  assert.deepEqual(d.reference, { source: "none", gbps: null, nics: [null, null, null, null] }, "veth is no NIC");
+  assert.match(ranks[0].stdout, new RegExp(`outlier: host ${slow.replace(/[#]/g, "\\$&")}: best link`));
   assert.match(html, /Bandwidth between hosts/);
   assert.match(html, /<svg/);
-});
-
-netnsTest("doctor on 4 hosts, all at 1 Gbit/s: no outliers, exits 0", async () => {
-  const { ranks, doc } = await doctorOn(["1gbit", "1gbit", "1gbit", "1gbit"]);
-  ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
-  assert.deepEqual(doc.doctor.outliers, []);
-  assert.match(ranks[0].stdout, /no outliers/);
+  assert.doesNotMatch(html, /<h2>(Results|Comms summary)<\/h2>/);
 });

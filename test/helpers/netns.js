@@ -50,12 +50,12 @@ function removeStale() {
 }
 
 /**
- * Egress shaping on eth0 of every host: a token bucket at `rate`, behind a netem delay where the kernel has
- * sch_netem. Returns what was applied.
+ * Egress shaping on eth0 of every host: a token bucket at `rate` (bucket `burst`), behind a netem delay where
+ * the kernel has sch_netem. Returns what was applied.
  */
-function shapeLink(ns, { rate, delay }) {
+function shapeLink(ns, { rate, delay, burst = "256kb" }) {
   const tc = (...args) => spawnSync("ip", ["netns", "exec", ns, "tc", ...args], { encoding: "utf8" });
-  const tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"];
+  const tbf = ["tbf", "rate", rate, "burst", burst, "latency", "50ms"];
   if (delay && tc("qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem", "delay", delay).status === 0) {
     const p = tc("qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", ...tbf);
     if (p.status !== 0) throw new Error(`tc tbf under netem: ${p.stderr}`);
