@@ -191,6 +191,37 @@ test("referenceOf and the closing lines: --expect wins, else the slowest NIC whe
   assert.match(two(referenceOf(0.9, [null, null])), /every link at once, --expect 0\.900 GB\/s\nno outliers \(threshold 0\.5\)\n/);
 });
 
+/** The bandwidth map's cells in a doctor's report.html: host pair, value, outlier flag, fill colour. */
+function bandwidthCells(html) {
+  const svg = html.split("</svg>").find((x) => x.includes("Bandwidth between hosts"));
+  return [...svg.matchAll(/aria-label="b: (\w+); a: (\w+); value: ([\d.]+); outlier: (true|false)"[^>]*fill="rgb\((\d+), (\d+), (\d+)\)"/g)]
+    .map(([, b, a, value, outlier, ...rgb]) => ({ a, b, value: Number(value), outlier: outlier === "true", rgb: rgb.map(Number) }));
+}
+
+test("doctor's report.html: no empty Results or Comms summary; bandwidth coloured from 0, so 0.825 and 0.95 look alike; outliers outlined", async () => {
+  const { formatHtml } = await import("../dist/report/html.js");
+  const hosts = ["hostA", "hostB", "hostC", "hostD"];
+  const page = async (n, gbps) => {
+    const d = doctorResult(hosts.slice(0, n), matrix(n, gbps), T, referenceOf(undefined, Array(n).fill(null)));
+    return formatHtml({ version: "0", job: "doctor", world_size: n, backend: "tcp", topology: { hosts: [] }, results: [], average_bus_bandwidth: 0, doctor: d }, "TABLE", "SUMMARY");
+  };
+  const even = await page(3, (a, b) => (b === 2 ? 0.825 : 0.95));
+  assert.doesNotMatch(even, /<h2>(Results|Comms summary)<\/h2>|TABLE|SUMMARY|average bus bandwidth/);
+  assert.match(even, /every link at once, nothing \(no NIC reports its speed: pass --expect GBPS\)/);
+  const cells = bandwidthCells(even);
+  assert.equal(cells.length, 6);
+  const fill = (v) => cells.find((c) => c.value === v).rgb;
+  const dist = (x, y) => Math.hypot(...x.map((c, i) => c - y[i]));
+  const viridisLow = [68, 1, 84];
+  assert.ok(dist(fill(0.825), fill(0.95)) < dist(fill(0.825), viridisLow) / 2, `0.825 ${fill(0.825)} vs 0.95 ${fill(0.95)}`);
+  assert.ok(cells.every((c) => !c.outlier));
+  const slow = await page(4, (a, b) => (a === 2 || b === 2 ? 0.008 : a === 0 && b === 3 ? 0.2 : 0.99));
+  const marked = bandwidthCells(slow).filter((c) => c.outlier).map((c) => `${c.a}-${c.b}`).sort();
+  assert.deepEqual(marked, ["hostA-hostC", "hostA-hostD", "hostB-hostC", "hostC-hostA", "hostC-hostB", "hostC-hostD", "hostD-hostA", "hostD-hostC"]);
+  assert.match(slow, /red outline: an outlier/);
+  assert.match(slow, /<li>link hostA &lt;-&gt; hostD: 0\.200 GB\/s, 0\.20 of its hosts' lesser best link \(0\.990 GB\/s\)<\/li><li>host hostC: best link 0\.008 GB\/s/);
+});
+
 test("hostNic: the fastest device-backed NIC with an address (--iface narrows it); veth, bridges and -1 report none", () => {
   const root = mkdtempSync(path.join(os.tmpdir(), "spmd-sysfs-"));
   try {

@@ -127,6 +127,9 @@ function outlierCells(d: DoctorResult): Set<string> {
   return cells;
 }
 
+/** Cells' values are written in them up to this many hosts. */
+const LABELLED_UP_TO = 12;
+
 /**
  * doctor's host x host matrix as a heat map (diagonal: within the host; blank: not measured). Colours run
  * from 0, not from the lowest value, so that equal links look equal; outliers are outlined in red.
@@ -136,6 +139,7 @@ function heatmapSpec(d: DoctorResult, key: "bandwidth_gbps" | "latency_us", titl
   const values = d.hosts
     .flatMap((a, i) => d.hosts.map((b, j) => ({ a, b, value: d[key][i]![j], outlier: marked.has(`${a}|${b}`) })))
     .filter((v) => v.value !== null);
+  const top = Math.max(0, ...values.map((v) => v.value!));
   const side = Math.max(160, 40 * d.hosts.length);
   return {
     ...base,
@@ -156,9 +160,18 @@ function heatmapSpec(d: DoctorResult, key: "bandwidth_gbps" | "latency_us", titl
         },
       },
       { transform: [{ filter: "datum.outlier" }], mark: { type: "rect", filled: false, stroke: "#e00", strokeWidth: 3 } },
+      ...(d.hosts.length <= LABELLED_UP_TO ? [{
+        mark: { type: "text", fontSize: 10 },
+        encoding: {
+          text: { field: "value", type: "quantitative", format: key === "bandwidth_gbps" ? ".3f" : ".1f" },
+          // Both schemes are dark at 0.
+          color: { condition: { test: `datum.value < ${top / 2}`, value: "white" }, value: "black" },
+        },
+      }] : []),
     ],
   } as Spec;
 }
+
 /** doctor's bandwidth and latency heat maps as standalone SVG strings. */
 export async function renderDoctorCharts(d: DoctorResult): Promise<string[]> {
   return Promise.all([
