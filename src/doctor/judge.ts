@@ -79,31 +79,36 @@ export function belowOthers(values: readonly (number | null)[], threshold: numbe
 const gb = (x: number) => `${x.toFixed(3)} GB/s`;
 const SOURCE = { expect: "--expect", nic: "the NICs' speed" } as const;
 
-/** Hosts slow against the others (within the host, then between hosts), then against the absolute reference. */
+type Against = Extract<DoctorOutlier, { kind: "host" }>["against"];
+
+function hostOutlier(host: string, gbps: number, ref: number, against: Against): DoctorOutlier {
+  const [what, of] = against === "within" ? ["within the host", "the other hosts' (median "]
+    : against === "links" ? ["best link", "the other hosts' best links (median "] : ["best link", `${SOURCE[against]} (`];
+  return { kind: "host", host, gbps, reference_gbps: ref, against, why: `${what} ${gb(gbps)}, ${(gbps / ref).toFixed(2)} of ${of}${gb(ref)})` };
+}
+
+function everyLink(best: readonly (number | null)[], abs: AbsoluteReference): DoctorOutlier {
+  const top = Math.max(...best.filter((b): b is number => b !== null));
+  return { kind: "network", gbps: top, reference_gbps: abs.gbps, against: abs.source,
+    why: `every link is slow: the best ${gb(top)}, ${(top / abs.gbps).toFixed(2)} of ${SOURCE[abs.source]} (${gb(abs.gbps)})` };
+}
+
+/**
+ * Hosts slow against the others (within the host, then between hosts), then against the absolute reference,
+ * one outlier each; when every host is below the reference, one "every link" instead of each host.
+ */
 function slowHosts(names: readonly string[], measured: Measured, best: (number | null)[], threshold: number, abs?: AbsoluteReference): DoctorOutlier[] {
   const intra = names.map((_, h) => measured.get(pairKey([h, h]))?.gbps ?? null);
   const out = new Map<number, DoctorOutlier>();
+  const add = (h: number, gbps: number, ref: number, against: Against) => out.has(h) || out.set(h, hostOutlier(names[h]!, gbps, ref, against));
   const intraRef = othersMedian(intra), bestRef = othersMedian(best);
-  for (const h of belowOthers(intra, threshold)) {
-    out.set(h, { kind: "host", host: names[h]!, gbps: intra[h]!, reference_gbps: intraRef[h]!, against: "within",
-      why: `within the host ${gb(intra[h]!)}, ${(intra[h]! / intraRef[h]!).toFixed(2)} of the other hosts' (median ${gb(intraRef[h]!)})` });
-  }
-  for (const h of belowOthers(best, threshold)) {
-    if (out.has(h)) continue;
-    out.set(h, { kind: "host", host: names[h]!, gbps: best[h]!, reference_gbps: bestRef[h]!, against: "links",
-      why: `best link ${gb(best[h]!)}, ${(best[h]! / bestRef[h]!).toFixed(2)} of the other hosts' best links (median ${gb(bestRef[h]!)})` });
-  }
-  const belowAbs = abs ? best.flatMap((b, h) => (b !== null && b < threshold * abs.gbps ? [h] : [])) : [];
-  const measuredHosts = best.filter((b) => b !== null).length;
-  if (abs && measuredHosts > 0 && belowAbs.length === measuredHosts) {
-    const top = Math.max(...best.filter((b): b is number => b !== null));
-    return [...out.values(), { kind: "network", gbps: top, reference_gbps: abs.gbps, against: abs.source,
-      why: `every link is slow: the best ${gb(top)}, ${(top / abs.gbps).toFixed(2)} of ${SOURCE[abs.source]} (${gb(abs.gbps)})` }];
-  }
-  for (const h of belowAbs.filter((x) => !out.has(x))) {
-    out.set(h, { kind: "host", host: names[h]!, gbps: best[h]!, reference_gbps: abs!.gbps, against: abs!.source,
-      why: `best link ${gb(best[h]!)}, ${(best[h]! / abs!.gbps).toFixed(2)} of ${SOURCE[abs!.source]} (${gb(abs!.gbps)})` });
-  }
+  for (const h of belowOthers(intra, threshold)) add(h, intra[h]!, intraRef[h]!, "within");
+  for (const h of belowOthers(best, threshold)) add(h, best[h]!, bestRef[h]!, "links");
+  if (!abs) return [...out.values()];
+  const measuredHosts = best.flatMap((b, h) => (b === null ? [] : [h]));
+  const below = measuredHosts.filter((h) => best[h]! < threshold * abs.gbps);
+  if (below.length > 0 && below.length === measuredHosts.length) return [...out.values(), everyLink(best, abs)];
+  for (const h of below) add(h, best[h]!, abs.gbps, abs.source);
   return [...out.values()];
 }
 
