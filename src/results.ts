@@ -109,11 +109,36 @@ export interface DoctorResult {
   latency_us: (number | null)[][];
   threshold: number;
   outliers: DoctorOutlier[];
+  /** Each host's best link, GB/s: what the host is judged by, and what its links are judged against. */
+  best_gbps: (number | null)[];
+  /** What the whole network is judged against: --expect, the slowest NIC's speed, or nothing. */
+  reference: DoctorReference;
 }
 
+/** A NIC as sysfs reports it: its name and speed, Mbit/s. */
+export interface DoctorNic {
+  name: string;
+  mbit: number;
+}
+
+export interface DoctorReference {
+  /** Every link at once: against --expect, the slowest of the hosts' NICs (when every host reports one), or none. */
+  source: "expect" | "nic" | "none";
+  /** Each way, GB/s (null when source is none). */
+  gbps: number | null;
+  /** Each host's fastest NIC (null where none reports a speed). */
+  nics: (DoctorNic | null)[];
+}
+
+/**
+ * `against`: what the value was judged against: the other hosts' best links ("links") or their bandwidth
+ * within the host ("within"), --expect ("expect") or the NICs' speed ("nic"). A link is judged against its
+ * two hosts' lesser best link (`reference_gbps`); `median_gbps` is the median link, for comparison.
+ */
 export type DoctorOutlier =
-  | { kind: "link"; hosts: [string, string]; gbps: number; median_gbps: number }
-  | { kind: "host"; host: string; why: string };
+  | { kind: "link"; hosts: [string, string]; gbps: number; median_gbps: number; reference_gbps: number }
+  | { kind: "host"; host: string; why: string; gbps: number; reference_gbps: number; against: "links" | "within" | "expect" | "nic" }
+  | { kind: "network"; why: string; gbps: number; reference_gbps: number; against: "expect" | "nic" };
 
 export interface TimeStats {
   avg_us: number;

@@ -5,12 +5,12 @@
 // the hosts hold unequal numbers of ranks), the topology in results.json and the table's header, and that
 // no process or namespace is left behind.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { prepareJob, verifyDumps } from "./helpers/matrix.js";
 import { mpiMissing } from "./helpers/mpi.js";
-import { inHost, launcherAgent, namespacesLeft, netnsUnavailable, processesIn, withHosts } from "./helpers/netns.js";
+import { launchIn, launcherAgent, namespacesLeft, netnsUnavailable, openMpi, processesIn, withHosts } from "./helpers/netns.js";
 import { readDumps, verifyStage } from "./helpers/qgz.js";
 import { envForMpi, REPO, RUNNER } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
@@ -22,7 +22,6 @@ const mpichTest = requiredTest("mpirun-hosts.test.js (MPICH)",
 // kernels or the test doubles, so the build costs as little as it can; an earlier one is reused.
 const MPICH_BUILD = path.join(REPO, "native/build-mpich");
 
-const SUBNET = "10.77.0.0/24";
 const STEPS = 3; // warmup + iterations, for the model
 const EXACT = [
   { id: "ar", op: "allreduce", input: "t" },
@@ -48,35 +47,6 @@ function job(W) {
   };
 }
 
-/** Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`. */
-const mpirun = ({ slots, mapBy }) => (hosts, dir, W) => {
-  const hostfile = path.join(dir, "hostfile");
-  writeFileSync(hostfile, hosts.map((h, i) => `${h.ipv4} slots=${slots[i]}\n`).join(""));
-  return [
-    "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", launcherAgent(hosts, dir), "--hostfile", hostfile, "--map-by", mapBy,
-    "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
-  ];
-};
-
-/**
- * Runs `launcher`'s command line (from `launcher(hosts, dir, W)`) in hosts[0], under its hostname, starting
- * W ranks of `node runner <args>` that reach the other hosts through the agent; resolves with code and output.
- */
-function launch(hosts, dir, W, { launcher, env = {} }, args) {
-  const [program, ...rest] = inHost(hosts[0], [...launcher(hosts, dir, W), process.execPath, RUNNER, ...args]);
-  return new Promise((resolve) => {
-    const child = spawn(program, rest, { cwd: REPO, env: { ...envForMpi(), ...env } });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    });
-  });
-}
-
 /** The header lines of the run's table.txt. */
 function header(dir) {
   const runs = path.join(dir, "runs");
@@ -91,7 +61,7 @@ function header(dir) {
 async function runAcross(hosts, { W, backend, want, ...how }) {
   const j = job(W);
   const { dir, json, dumpDir, run } = prepareJob(W, j, {
-    dump: true, extraArgs: ["--backend", backend], launch: (_w, args) => launch(hosts, dir, W, how, ["run", ...args]),
+    dump: true, extraArgs: ["--backend", backend], launch: (_w, args) => launchIn(hosts, dir, W, how, ["run", ...args]),
   });
   try {
     const { code, out } = await run();
@@ -136,23 +106,23 @@ async function onHosts(count, body) {
 }
 
 test("mpirun --map-by node over 2 hosts: ranks 0,2 on hostA and 1,3 on hostB, backend mpi; qgZ groups by host", { timeout: 180_000 }, async () => {
-  await onHosts(2, (hosts) => runAcross(hosts, { launcher: mpirun({ slots: [2, 2], mapBy: "node" }), W: 4, backend: "mpi", want: { hosts: [[0, 2], [1, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,2), hostB (ranks 1,3)" } }));
+  await onHosts(2, (hosts) => runAcross(hosts, { launcher: openMpi({ slots: [2, 2], mapBy: "node" }), W: 4, backend: "mpi", want: { hosts: [[0, 2], [1, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,2), hostB (ranks 1,3)" } }));
 });
 
 test("mpirun --map-by slot over 2 hosts, backend auto (mpi under an MPI launcher)", { timeout: 180_000 }, async () => {
-  await onHosts(2, (hosts) => runAcross(hosts, { launcher: mpirun({ slots: [2, 2], mapBy: "slot" }), W: 4, backend: "auto", want: { hosts: [[0, 1], [2, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,1), hostB (ranks 2,3)" } }));
+  await onHosts(2, (hosts) => runAcross(hosts, { launcher: openMpi({ slots: [2, 2], mapBy: "slot" }), W: 4, backend: "auto", want: { hosts: [[0, 1], [2, 3]], backend: "mpi", header: "# 2 hosts: hostA (ranks 0,1), hostB (ranks 2,3)" } }));
 });
 
 test("mpirun --map-by node over 3 hosts with 5 ranks: unequal hosts, qgZ falls back to the exact stage and says why", { timeout: 180_000 }, async () => {
   await onHosts(3, (hosts) =>
-    runAcross(hosts, { launcher: mpirun({ slots: [2, 2, 2], mapBy: "node" }), W: 5, backend: "mpi", want: {
+    runAcross(hosts, { launcher: openMpi({ slots: [2, 2, 2], mapBy: "node" }), W: 5, backend: "mpi", want: {
       hosts: [[0, 3], [1, 4], [2]], backend: "mpi", fallback: "2, 2, 1", header: "# 3 hosts: hostA (ranks 0,3), hostB (ranks 1,4), hostC (rank 2)",
     } }));
 });
 
 test("a hostfile of 3 + 1 slots, backend shm+tcp bootstrapped over MPI: shm within hostA, tcp to hostB", { timeout: 180_000 }, async () => {
   await onHosts(2, (hosts) =>
-    runAcross(hosts, { launcher: mpirun({ slots: [3, 1], mapBy: "slot" }), W: 4, backend: "shm+tcp", want: {
+    runAcross(hosts, { launcher: openMpi({ slots: [3, 1], mapBy: "slot" }), W: 4, backend: "shm+tcp", want: {
       hosts: [[0, 1, 2], [3]], backend: "shm+tcp", fallback: "3, 1", header: "# 2 hosts: hostA (ranks 0-2), hostB (rank 3); links: 3 shm, 3 tcp",
     } }));
 });

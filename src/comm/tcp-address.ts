@@ -43,7 +43,8 @@ function candidates(infos: os.NetworkInterfaceInfo[]): Candidate[] {
   return [...list.filter((c) => c.v4), ...list.filter((c) => !c.v4)].map(({ address, prefix }) => ({ address, prefix }));
 }
 
-function matches(name: string, spec: string): boolean {
+/** Whether interface `name` is one that a --iface list of name prefixes ("eth,ib", "=eth0", "^docker") names. */
+export function interfaceMatches(name: string, spec: string): boolean {
   const patterns = spec.split(",").map((p) => p.trim()).filter(Boolean);
   const excluded = patterns.filter((p) => p.startsWith("^")).map((p) => p.slice(1));
   const included = patterns.filter((p) => !p.startsWith("^"));
@@ -65,7 +66,7 @@ export function listenPlan(iface: string | undefined, interfaces: Interfaces = o
     const known = all.flatMap(([, infos]) => infos ?? []).find((i) => i.address === iface);
     return { bind: iface, addresses: known ? candidates([known]) : [{ address: iface, prefix: net.isIPv4(iface) ? 32 : 128 }] };
   }
-  const found = candidates(all.filter(([name]) => matches(name, iface)).flatMap(([, infos]) => infos ?? []));
+  const found = candidates(all.filter(([name]) => interfaceMatches(name, iface)).flatMap(([, infos]) => infos ?? []));
   if (found.length === 0) {
     throw new BackendError(`tcp.iface "${iface}": no interface matches it with a usable address (here: ${listInterfaces(interfaces)})`);
   }

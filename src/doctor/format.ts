@@ -1,18 +1,39 @@
 // Doctor's findings as results.json holds them and as the console shows them: host x host matrices in the
 // manner of nvbandwidth's, then the outliers.
-import type { DoctorResult } from "../results.js";
-import { findOutliers, pairKey, type Measured } from "./schedule.js";
+import { judgedBy, outlierText } from "../report/doctor.js";
+import type { DoctorNic, DoctorReference, DoctorResult } from "../results.js";
+import { bestLinks, judge, pairKey, type Measured } from "./judge.js";
+import { nicGbps } from "./nic.js";
 
-export function doctorResult(names: string[], measured: Measured, threshold: number): DoctorResult {
+/** The reference for every link at once: --expect, else the slowest NIC where every host reports one. */
+export function referenceOf(expect: number | undefined, nics: (DoctorNic | null)[]): DoctorReference {
+  if (expect !== undefined) return { source: "expect", gbps: expect, nics };
+  if (nics.length === 0 || nics.some((n) => n === null)) return { source: "none", gbps: null, nics };
+  return { source: "nic", gbps: nicGbps(Math.min(...nics.map((n) => n!.mbit))), nics };
+}
+
+export function doctorResult(names: string[], measured: Measured, threshold: number, reference: DoctorReference): DoctorResult {
   const matrix = (pick: "gbps" | "us") =>
     names.map((_, a) => names.map((__, b) => measured.get(pairKey(a <= b ? [a, b] : [b, a]))?.[pick] ?? null));
+  const abs = reference.source === "none" ? undefined : { source: reference.source, gbps: reference.gbps! };
   return {
     hosts: names,
     bandwidth_gbps: matrix("gbps"),
     latency_us: matrix("us"),
     threshold,
-    outliers: findOutliers(names, measured, threshold),
+    outliers: judge(names, measured, threshold, abs),
+    best_gbps: bestLinks(names.length, measured),
+    reference,
   };
+}
+
+/** The closing lines: how doctor judged, then the outliers, or that there is none (or no reference to judge by). */
+function verdict(d: DoctorResult): string[] {
+  const how = d.hosts.length < 2 ? [] : judgedBy(d.threshold, d.reference).map((l, i) => (i ? `  ${l}` : l));
+  const lines = d.outliers.map((o) => `outlier: ${outlierText(o)}`);
+  if (lines.length) return [...how, ...lines];
+  if (d.hosts.length === 2 && d.reference.source === "none") return [...how, "no reference: pass --expect GBPS (two hosts have only each other to compare with)"];
+  return [...how, `no outliers (threshold ${d.threshold})`];
 }
 
 function formatMatrix(title: string, hosts: string[], m: (number | null)[][], digits: number): string {
@@ -23,19 +44,14 @@ function formatMatrix(title: string, hosts: string[], m: (number | null)[][], di
   return [title, head, ...rows].join("\n");
 }
 
-/** The matrices and a line per outlier (or that there is none). */
+/** The matrices, how doctor judged, and a line per outlier (or that there is none). */
 export function formatDoctor(d: DoctorResult): string {
-  const outliers = d.outliers.map((o) =>
-    o.kind === "link"
-      ? `outlier: link ${o.hosts[0]} <-> ${o.hosts[1]}: ${o.gbps.toFixed(3)} GB/s, ${(o.gbps / o.median_gbps).toFixed(2)} of the median link (${o.median_gbps.toFixed(3)} GB/s)`
-      : `outlier: host ${o.host}: ${o.why}`,
-  );
   return [
     formatMatrix("Bandwidth (GB/s, each way while both ways run; diagonal: between two ranks of the host)", d.hosts, d.bandwidth_gbps, 3),
     "",
     formatMatrix("Latency (us, 8-byte exchange)", d.hosts, d.latency_us, 1),
     "",
-    ...(outliers.length ? outliers : [`no outliers (threshold ${d.threshold} of the median)`]),
+    ...verdict(d),
     "",
   ].join("\n");
 }

@@ -3,7 +3,8 @@
 // round out. Every rank learns every pair's numbers, so all decide the next round alike.
 import type { NativeCommunicator, NativeProgram } from "../comm/native.js";
 import type { Topology } from "../comm/topology.js";
-import { median, type LinkMeasure, type MeasureRound, type Pair } from "./schedule.js";
+import { median, type LinkMeasure, type Pair } from "./judge.js";
+import type { MeasureRound } from "./schedule.js";
 
 export interface MeasureSettings {
   /** The large message, bytes (a multiple of 4). */

@@ -8,26 +8,32 @@ import type { Place } from "../env/place.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
-import type { ResultDocument } from "../results.js";
+import type { DoctorNic, ResultDocument } from "../results.js";
 import { jobToken } from "../run/identity.js";
 import { gatherHosts, manifest, packageRevision } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
 import { VERSION } from "../version.js";
-import { doctorResult, formatDoctor } from "./format.js";
+import { doctorResult, formatDoctor, referenceOf } from "./format.js";
 import { measurer, type MeasureSettings } from "./measure.js";
+import { hostNic } from "./nic.js";
 import { survey } from "./schedule.js";
 
 export interface DoctorRequest extends Omit<RunRequest, "job" | "check" | "dumpDir"> {
-  /** Outliers are below this fraction of the median. */
+  /** Outliers are below this fraction of their reference. */
   threshold: number;
   /** The bandwidth message, bytes. */
   size: number;
+  /** What every link should carry each way, GB/s: the reference for every link at once (else the NICs' speed). */
+  expect?: number;
 }
 
 function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
   if (!(r.threshold > 0 && r.threshold < 1)) {
     throw Object.assign(new Error(`--threshold: expected a fraction between 0 and 1, got ${r.threshold}`), { exitCode: 2 });
+  }
+  if (r.expect !== undefined && !(Number.isFinite(r.expect) && r.expect > 0)) {
+    throw Object.assign(new Error(`--expect: expected GB/s above 0, got ${r.expect}`), { exitCode: 2 });
   }
   if (!Number.isInteger(r.size) || r.size < 4 || r.size % 4 !== 0) {
     throw Object.assign(new Error(`--size: expected a multiple of 4 bytes, got ${r.size}`), { exitCode: 2 });
@@ -44,17 +50,24 @@ async function report(doc: ResultDocument, output: RunConfig["output"], quiet: b
   log.info(`results in ${runDir}${output.json ? ` and ${output.json}` : ""}`);
 }
 
-async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings): Promise<ResultDocument> {
+/** Each host's NIC, as its lowest rank reads it. */
+async function gatherNics(opened: OpenCommunicator, iface: string | undefined): Promise<(DoctorNic | null)[]> {
+  const all = (await opened.bootstrap.allGather("doctor/nic", JSON.stringify(hostNic(iface)))).map((n) => JSON.parse(n) as DoctorNic | null);
+  return opened.topology.hosts.map((h) => all[h.ranks[0]!]!);
+}
+
+async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings, iface: string | undefined): Promise<ResultDocument> {
   const { hosts } = opened.topology;
   const machines = await gatherHosts(opened.bootstrap);
+  const reference = referenceOf(r.expect, await gatherNics(opened, iface));
   const intra = hosts.flatMap((h, i) => (h.ranks.length > 1 ? [i] : []));
   const measured = await survey(hosts.length, intra, measurer(opened.comm, hosts, s), r.threshold);
   return {
     version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
     topology: { hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     results: [], average_bus_bandwidth: 0,
-    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, backend: r.backend ?? "auto" }),
-    doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold),
+    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, expect: r.expect ?? null, backend: r.backend ?? "auto" }),
+    doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold, reference),
   };
 }
 
@@ -67,13 +80,13 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
   if (place.rank === 0) packageRevision();
   const opened = await openCommunicator({
     place, backend: cfg.backend, token: jobToken({ name: "doctor" }, place.size),
-    fingerprint: { version: VERSION, job: { doctor: s, threshold: r.threshold }, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } },
+    fingerprint: { version: VERSION, job: { doctor: s, threshold: r.threshold, expect: r.expect ?? null }, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } },
     timeoutMs: cfg.connectTimeoutSec * 1000, addr: cfg.rendezvous.addr, port: cfg.rendezvous.port, iface: cfg.tcp.iface,
   });
   log.debug(opened.summary);
   let failed = true;
   try {
-    const doc = await diagnose(opened, place, r, s);
+    const doc = await diagnose(opened, place, r, s, cfg.tcp.iface);
     if (place.rank === 0) await report(doc, cfg.output, r.quiet ?? false, log);
     failed = false;
     return doc.doctor!.outliers.length > 0 ? 1 : 0;

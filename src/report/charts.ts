@@ -137,24 +137,61 @@ export async function renderCharts(rows: ResultRow[]): Promise<string[]> {
   return Promise.all(specs.map(toSvg));
 }
 
-/** doctor's host x host matrix as a heat map (diagonal: within the host; blank: not measured). */
+/** The cells of the bandwidth map an outlier stands for: a link's two, a slow host's row and column, or every link. */
+function outlierCells(d: DoctorResult): Set<string> {
+  const cells = new Set<string>();
+  const link = (a: string, b: string) => cells.add(`${a}|${b}`).add(`${b}|${a}`);
+  for (const o of d.outliers) {
+    if (o.kind === "link") link(o.hosts[0], o.hosts[1]);
+    else if (o.kind === "host" && o.against === "within") link(o.host, o.host);
+    else for (const h of d.hosts) for (const g of d.hosts) if (h !== g && (o.kind === "network" || h === o.host)) link(h, g);
+  }
+  return cells;
+}
+
+/** Cells' values are written in them up to this many hosts. */
+const LABELLED_UP_TO = 12;
+
+/**
+ * doctor's host x host matrix as a heat map (diagonal: within the host; blank: not measured). Colours run
+ * from 0, not from the lowest value, so that equal links look equal; outliers are outlined in red.
+ */
 function heatmapSpec(d: DoctorResult, key: "bandwidth_gbps" | "latency_us", title: string, scheme: "viridis" | "inferno"): Spec {
-  const values = d.hosts.flatMap((a, i) => d.hosts.map((b, j) => ({ a, b, value: d[key][i]![j] }))).filter((v) => v.value !== null);
+  const marked = key === "bandwidth_gbps" ? outlierCells(d) : new Set<string>();
+  const values = d.hosts
+    .flatMap((a, i) => d.hosts.map((b, j) => ({ a, b, value: d[key][i]![j], outlier: marked.has(`${a}|${b}`) })))
+    .filter((v) => v.value !== null);
+  const top = Math.max(0, ...values.map((v) => v.value!));
   const side = Math.max(160, 40 * d.hosts.length);
   return {
     ...base,
     width: side,
     height: side,
-    title,
+    title: { text: title, ...(marked.size && { subtitle: "red outline: an outlier" }) },
     data: { values },
-    mark: "rect",
     encoding: {
       x: { field: "b", type: "nominal", title: null, sort: d.hosts },
       y: { field: "a", type: "nominal", title: null, sort: d.hosts },
-      color: { field: "value", type: "quantitative", title: null, scale: { scheme } },
-      tooltip: [{ field: "a" }, { field: "b" }, { field: "value", format: ".3f" }],
     },
-  };
+    layer: [
+      {
+        mark: "rect",
+        encoding: {
+          color: { field: "value", type: "quantitative", title: null, scale: { scheme, domainMin: 0 } },
+          tooltip: [{ field: "a" }, { field: "b" }, { field: "value", format: ".3f" }, { field: "outlier" }],
+        },
+      },
+      { transform: [{ filter: "datum.outlier" }], mark: { type: "rect", filled: false, stroke: "#e00", strokeWidth: 3 } },
+      ...(d.hosts.length <= LABELLED_UP_TO ? [{
+        mark: { type: "text", fontSize: 10 },
+        encoding: {
+          text: { field: "value", type: "quantitative", format: key === "bandwidth_gbps" ? ".3f" : ".1f" },
+          // Both schemes are dark at 0.
+          color: { condition: { test: `datum.value < ${top / 2}`, value: "white" }, value: "black" },
+        },
+      }] : []),
+    ],
+  } as Spec;
 }
 
 /** doctor's bandwidth and latency heat maps as standalone SVG strings. */

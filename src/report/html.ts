@@ -1,12 +1,19 @@
 import { plural } from "../config/errors.js";
 import type { DoctorResult, ResultDocument } from "../results.js";
+import { judgedBy, outlierText } from "./doctor.js";
 import { interruptedLine, tableParts } from "./table.js";
 
 const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 function doctorOutliers(d: DoctorResult): string {
-  const items = d.outliers.map((o) => (o.kind === "link" ? `link ${o.hosts.join(" ↔ ")}: ${o.gbps.toFixed(3)} GB/s` : `host ${o.host}: ${o.why}`));
-  return `<h2>Doctor: outliers below ${d.threshold} of the median</h2>\n<ul>${items.map((i) => `<li>${escape(i)}</li>`).join("") || "<li>none</li>"}</ul>\n`;
+  const items = d.outliers.map((o) => `<li>${escape(outlierText(o))}</li>`).join("") || "<li>none</li>";
+  return `<h2>Doctor: outliers</h2>\n<p>${escape(judgedBy(d.threshold, d.reference).join(" "))}.</p>\n<ul>${items}</ul>\n`;
+}
+
+/** The job's table and comms summary: none for doctor, whose results hold no rows. */
+function rowSections(doc: ResultDocument, summary: string): string {
+  if (doc.results.length === 0) return "";
+  return `<h2>Results</h2>\n${resultsTable(doc)}\n<h2>Comms summary</h2>\n<pre>${escape(summary)}</pre>\n`;
 }
 
 /** The results as an HTML table: the text table's columns (units under the titles), rows and closing lines. */
@@ -47,16 +54,11 @@ export async function formatHtml(doc: ResultDocument, summary: string): Promise<
 </head>
 <body>
 <h1>${escape(doc.job)}: ${plural(doc.world_size, "rank")}, backend ${escape(doc.backend)}</h1>
-<p>spmd-runner ${escape(doc.version)} · average bus bandwidth ${doc.average_bus_bandwidth.toFixed(4)} GB/s</p>
-${doc.interrupted ? `<p class="interrupted"><strong>Interrupted</strong> ${escape(interruptedLine(doc.interrupted))}</p>\n` : ""}
-<div class="charts">
+<p>spmd-runner ${escape(doc.version)}${doc.results.length ? ` · average bus bandwidth ${doc.average_bus_bandwidth.toFixed(4)} GB/s` : ""}</p>
+${doc.interrupted ? `<p class="interrupted"><strong>Interrupted</strong> ${escape(interruptedLine(doc.interrupted))}</p>\n` : ""}<div class="charts">
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
 </div>
-${doc.doctor ? doctorOutliers(doc.doctor) : ""}<h2>Results</h2>
-${resultsTable(doc)}
-<h2>Comms summary</h2>
-<pre>${escape(summary)}</pre>
-</body>
+${doc.doctor ? doctorOutliers(doc.doctor) : ""}${rowSections(doc, summary)}</body>
 </html>
 `;
 }

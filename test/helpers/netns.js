@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { REPO, RUNNER, shmLeftovers } from "./ranks.js";
+import { envForMpi, REPO, RUNNER, shmLeftovers } from "./ranks.js";
 
 const PREFIX = "spmdt";
 let made = 0;
@@ -50,12 +50,12 @@ function removeStale() {
 }
 
 /**
- * Egress shaping on eth0 of every host: a token bucket at `rate`, behind a netem delay where the kernel has
- * sch_netem. Returns what was applied.
+ * Egress shaping on eth0 of every host: a token bucket at `rate` (bucket `burst`), behind a netem delay where
+ * the kernel has sch_netem. Returns what was applied.
  */
-function shapeLink(ns, { rate, delay }) {
+function shapeLink(ns, { rate, delay, burst = "256kb" }) {
   const tc = (...args) => spawnSync("ip", ["netns", "exec", ns, "tc", ...args], { encoding: "utf8" });
-  const tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"];
+  const tbf = ["tbf", "rate", rate, "burst", burst, "latency", "50ms"];
   if (delay && tc("qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem", "delay", delay).status === 0) {
     const p = tc("qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:", ...tbf);
     if (p.status !== 0) throw new Error(`tc tbf under netem: ${p.stderr}`);
@@ -64,6 +64,25 @@ function shapeLink(ns, { rate, delay }) {
   const p = tc("qdisc", "add", "dev", "eth0", "root", ...tbf);
   if (p.status !== 0) throw new Error(`tc tbf: ${p.stderr}`);
   return `tbf ${rate}${delay ? ` (no delay: this kernel has no sch_netem)` : ""}`;
+}
+
+/**
+ * Shapes only the traffic between hosts `a` and `b` to `rate`, both ways: on each one's eth0 an htb root
+ * whose one class (rate) gets, by a u32 filter, the packets to the other's addresses; unclassified packets
+ * go htb's direct way, unshaped. Returns what was applied.
+ */
+export function shapePair(a, b, rate) {
+  for (const [from, to] of [[a, b], [b, a]]) {
+    const tc = (...args) => {
+      const p = spawnSync("ip", ["netns", "exec", from.ns, "tc", ...args], { encoding: "utf8" });
+      if (p.status !== 0) throw new Error(`tc ${args.join(" ")}: ${p.stderr}`);
+    };
+    tc("qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb");
+    tc("class", "add", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", rate);
+    if (to.ipv4) tc("filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", `${to.ipv4}/32`, "flowid", "1:1");
+    if (to.ipv6) tc("filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match", "ip6", "dst", `${to.ipv6}/128`, "flowid", "1:1");
+  }
+  return `htb ${rate} between ${a.name} and ${b.name}`;
 }
 
 /**
@@ -202,4 +221,37 @@ export function processesIn(hosts) {
 export function namespacesLeft(hosts) {
   const names = new Set(ip(["netns", "list"]).split("\n").map((l) => l.split(" ")[0]));
   return hosts.map((h) => h.ns).filter((ns) => names.has(ns));
+}
+
+/** The subnet of the hosts' IPv4 addresses, which launchers are told to use. */
+export const SUBNET = "10.77.0.0/24";
+
+/** Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`: a launcher for launchIn. */
+export const openMpi = ({ slots, mapBy }) => (hosts, dir, W) => {
+  const hostfile = path.join(dir, "hostfile");
+  writeFileSync(hostfile, hosts.map((h, i) => `${h.ipv4} slots=${slots[i]}\n`).join(""));
+  return [
+    "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", launcherAgent(hosts, dir), "--hostfile", hostfile, "--map-by", mapBy,
+    "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
+  ];
+};
+
+/**
+ * Runs `launcher`'s command line (from `launcher(hosts, dir, W)`) in hosts[0], under its hostname, starting
+ * W ranks of `node runner <args>` that reach the other hosts through the agent; resolves with the code, the
+ * ranks' stdout, and stdout and stderr together (`out`).
+ */
+export function launchIn(hosts, dir, W, { launcher, env = {} }, args) {
+  const [program, ...rest] = inHost(hosts[0], [...launcher(hosts, dir, W), process.execPath, RUNNER, ...args]);
+  return new Promise((resolve) => {
+    const child = spawn(program, rest, { cwd: REPO, env: { ...envForMpi(), ...env } });
+    let out = "", stdout = "";
+    child.stdout.on("data", (d) => ((out += d), (stdout += d)));
+    child.stderr.on("data", (d) => (out += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, out, stdout });
+    });
+  });
 }

@@ -6,7 +6,8 @@ import { RUN_OPTIONS, type RunOptionArgs } from "../run-options.js";
 
 /** doctor's own options, which `launch -n N doctor` also accepts and forwards (so no yargs defaults here). */
 export const DOCTOR_OPTIONS = {
-  threshold: { type: "number", requiresArg: true, describe: "doctor: name hosts and links below this fraction of the median (0.5)" },
+  threshold: { type: "number", requiresArg: true, describe: "doctor: name hosts and links below this fraction of their reference (0.5)" },
+  expect: { type: "number", requiresArg: true, describe: "doctor: GB/s each link should carry each way; every link below the threshold of it is named (default: the NICs' speed)" },
   size: { type: "string", requiresArg: true, describe: "doctor: bytes each pair exchanges to measure bandwidth (4Mi)" },
 } satisfies Record<string, Options>;
 
@@ -17,6 +18,7 @@ export const DOCTOR_RUN_OPTIONS = doctorRunOptions;
 export interface DoctorArgs extends RunOptionArgs {
   threshold?: number;
   size?: string;
+  expect?: number;
 }
 
 function bytes(size: string): number {
@@ -38,7 +40,7 @@ export const doctorCommand: CommandModule<object, DoctorArgs> = {
       .example("$0 launch -n 4 doctor --backend tcp", "four local ranks") as Argv<DoctorArgs>,
   handler: async (a) => {
     process.exitCode = await runDoctor({
-      threshold: a.threshold ?? 0.5, size: bytes(a.size ?? "4Mi"), config: a.config, backend: a.backend, iface: a.iface, iterations: a.iterations,
+      threshold: a.threshold ?? 0.5, size: bytes(a.size ?? "4Mi"), expect: a.expect, config: a.config, backend: a.backend, iface: a.iface, iterations: a.iterations,
       warmup: a.warmup, timeout: a.timeout, out: a.out, json: a.json, logLevel: a["log-level"], logAllRanks: a["log-all-ranks"], quiet: a.quiet,
     });
   },
