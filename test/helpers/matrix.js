@@ -39,7 +39,10 @@ export function exactStages(t, W, { big = false, auto = false, n } = {}) {
   add("reduce", { input: t, root: 0, reduce: "min", algorithm: "direct" }, ".min");
   for (const algorithm of ["tree", "direct"]) add("scatter", { input: t, root: last, algorithm }, `.${algorithm}`);
   add("all_to_all", { input: t });
-  if (n !== undefined) for (const algorithm of ["auto", "direct"]) add("all_to_allv", { input: t, counts: vCounts(n, W), algorithm }, `.${algorithm}`);
+  if (n !== undefined) {
+    add("all_to_allv", { input: t, counts: vCounts(n, W) }, ".auto");
+    add("all_to_allv", { input: t, counts: vCounts(n, W), algorithm: "direct" }, ".direct");
+  }
   add("send_recv", { input: t, shift: 1 }, ".1");
   if (!big) add("send_recv", { input: t, shift: -2 }, ".-2");
   if (auto) {

@@ -42,7 +42,7 @@ Algo MpiCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
     case OpKind::Compute: return Algo::Auto;
     // These take no algorithm: the library always runs them.
-    case OpKind::AllToAll: case OpKind::AllToAllv: case OpKind::SendRecv: case OpKind::Barrier: return Algo::Mpi;
+    case OpKind::AllToAll: case OpKind::SendRecv: case OpKind::Barrier: return Algo::Mpi;
     default: return requested == Algo::Auto || requested == Algo::Mpi ? Algo::Mpi : algorithms_.resolve(kind, requested, bytes);
   }
 }
@@ -189,7 +189,8 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
   alltoallv(in, out, u.type, count * esize);
 }
 
-void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo /*a*/) {
+void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
+  if (!library(OpKind::AllToAllv, a, c.sent() * esize)) return algorithms().allToAllv(in, out, c, esize, a);
   const Units u = units(esize, "MPI_Ialltoallv");
   // Every offset fits once the totals do (validation refuses larger matrices for this backend first).
   mpi::count(std::max(c.sent(), c.received()) * size_t(u.count), "MPI_Ialltoallv");
