@@ -63,6 +63,13 @@ test("runs of different jobs or world sizes, or a job file given as results: one
   assert.equal(jobFile.stderr.trim().split("\n").length, 1);
 });
 
+test("a parameter sweep's points are rows of their own, labelled as in the table", async () => {
+  const points = (ring, tree) => doc([row("ar", ring, { params: { algorithm: "ring" } }), row("ar", tree, { params: { algorithm: "tree" } })]);
+  const p = await compare(points(10, 10), points(10, 5));
+  assert.equal(p.code, 1, p.stdout);
+  assert.match(p.stdout, /\n {2}ar\[algorithm=ring\] +allreduce .* 1\.000 +ok\n {2}ar\[algorithm=tree\] +allreduce .* 0\.500 +REGRESSION: 50\.0% slower\n/);
+});
+
 test("wrong elements and missing rows are regressions", async () => {
   const wrong = await compare(doc([row("ar", 10)]), doc([row("ar", 10, { wrong: 3 })]));
   assert.equal(wrong.code, 1);
@@ -105,11 +112,11 @@ test("one run a side: says noise cannot be measured; a slowdown inside the itera
   assert.equal(p.code, 0, p.stdout);
   assert.match(p.stdout, /^# A: 1 run, B: 1 run; busbw and time are each side's medians over its runs, B\/A the ratio of the medians\n# fewer than 3 runs a side: run-to-run noise cannot be measured/);
   assert.match(p.stdout, /\n {2}ar .* 0\.600 +within noise \(iterations overlap: B's fastest 0\.3 us, A's slowest 0\.8 us\)\n/);
-  assert.match(p.stdout, /\n {2}b .* 0\.850 +within noise \(under the 20% noise floor of single runs\)\n/);
+  assert.match(p.stdout, /\n {2}b .* 0\.850 +within noise \(under the 20% noise floor of so few runs\)\n/);
   // Two runs a side: a floor as wide as the runs of a side differ.
   const two = await compareRuns([doc([row("ar", 10)]), doc([row("ar", 6)])], [doc([row("ar", 5)]), doc([row("ar", 5)])]);
   assert.equal(two.code, 0, two.stdout);
-  assert.match(two.stdout, /0\.625 +within noise \(under the 40% noise floor of single runs\)/);
+  assert.match(two.stdout, /0\.625 +within noise \(under the 40% noise floor of so few runs\)/);
 });
 
 test("several runs a side: busbw and time are the medians, and each side's count of runs is shown", async () => {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
+import { stageCell } from "./table.js";
 
 // Only what comparing needs; other fields (and later additions) pass through untouched. The iterations'
 // spread (min, max) is optional: result files without it still compare.
@@ -15,6 +16,7 @@ const rowSchema = z.looseObject({
   time: z.looseObject({ avg_us: z.number(), min_us: z.number().optional(), max_us: z.number().optional() }),
   busbw: z.number(),
   wrong: z.number().nullable(),
+  params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
 });
 const documentSchema = z.looseObject({ job: z.string(), world_size: z.number(), results: z.array(rowSchema), manifest: z.unknown().optional() });
 type Row = z.output<typeof rowSchema>;
@@ -51,7 +53,6 @@ export function checkComparable(files: string[], docs: ResultsFile[]): void {
 
 /** The medians over one side's runs of a row. */
 export interface Medians {
-  runs: number;
   busbw: number;
   time_us: number;
 }
@@ -71,7 +72,8 @@ export interface Comparison {
   noise?: string;
 }
 
-const keyOf = (r: Row) => `${r.stage} ${r.op} ${r.count} ${r.type ?? "-"} ${r.redop ?? "-"} ${r.root ?? "-"}`;
+// A parameter sweep's points are rows of their own (`ar[algorithm=tree]`), as in the table.
+const keyOf = (r: Row) => `${stageCell(r)} ${r.op} ${r.count} ${r.type ?? "-"} ${r.redop ?? "-"} ${r.root ?? "-"}`;
 
 /** Higher is faster: busbw, or the rate of rows that move no bytes. */
 const speed = (r: Row) => (r.size > 0 ? r.busbw : 1 / r.time.avg_us);
@@ -113,7 +115,7 @@ function median(v: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-const medians = (rows: Row[]): Medians => ({ runs: rows.length, busbw: median(rows.map((r) => r.busbw)), time_us: median(rows.map((r) => r.time.avg_us)) });
+const medians = (rows: Row[]): Medians => ({ busbw: median(rows.map((r) => r.busbw)), time_us: median(rows.map((r) => r.time.avg_us)) });
 
 /** How far one side's runs of a row differ: 1 − slowest/fastest (0 for one run). */
 const spreadOf = (rows: Row[]) => 1 - Math.min(...rows.map(speed)) / Math.max(...rows.map(speed));
@@ -127,7 +129,7 @@ const spreadOf = (rows: Row[]) => 1 - Math.min(...rows.map(speed)) / Math.max(..
  */
 function fewRunsNoise(b: Row[], a: Row[], ratio: number): string | undefined {
   const floor = Math.max(NOISE_FLOOR, spreadOf(b), spreadOf(a));
-  if (ratio >= 1 - floor) return `under the ${(floor * 100).toFixed(0)}% noise floor of single runs`;
+  if (ratio >= 1 - floor) return `under the ${(floor * 100).toFixed(0)}% noise floor of so few runs`;
   const fastest = Math.min(...a.map((r) => r.time.min_us ?? Infinity));
   const slowest = Math.max(...b.map((r) => r.time.max_us ?? -Infinity));
   if (fastest <= slowest) return `iterations overlap: B's fastest ${fastest.toFixed(1)} us, A's slowest ${slowest.toFixed(1)} us`;
@@ -200,7 +202,7 @@ export function formatComparison(rows: Comparison[], threshold: number, runs: [n
     ...rows.map((c) => {
       const r = c.row;
       const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
-      return `  ${r.stage.padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
+      return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
   const regressions = rows.filter((c) => c.regression).length;

@@ -14,7 +14,7 @@ const fixed = (v: number, digits: number) => v.toFixed(digits);
 const time = (us: number) => (us >= 1e5 ? fixed(us, 0) : us >= 1e3 ? fixed(us, 1) : fixed(us, 2));
 
 /** The stage id, with the options a parameter sweep set on it: `ar[algorithm=tree]`. */
-export function stageCell(r: ResultRow): string {
+export function stageCell(r: Pick<ResultRow, "stage" | "params">): string {
   const params = Object.entries(r.params ?? {}).map(([k, v]) => `${k}=${v}`);
   return params.length ? `${r.stage}[${params.join(",")}]` : r.stage;
 }
