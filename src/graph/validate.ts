@@ -164,6 +164,9 @@ export function validateGraph(job: Job, file: string, worldSize?: number, hostOf
     (path, message) => {
       throw new ConfigError(file, formatJsonPath(["stages", i, ...path]), message);
     };
+  if (worldSize !== undefined && job.worldSize !== undefined && worldSize !== job.worldSize) {
+    throw new ConfigError(file, "worldSize", `the job runs at ${job.worldSize} ranks only, not ${worldSize}${job.source ? " (the trace's world size; `runner trace import --world N` rescales where that is well defined)" : ""}`);
+  }
   const stageIds = new Map<string, number>();
   job.stages.forEach((stage, i) => {
     const first = stageIds.get(stage.id);

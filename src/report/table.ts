@@ -6,6 +6,8 @@ interface Column {
   unit: string;
   width: number;
   left?: boolean;
+  /** Shown only for a replayed trace's rows. */
+  traced?: boolean;
   cell(r: ResultRow): string;
 }
 
@@ -29,6 +31,8 @@ const columns: Column[] = [
   { title: "redop", unit: "", width: 6, cell: (r) => r.redop ?? "none" },
   { title: "root", unit: "", width: 5, cell: (r) => String(r.root ?? -1) },
   { title: "time", unit: "(us)", width: 10, cell: (r) => time(r.time.avg_us) },
+  // Imported traces only (the job's source.trace_us): the trace's own time beside the replay's.
+  { title: "trace", unit: "(us)", width: 10, cell: (r) => (r.trace_us === undefined ? "N/A" : time(r.trace_us)), traced: true },
   { title: "algbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.algbw, 2) },
   { title: "busbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.busbw, 2) },
   { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
@@ -40,7 +44,7 @@ const columns: Column[] = [
 ];
 
 /** Pads each cell to its column; a column grows to its longest cell so rows stay aligned. */
-function lines(rows: string[][]): string[] {
+function lines(columns: Column[], rows: string[][]): string[] {
   const widths = columns.map((c, i) => Math.max(c.width, ...rows.map((r) => r[i]!.length)));
   return rows.map((cells) => cells.map((c, i) => (columns[i]!.left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" "));
 }
@@ -67,10 +71,13 @@ function linksLine(rows: ResultRow[]): string | undefined {
 export function formatTable(doc: ResultDocument): string {
   const out = [
     `# spmd-runner ${doc.version}: job ${doc.job}, ${doc.world_size} ranks, backend ${doc.backend}`,
+    ...(doc.source ? [`# replays ${doc.source.format} trace ${doc.source.files.join(", ")} (schema ${doc.source.schema}, ${doc.source.world_size} ranks)`] : []),
     ...(doc.topology ? [`# ${topologyLine(doc.topology)}`] : []),
     "#",
   ];
-  const [title, unit, ...rows] = lines([columns.map((c) => c.title), columns.map((c) => c.unit), ...doc.results.map((r) => columns.map((c) => c.cell(r)))]);
+  // A replayed trace (an imported job) shows the trace's own time beside the measured one.
+  const shown = columns.filter((c) => !c.traced || doc.source !== undefined);
+  const [title, unit, ...rows] = lines(shown, [shown.map((c) => c.title), shown.map((c) => c.unit), ...doc.results.map((r) => shown.map((c) => c.cell(r)))]);
   out.push("# " + title, "# " + unit, ...rows.map((r) => "  " + r));
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
   for (const r of doc.results) if (r.fallback) out.push(`# Fallback             : ${stageCell(r)} at count ${r.count}: ${r.fallback}`);

@@ -186,6 +186,7 @@ export async function runRank(r: RunRequest): Promise<number> {
         topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
         results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ranks: ranks.map((u) => withHost(u, opened.topology)),
         manifest: manifest(opened.comm.backend, hosts, runSettings(job, cfg)),
+        ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),
       };
       await report(job, cfg, doc, runDir, r, log);
     }
