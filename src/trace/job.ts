@@ -5,7 +5,7 @@ import { IN_PLACE_OPS } from "../graph/validate.js";
 import { checkSplits, mergeRanks, type MergedCollective } from "./merge.js";
 import type { RankTrace, TraceCollective, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
-import { traceElementBytes } from "./names.js";
+import { rankRanges, traceElementBytes } from "./names.js";
 import { partitions, type Partitions } from "./partition.js";
 
 export interface ImportOptions {
@@ -57,10 +57,10 @@ function coverage(traces: RankTrace[], merged: MergedCollective[], W: number, no
   const needy = merged.find((m) => rankDependent(m.first) && m.first.group.ranks.some((r) => !read.has(r)));
   if (needy) {
     const absent = needy.first.group.ranks.filter((r) => !read.has(r));
-    throw new TraceError(traces[0].file, `${needy.first.name} (${needy.key}) has rank-dependent splits, so it needs every rank's trace: missing rank${absent.length > 1 ? "s" : ""} ${absent.join(", ")}`);
+    throw new TraceError(traces[0].file, `${needy.first.name} (${needy.key}) has rank-dependent splits, so it needs every rank's trace: missing rank${absent.length > 1 ? "s" : ""} ${rankRanges(absent)}`);
   }
   const who = traces.length === 1 ? `rank ${traces[0].rank}'s trace` : `the traces of ranks ${[...read].join(", ")}`;
-  notes.push(`${who} stand${traces.length === 1 ? "s" : ""} for all ${W} ranks: every rank does the same (no rank-dependent splits), missing rank${missing.length > 1 ? "s" : ""} ${missing.join(", ")}`);
+  notes.push(`${who} stand${traces.length === 1 ? "s" : ""} for all ${W} ranks: every rank does the same (no rank-dependent splits), missing rank${missing.length > 1 ? "s" : ""} ${rankRanges(missing)}`);
 }
 
 /** Elements a job tensor needs for `n` trace elements of `c`'s dtype (1-byte dtypes ride in float16 pairs). */
@@ -285,7 +285,7 @@ function summarize(job: Json, merged: MergedCollective[], traces: RankTrace[], s
   lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
   for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatBytes(e.bytes).padStart(10)}`);
   const groups = new Map(merged.map((m) => [m.first.group.name, m.first.group.ranks] as const));
-  const listed = (r: number[]) => (r.length > 8 ? `${r.slice(0, 8).join(", ")}, ... ${r.length} ranks` : r.join(", "));
+  const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
   lines.push(`groups: ${[...groups].map(([n, r]) => `"${n}" [${listed(r)}]${r.length === source.worldSize ? " (the world)" : ` -> job group ${JSON.stringify(`pg_${n}`)}`}`).join("; ")}`);
   const streams = (job.stages as Json[]).filter((s) => s.stream).length;
   if (streams) lines.push(`async: ${streams} collective${streams > 1 ? "s" : ""} on a stream of its own until its wait`);

@@ -60,6 +60,18 @@ export function jobDtype(name: string): DType | undefined {
   return DTYPES[canonical(name)];
 }
 
+/** "0-4, 6, 8-63": a list of ranks as short as its runs allow, for messages. */
+export function rankRanges(ranks: readonly number[]): string {
+  const runs: string[] = [];
+  for (let i = 0; i < ranks.length; ) {
+    let j = i;
+    while (j + 1 < ranks.length && ranks[j + 1] === ranks[j]! + 1) j++;
+    runs.push(j - i >= 2 ? `${ranks[i]}-${ranks[j]}` : ranks.slice(i, j + 1).join(", "));
+    i = j + 1;
+  }
+  return runs.join(", ");
+}
+
 /** A group's ranks from its first rank, stride and size (what Kineto keeps when it cuts the list). */
 export function ranksFromStride(start: number, stride: number, size: number): number[] {
   return Array.from({ length: size }, (_, i) => start + i * stride);

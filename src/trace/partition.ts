@@ -4,6 +4,7 @@
 import type { MergedCollective } from "./merge.js";
 import type { RankTrace, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
+import { rankRanges } from "./names.js";
 
 export interface Partitions {
   /** Job group name -> its explicit partition. */
@@ -34,7 +35,7 @@ function complete(g: TraceGroup, others: TraceGroup[], W: number, notes: string[
   if (rest.length % G !== 0) return [];
   const filled: number[][] = [];
   for (let i = 0; i < rest.length; i += G) filled.push(rest.slice(i, i + G));
-  if (filled.length) notes.push(`process group "${g.name}" [${g.ranks.join(", ")}]: ranks ${rest.join(", ")} run its collectives too, in group${filled.length > 1 ? "s" : ""} ${filled.map((f) => `[${f.join(", ")}]`).join(" ")} (a job group partitions every rank)`);
+  if (filled.length) notes.push(`process group "${g.name}" of ${G} ranks: ranks ${rankRanges(rest)} (in no traced group of its size) run its collectives too, in ${filled.length} group${filled.length > 1 ? "s" : ""} of ${G} in rank order (a job group partitions every rank)`);
   return [...parts, ...filled].sort((a, b) => a[0]! - b[0]!);
 }
 
@@ -49,7 +50,7 @@ export function partitions(merged: MergedCollective[], traces: RankTrace[], W: n
     const parts = complete(g, [...known.values()].filter((h) => h.name !== g.name), W, notes);
     if (parts.length === 0) {
       const file = traces.find((t) => m.byRank.has(t.rank))?.file ?? traces[0].file;
-      throw new TraceError(file, `process group "${g.name}" of ${g.ranks.length} ranks [${g.ranks.join(", ")}] cannot be completed into groups of ${g.ranks.length} over ${W} ranks`);
+      throw new TraceError(file, `process group "${g.name}" of ${g.ranks.length} ranks [${rankRanges(g.ranks)}] cannot be completed into groups of ${g.ranks.length} over ${W} ranks`);
     }
     groups.set(jobName(g.name), parts);
     byTrace.set(g.name, jobName(g.name));
