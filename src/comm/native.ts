@@ -10,7 +10,7 @@ import type { dtypeSchema } from "../config/job.js";
 // holds these lists equal to the addon's and to the job schema's).
 export type NativeDType = z.infer<typeof dtypeSchema>;
 export const NATIVE_OP_KINDS = [
-  "allreduce", "reduce_scatter", "all_gather", "gather", "broadcast", "reduce", "scatter", "all_to_all", "send_recv", "barrier", "compute",
+  "allreduce", "reduce_scatter", "all_gather", "gather", "broadcast", "reduce", "scatter", "all_to_all", "all_to_allv", "send_recv", "barrier", "compute",
 ] as const;
 export type NativeOpKind = (typeof NATIVE_OP_KINDS)[number];
 /** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
@@ -93,6 +93,8 @@ export type NativeOpOf = { inputs: number[] } & (
   | ({ kind: "allreduce"; compression: NativeCompression | null } & NativeReduction & InPlace)
   | ({ kind: "reduce_scatter"; coalesced: boolean; compression: NativeCompression | null } & NativeReduction & InPlace)
   | ({ kind: "all_gather" | "all_to_all" } & InPlace)
+  /** counts[g][i][j]: elements rank i of group g (of the only group, the world, without groups) sends to rank j. */
+  | { kind: "all_to_allv"; counts: (readonly (readonly number[])[])[] }
   | { kind: "gather" | "scatter"; root: number }
   | ({ kind: "broadcast"; root: number } & InPlace)
   | ({ kind: "reduce"; root: number } & NativeReduction & InPlace)

@@ -131,6 +131,23 @@ const quantizedAllreduce = stage("quantized_allreduce", {
   }
 });
 
+/** A W×W matrix of element counts: row i is what rank i sends, entry j of it what goes to rank j. */
+const countMatrix = z.array(z.array(sizeSchema)).min(1).superRefine((rows, ctx) => {
+  rows.forEach((row, i) => {
+    if (row.length !== rows.length) {
+      ctx.addIssue({ code: "custom", path: [i], message: `expected a square matrix: row ${i} has ${row.length} entries, the matrix ${rows.length} rows` });
+    }
+  });
+});
+
+// all_to_allv (DESIGN.md, Stages): one matrix for the world or for every group of a partition, or one per
+// group in the groups' order. No in-place form: blocks of different sizes cannot share one buffer.
+const allToAllv = stage("all_to_allv", {
+  input,
+  counts: z.union([countMatrix, z.array(countMatrix).min(1)]),
+  algorithm: algorithm("direct", "shared"),
+});
+
 export const stageSchema = z.discriminatedUnion("op", [
   stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct", "shared") }),
   reduceScatter,
@@ -141,6 +158,7 @@ export const stageSchema = z.discriminatedUnion("op", [
   stage("reduce", { input, root, reduce, algorithm: algorithm("tree", "direct") }),
   rootedOp("scatter"),
   stage("all_to_all", { input, algorithm: algorithm("direct", "shared") }),
+  allToAllv,
   stage("send_recv", { input, shift: z.int().default(1), algorithm: algorithm("direct") }),
   stage("barrier", { algorithm: algorithm("dissemination") }),
   stage("compute", { us: z.number().min(0), algorithm: algorithm() }),

@@ -7,6 +7,7 @@ import { ConfigError } from "../config/errors.js";
 import { ELEMENT_BYTES, type Job } from "../config/job.js";
 import { formatSize } from "../config/size.js";
 import type { World } from "../plan.js";
+import { largestReceive } from "../stages/all-to-allv.js";
 import { plan } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
@@ -35,6 +36,7 @@ function outputCount(op: NativeOp, count: number, w: number, counts: readonly nu
     case "all_gather": case "gather": return w * count;
     case "scatter": return block(count, w);
     case "all_to_all": return w * block(count, w);
+    case "all_to_allv": return largestReceive(op.counts);
     case "reduce_scatter": return op.inputs.reduce((n, i) => n + block(counts[i]!, w), 0);
     case "barrier": case "compute": return 0;
   }

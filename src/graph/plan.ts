@@ -37,7 +37,7 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
   const contextOf = (s: Stage): PlanContext => {
     const worldSize = partition(s)?.[0]!.length ?? world.size;
     const hostOf = partition(s) ? new Array<number>(worldSize).fill(0) : world.hostOf;
-    return { job: pointJob, worldSize, hostOf, tensorIndex: (name) => names.indexOf(name) };
+    return { job: pointJob, worldSize, groups: partition(s)?.length ?? 1, hostOf, tensorIndex: (name) => names.indexOf(name) };
   };
   const order = schedule(job);
   const position = new Map(order.map((s, i) => [s.id, i]));

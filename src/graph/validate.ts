@@ -3,6 +3,7 @@ import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
 import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
+import { countMatrices, largestReceive, largestSend, rowSums } from "../stages/all-to-allv.js";
 
 const INTEGER_DTYPES: ReadonlySet<DType> = new Set(["int32", "int64"]);
 
@@ -75,6 +76,29 @@ function checkGraphFields(job: Job, stage: Stage, fail: Fail): void {
   }
 }
 
+/**
+ * all_to_allv's matrices: one for every group (or one for all), each as many rows as a group has ranks, and
+ * a tensor (at every sweep count) that holds the largest row: a rank sends the first elements of it.
+ */
+function checkCounts(job: Job, stage: Extract<Stage, { op: "all_to_allv" }>, groups: number, size: number, fail: Fail): void {
+  const list = Array.isArray(stage.counts[0]?.[0]);
+  const matrices = countMatrices(stage.counts, groups);
+  if (matrices.length !== groups) {
+    fail(["counts"], `${matrices.length} count matrices for the ${groups} groups of "${stage.group}" (give one per group, or one for all)`);
+  }
+  matrices.forEach((m, g) => {
+    const where = stage.group === undefined ? `the ${size} ranks` : `the groups of "${stage.group}" (${size} ranks each)`;
+    if (m.length !== size) fail(list ? ["counts", g] : ["counts"], `a ${m.length}×${m.length} matrix for ${where}: expected ${size}×${size}`);
+  });
+  if (!(stage.input in job.tensors)) return;
+  const count = Math.min(...sweepPoints(job).map((p) => p.count ?? job.tensors[stage.input]!.count));
+  matrices.forEach((m, g) => rowSums(m).forEach((send, i) => {
+    if (send <= count) return;
+    const at = job.sweep?.count ? " at its smallest sweep count" : "";
+    fail(list ? ["counts", g, i] : ["counts", i], `rank ${i} sends ${send} elements, more than the ${count} of "${stage.input}"${at}`);
+  }));
+}
+
 /** A stage in a group: one group size for its row, a root inside every group, in-place blocks that fit. */
 function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fail: Fail): void {
   if (stage.group !== undefined && !groups.has(stage.group)) return;  // a split not known yet
@@ -88,6 +112,7 @@ function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fa
   if (stage.op === "all_to_all" && stage.inPlace && stage.input in job.tensors && job.tensors[stage.input]!.count % size !== 0) {
     fail(["inPlace"], `in place, all_to_all needs a count divisible by its ${size} ranks, but "${stage.input}" has ${job.tensors[stage.input]!.count}`);
   }
+  if (stage.op === "all_to_allv") checkCounts(job, stage, parts?.length ?? 1, size, fail);
   if ("root" in stage && stage.root >= size) {
     const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${worldSize} ranks`;
     fail(["root"], `root ${stage.root} is ${where} (expected 0..${size - 1})`);
@@ -214,6 +239,8 @@ const MPI_MAX_COUNT = 2 ** 31 - 1;
 function mpiCount(stage: Stage, count: (tensor: string) => number, worldSize: number): number {
   const names = stageInputs(stage);
   if (stage.op === "reduce_scatter" && stage.coalesced) return names.reduce((sum, t) => sum + Math.ceil(count(t) / worldSize) * worldSize, 0);
+  // MPI_Alltoallv's displacements are ints too: a rank's whole send and receive buffers must fit.
+  if (stage.op === "all_to_allv") return Math.max(largestSend(stage.counts), largestReceive(stage.counts));
   return names.length ? count(names[0]) : 0;
 }
 

@@ -1,6 +1,7 @@
 import type { Stage } from "../config/job.js";
 import { allGather } from "./all-gather.js";
 import { allToAll } from "./all-to-all.js";
+import { allToAllv } from "./all-to-allv.js";
 import { allreduce } from "./allreduce.js";
 import { barrier } from "./barrier.js";
 import { broadcast } from "./broadcast.js";
@@ -24,6 +25,7 @@ const kinds: { [Op in Stage["op"]]: StageKind<Extract<Stage, { op: Op }>> } = {
   reduce,
   scatter,
   all_to_all: allToAll,
+  all_to_allv: allToAllv,
   send_recv: sendRecv,
   barrier,
   compute,

@@ -4,6 +4,8 @@ import type { Job, ReduceOp, Stage } from "../config/job.js";
 export interface PlanContext {
   readonly job: Job;
   readonly worldSize: number;
+  /** How many groups run the stage at once (1 without a group). */
+  readonly groups: number;
   /** Each rank's host, as the ranks found when they met (Topology.hostOf). */
   readonly hostOf: readonly number[];
   tensorIndex(name: string): number;
