@@ -256,7 +256,7 @@ function countDropped(traces: RankTrace[]): { what: string; count: number; why: 
   for (const t of traces) {
     for (const d of t.dropped) {
       const key = `${d.what}\n${d.why}`;
-      counts.set(key, { what: d.what, why: d.why, count: (counts.get(key)?.count ?? 0) + 1 });
+      counts.set(key, { what: d.what, count: (counts.get(key)?.count ?? 0) + 1, why: d.why });
     }
   }
   return [...counts.values()];
