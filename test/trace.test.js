@@ -168,9 +168,11 @@ test("a job that records its world size refuses a launch at another, naming both
   try {
     const job = path.join(dir, "job.json");
     assert.equal((await runNode([RUNNER, "trace", "import", fixture("et-1.0.1"), "-o", job])).code, 0);
-    const p = await runNode([RUNNER, "validate", "-n", "3", job]);
-    assert.equal(p.code, 2);
-    assert.match(p.stderr, /^runner: .*job\.json: worldSize: the job runs at 2 ranks only, not 3/);
+    for (const args of [["validate", "-n", "3", job], ["launch", "-n", "3", job]]) {
+      const p = await runNode([RUNNER, ...args]);
+      assert.equal(p.code, 2);
+      assert.match(p.stderr, /^runner: .*job\.json: worldSize: the job runs at 2 ranks only, not 3 \(the trace's world size; [^\n]*\)\n$/);
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

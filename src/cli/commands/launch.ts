@@ -47,6 +47,21 @@ function rankCommand(argv: LaunchArgs): string[] {
   return [argv.job.includes("/") ? argv.job : `./${argv.job}`, ...forwardedArgs(argv, Object.keys(RUN_OPTIONS))];
 }
 
+/**
+ * A job that records its world size, launched at another: one line here rather than one per rank. A job
+ * that does not load is left to the ranks, which say why as they would under mpirun.
+ */
+async function checkJobWorld(file: string, nprocs: number): Promise<void> {
+  const [{ loadJob }, { checkWorldSize }] = await Promise.all([import("../../config/load.js"), import("../../graph/validate.js")]);
+  let job;
+  try {
+    job = loadJob(file);
+  } catch {
+    return;
+  }
+  checkWorldSize(job, file, nprocs);
+}
+
 export const launchCommand: CommandModule<object, LaunchArgs> = {
   command: "launch <job>",
   describe: "Start N local ranks of a job (torchrun-style environment)",
@@ -82,6 +97,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
       import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../report/progress.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
+    if (argv.job !== DOCTOR) await checkJobWorld(argv.job, argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const result = await launch({
