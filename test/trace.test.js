@@ -77,25 +77,34 @@ test("ET 1.0.1: positional inputs on the node, groups by backend id, every op ma
 });
 
 test("ET 1.1.0: named attrs, process groups as partitions, group-local roots, waits", () => {
-  const { job } = imported([fixture("et-1.1.0-groups")]);
-  // [1,3] and [0,2] complete each other.
-  assert.deepEqual(job.groups, { pg_4: { ranks: [[0, 2], [1, 3]] }, pg_3: { ranks: [[0, 2], [1, 3]] } });
+  const { job, summary } = imported([fixture("et-1.1.0-groups")]);
+  // [0,2] and [1,3] complete each other: one family, whose k-th collectives are one stage run in both groups.
+  assert.deepEqual(job.groups, { pg_4_3: { ranks: [[0, 2], [1, 3]] } });
   const stages = job.stages.map((s) => [s.op, s.group, s.root]);
   assert.deepEqual(stages, [
     ["allreduce", undefined, undefined], ["allreduce", undefined, undefined],
-    ["allreduce", "pg_4", undefined], ["broadcast", "pg_4", 1], ["allreduce", "pg_3", undefined], ["broadcast", "pg_3", 1],
-    ["reduce_scatter", undefined, undefined],
+    ["allreduce", "pg_4_3", undefined], ["broadcast", "pg_4_3", 1], ["reduce_scatter", undefined, undefined],
   ]);
   assert.equal(job.stages[0].stream, "async1");
   assert.deepEqual(job.stages[2].after, [job.stages[0].id]);
   // _reduce_scatter_base: 200 out per rank, 800 in.
-  assert.equal(job.tensors[job.stages[6].input].count, 800);
+  assert.equal(job.tensors[job.stages[4].input].count, 800);
+  assert.ok(summary.includes('groups: "0" [0, 1, 2, 3] (the world); "4" [0, 2] -> job group "pg_4_3"; "3" [1, 3] -> job group "pg_4_3"'), summary.join("\n"));
+});
+
+test("a process group that leaves ranks out is completed in rank order, and the notes say so", () => {
+  const traces = traceFiles([fixture("et-1.1.0-groups", "rank1.json")]).map(readTrace);
+  // Rank 1 alone, with a group table that knows only [1, 3]: ranks 0 and 2 make the second group.
+  traces[0].groups = traces[0].groups.filter((g) => g.name !== "4");
+  const { job } = buildJob(traces, []);
+  assert.deepEqual(job.groups, { pg_3: { ranks: [[0, 2], [1, 3]] } });
+  assert.ok(job.source.notes.includes('process group "3" of 2 ranks: ranks 0, 2 (in no traced group of its size) run its collectives too, in groups of 2 in rank order (a job group partitions every rank)'), job.source.notes.join("\n"));
 });
 
 test("ET 1.1.0 with subgroups replays at W=4 with 0 wrong", async () => {
   const { doc } = await importAndReplay([fixture("et-1.1.0-groups")], 4);
-  assert.equal(doc.results.length, 7);
-  assert.deepEqual(doc.results.filter((r) => r.group).map((r) => [r.group, r.groups]), [["pg_4", 2], ["pg_4", 2], ["pg_3", 2], ["pg_3", 2]]);
+  assert.equal(doc.results.length, 5);
+  assert.deepEqual(doc.results.filter((r) => r.group).map((r) => [r.group, r.groups]), [["pg_4_3", 2], ["pg_4_3", 2]]);
 });
 
 test("ET 1.0.1 replays at W=2 with 0 wrong, every collective in order", async () => {
@@ -130,6 +139,7 @@ test("Kineto: a group list cut after 30 ranks is rebuilt from start and stride; 
   const { job, summary } = imported([fixture("kineto-64rank")]);
   const odd = Array.from({ length: 32 }, (_, i) => 2 * i + 1), even = odd.map((r) => r - 1);
   assert.deepEqual(job.groups, { pg_7: { ranks: [even, odd] } });
+  assert.ok(job.source.notes.some((n) => n.startsWith('process group "7" of 32 ranks: ranks 0, 2, 4, 6,')), job.source.notes.join("\n"));
   assert.equal(job.worldSize, 64);
   assert.deepEqual(job.source.ranks, [5]);
   assert.ok(summary.some((l) => l.includes("rank 5's trace stands for all 64 ranks") && l.includes("missing ranks 0-4, 6-63")), summary.join("\n"));
@@ -160,7 +170,7 @@ test("--world N rescales a whole-world trace, and refuses one with subgroups nam
   assert.equal(job.source.worldSize, 2);
   const p = await runNode([RUNNER, "trace", "import", fixture("et-1.1.0-groups"), "--world", "8"]);
   assert.equal(p.code, 2);
-  assert.match(p.stderr, /^runner: .*rank0\.json: cannot replay at --world 8: allreduce \(group 4 #0\) runs on process group "4" of 2 of 4 ranks\n$/);
+  assert.match(p.stderr, /^runner: .*rank0\.json: cannot replay at --world 8: allreduce \(group 4\+3 #0\) runs on process group "4" of 2 of 4 ranks\n$/);
 });
 
 test("a job that records its world size refuses a launch at another, naming both", async () => {

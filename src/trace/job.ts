@@ -6,7 +6,7 @@ import { checkSplits, mergeRanks, type MergedCollective } from "./merge.js";
 import type { RankTrace, TraceCollective, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
 import { rankRanges, traceElementBytes } from "./names.js";
-import { partitions, type Partitions } from "./partition.js";
+import { planGroups, type GroupPlan } from "./partition.js";
 
 export interface ImportOptions {
   /** Replay at this many ranks instead of the trace's (`--world N`). */
@@ -71,7 +71,7 @@ function elements(c: TraceCollective, n: number): number {
 interface Builder {
   W: number;
   tensors: Map<string, { dtype: DType; count: number }>;
-  parts: Partitions;
+  parts: GroupPlan;
   notes: Set<string>;
 }
 
@@ -193,11 +193,14 @@ function rescaleProblem(merged: MergedCollective[], W: number, N: number): strin
   return undefined;
 }
 
+const fileOf = (traces: RankTrace[], m: MergedCollective) => traces.find((t) => m.byRank.has(t.rank))!.file;
+
 /** Reads nothing: traces in, a job and its summary out. */
 export function buildJob(traces: RankTrace[], files: string[], options: ImportOptions = {}): Imported {
   traces = [...traces].sort((a, b) => a.rank - b.rank);
   const traceW = world(traces);
-  const merged = mergeRanks(traces);
+  const groupPlan = planGroups(traces, traceW);
+  const merged = mergeRanks(traces, groupPlan);
   for (const m of merged) if (m.first.op === "all_to_allv") checkSplits(m, traces);
   const notes: string[] = [];
   coverage(traces, merged, traceW, notes);
@@ -209,7 +212,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     notes.push(`rescaled from the trace's ${traceW} ranks to ${W}: every collective is on the whole world, each rank's message sizes kept`);
     for (const m of merged) m.first = { ...m.first, group: { ...m.first.group, ranks: Array.from({ length: W }, (_, r) => r) } };
   }
-  const b: Builder = { W, tensors: new Map(), parts: partitions(merged, traces, W), notes: new Set() };
+  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
   const overlap = new Overlap(traces, b.notes);
   const stages: Json[] = [], traceTimes: Record<string, number> = {};
   let prev: MergedCollective | undefined;
@@ -217,7 +220,8 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     const gap = options.computeGaps ? gapBefore(prev, m) : 0;
     if (gap > 0) stages.push({ id: `gap-${k}`, op: "compute", us: gap });
     prev = m;
-    const group = b.parts.of(m.first.group);
+    // Rescaled, every collective is on the whole world; send_recv shifts over it.
+    const group = W !== traceW || m.first.op === "send" || m.first.op === "recv" ? undefined : b.parts.jobGroup(m.first.group, fileOf(traces, m));
     const G = group ? m.first.group.ranks.length : W;
     const sorted = [...m.first.group.ranks].sort((x, y) => x - y);
     const fields = opFields(m, b, G, (r) => (group ? sorted.indexOf(r) : r));
@@ -248,7 +252,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
     stages,
   };
-  return { job, traces, summary: summarize(job, merged, traces, source) };
+  return { job, traces, summary: summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined)) };
 }
 
 function countDropped(traces: RankTrace[]): { what: string; count: number; why: string }[] {
@@ -274,7 +278,10 @@ export function formatBytes(n: number): string {
   return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
 }
 
-function summarize(job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] }): string[] {
+function summarize(
+  job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
+  jobGroup: (g: TraceGroup) => string | undefined,
+): string[] {
   const lines = traces.map((t) => `${t.file}: ${t.format === "kineto" ? "Kineto trace" : "PyTorch Execution Trace"}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
   lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
   const byOp = new Map<string, { n: number; bytes: number }>();
@@ -284,9 +291,13 @@ function summarize(job: Json, merged: MergedCollective[], traces: RankTrace[], s
   }
   lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
   for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatBytes(e.bytes).padStart(10)}`);
-  const groups = new Map(merged.map((m) => [m.first.group.name, m.first.group.ranks] as const));
+  const groups = new Map(merged.flatMap((m) => [...m.byRank.values()].map((c) => [c.group.name, c.group] as const)));
   const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
-  lines.push(`groups: ${[...groups].map(([n, r]) => `"${n}" [${listed(r)}]${r.length === source.worldSize ? " (the world)" : ` -> job group ${JSON.stringify(`pg_${n}`)}`}`).join("; ")}`);
+  const shown = (g: TraceGroup) => {
+    const job = jobGroup(g);
+    return `"${g.name}" [${listed(g.ranks)}]${job ? ` -> job group ${JSON.stringify(job)}` : g.ranks.length === source.worldSize ? " (the world)" : ""}`;
+  };
+  lines.push(`groups: ${[...groups.values()].map(shown).join("; ")}`);
   const streams = (job.stages as Json[]).filter((s) => s.stream).length;
   if (streams) lines.push(`async: ${streams} collective${streams > 1 ? "s" : ""} on a stream of its own until its wait`);
   lines.push(source.dropped.length ? `dropped: ${source.dropped.map((d) => `${d.count} × ${d.what} (${d.why})`).join("; ")}` : "dropped: nothing");

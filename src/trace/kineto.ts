@@ -22,7 +22,7 @@ interface PgConfig {
 
 const RECORDING = "record with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) on PyTorch 2.2 or later: the kernels' arguments are copied from the record_param_comms CPU op";
 
-const NCCL_KERNEL = /^nccl(Dev)?Kernel|^ncclKernel|nccl/i;
+const NCCL_KERNEL = /nccl/i;
 
 /** "[0, 1, 2]" -> numbers; undefined where the profiler cut the list ("[0, 1, ..., 63]"). */
 export function parseRankList(value: unknown): number[] | undefined {
@@ -53,12 +53,13 @@ function groupOf(args: Record<string, unknown>, configs: Map<string, number[]>, 
   return { name, ranks };
 }
 
-function pgConfigs(info: Record<string, unknown> | undefined): Map<string, number[]> {
+/** distributedInfo's groups whose ranks it lists in full (an empty list: the whole world); cut lists are left to the kernels. */
+function pgConfigs(info: Record<string, unknown> | undefined, worldSize: number | undefined): Map<string, number[]> {
   const configs = new Map<string, number[]>();
   for (const pg of (info?.pg_config as PgConfig[] | undefined) ?? []) {
-    const ranks = parseRankList(pg.ranks);
+    const ranks = parseRankList(pg.ranks ?? []);
     if (ranks && ranks.length > 0) configs.set(pg.pg_name, ranks);
-    else if (pg.pg_size !== undefined) configs.set(pg.pg_name, ranksFromStride(0, 1, pg.pg_size));
+    else if (ranks && pg.pg_size !== undefined && pg.pg_size === worldSize) configs.set(pg.pg_name, ranksFromStride(0, 1, pg.pg_size));
   }
   return configs;
 }
@@ -101,7 +102,7 @@ export function readKineto(doc: Record<string, unknown>, file: string, hint: Ran
   const events = (doc.traceEvents as KinetoEvent[]).filter((e) => e && typeof e === "object");
   const info = doc.distributedInfo as Record<string, unknown> | undefined;
   const worldSize = info?.world_size === undefined ? undefined : Number(info.world_size);
-  const configs = pgConfigs(info);
+  const configs = pgConfigs(info, worldSize);
   const kernels = events.filter((e) => e.cat === "kernel" && NCCL_KERNEL.test(e.name ?? "")).sort((a, b) => (a.ts ?? 0) - (b.ts ?? 0));
   if (kernels.length === 0) throw new TraceError(file, "no NCCL kernel events (cat \"kernel\") in this Kineto trace: profile with ProfilerActivity.CUDA");
   const described = kernels.filter((e) => e.args?.["Collective name"] !== undefined);

@@ -2,6 +2,7 @@
 // SPMD: each stage runs on every rank, a group's stage inside each group of its partition).
 import type { RankTrace, TraceCollective } from "./model.js";
 import { TraceError } from "./model.js";
+import type { GroupPlan } from "./partition.js";
 
 /** One collective of the step: what each rank whose trace was read did in it, by rank. */
 export interface MergedCollective {
@@ -11,19 +12,19 @@ export interface MergedCollective {
   byRank: Map<number, TraceCollective>;
 }
 
-/** The ranks a collective joins: its group, or for p2p the pair. */
-function members(c: TraceCollective, rank: number): number[] {
+/** The ranks a collective joins: its group's family, or for p2p the pair (sender first). */
+function members(c: TraceCollective, rank: number, groups: GroupPlan): number[] {
   if (c.op === "send") return [rank, c.peer!];
   if (c.op === "recv") return [c.peer!, rank];
-  return c.group.ranks;
+  return groups.familyRanks(c.group);
 }
 
-/** Keys that match one collective across ranks: the k-th on a group, the k-th from i to j. */
-function keyed(trace: RankTrace): string[] {
+/** Keys that match one collective across ranks: the k-th on a group's family, the k-th from i to j. */
+function keyed(trace: RankTrace, groups: GroupPlan): string[] {
   const seen = new Map<string, number>();
   return trace.collectives.map((c) => {
-    const [from, to] = members(c, trace.rank);
-    const base = c.op === "send" || c.op === "recv" ? `p2p ${from}->${to}` : `group ${c.group.name}`;
+    const [from, to] = members(c, trace.rank, groups);
+    const base = c.op === "send" || c.op === "recv" ? `p2p ${from}->${to}` : `group ${groups.familyOf(c.group)}`;
     const k = seen.get(base) ?? 0;
     seen.set(base, k + 1);
     return `${base} #${k}`;
@@ -32,9 +33,12 @@ function keyed(trace: RankTrace): string[] {
 
 const describe = (c: TraceCollective) => `${c.name} of ${c.inCount} ${c.traceDtype}`;
 
+/** A root as its group's index, the same in every group of a family. */
+const localRoot = (c: TraceCollective) => (c.root === undefined ? undefined : [...c.group.ranks].sort((x, y) => x - y).indexOf(c.root));
+
 /** What rank j's record must agree on with the first rank's (splits are checked pairwise, in checkSplits). */
 function agree(a: TraceCollective, b: TraceCollective): boolean {
-  const same = a.op === b.op && a.dtype === b.dtype && a.group.ranks.join() === b.group.ranks.join() && a.root === b.root;
+  const same = a.op === b.op && a.dtype === b.dtype && a.group.ranks.length === b.group.ranks.length && localRoot(a) === localRoot(b);
   if (!same) return false;
   if (a.op === "all_to_allv" || a.op === "send" || a.op === "recv") return true;
   return a.inCount === b.inCount && a.outCount === b.outCount;
@@ -44,8 +48,8 @@ function agree(a: TraceCollective, b: TraceCollective): boolean {
  * Merges the ranks' lists: a collective is taken when every rank read that takes part in it has it next, so
  * the order is one in which the traced ranks could all have run. Throws where two ranks' traces disagree.
  */
-export function mergeRanks(traces: readonly RankTrace[]): MergedCollective[] {
-  const keys = traces.map(keyed);
+export function mergeRanks(traces: readonly RankTrace[], groups: GroupPlan): MergedCollective[] {
+  const keys = traces.map((t) => keyed(t, groups));
   const present = new Set(traces.map((t) => t.rank));
   const next = traces.map(() => 0);
   const merged: MergedCollective[] = [];
@@ -53,7 +57,7 @@ export function mergeRanks(traces: readonly RankTrace[]): MergedCollective[] {
     const progressed = traces.some((t, i) => {
       if (next[i] >= t.collectives.length) return false;
       const c = t.collectives[next[i]], key = keys[i][next[i]];
-      const ready = members(c, t.rank).filter((r) => present.has(r)).map((r) => traces.findIndex((u) => u.rank === r));
+      const ready = members(c, t.rank, groups).filter((r) => present.has(r)).map((r) => traces.findIndex((u) => u.rank === r));
       if (!ready.every((j) => keys[j][next[j]] === key)) return false;
       const byRank = new Map(ready.map((j) => [traces[j].rank, traces[j].collectives[next[j]]!] as const));
       for (const j of ready) {

@@ -1,59 +1,84 @@
 // A trace's process groups as the job's: a job group is a partition of every rank (graph/groups.ts), each
 // group of one size, so a process group that leaves ranks out is completed with the trace's other groups of
-// its size that it does not overlap, and then with the remaining ranks in order.
-import type { MergedCollective } from "./merge.js";
+// its size that it does not overlap, and then with the remaining ranks in order. Process groups completed
+// into the same partition (tensor-parallel [0,1] and [2,3]) are one family: their k-th collectives are one
+// stage, run in every group of it at once, as the step ran them.
 import type { RankTrace, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
 import { rankRanges } from "./names.js";
 
-export interface Partitions {
-  /** Job group name -> its explicit partition. */
-  groups: Map<string, number[][]>;
-  notes: string[];
-  /** The job group a process group runs in; undefined for the whole world in rank order. */
-  of(group: TraceGroup): string | undefined;
+export interface GroupPlan {
+  /** The family a process group belongs to (its own name where it is alone, or on the whole world). */
+  familyOf(group: TraceGroup): string;
+  /** The ranks of every traced group of that family: those that take part in its collectives. */
+  familyRanks(group: TraceGroup): number[];
+  /** The job group a process group's collectives run in, or undefined on the whole world; `file` for errors. */
+  jobGroup(group: TraceGroup, file: string): string | undefined;
+  /** The job groups used so far: name -> explicit partition. */
+  readonly groups: Map<string, number[][]>;
+  readonly notes: string[];
 }
 
 const isWorld = (ranks: readonly number[], W: number) => ranks.length === W && [...ranks].sort((a, b) => a - b).every((r, i) => r === i);
 
-/** "pg_0", "pg_tp.1": a usable group name from the trace's. */
-function jobName(name: string): string {
-  return `pg_${name.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
-}
+const sorted = (ranks: readonly number[]) => [...ranks].sort((a, b) => a - b);
 
-function complete(g: TraceGroup, others: TraceGroup[], W: number, notes: string[]): number[][] {
+/** The partition `g` completes into, and the ranks no traced group of its size held; undefined where it cannot. */
+function complete(g: TraceGroup, others: readonly TraceGroup[], W: number): { parts: number[][]; filled: number[] } | undefined {
   const G = g.ranks.length;
-  const parts = [[...g.ranks].sort((a, b) => a - b)];
+  const parts = [sorted(g.ranks)];
   const used = new Set(g.ranks);
   for (const h of others) {
-    if (h.ranks.length === G && h.ranks.every((r) => !used.has(r)) && new Set(h.ranks).size === G) {
-      parts.push([...h.ranks].sort((a, b) => a - b));
+    if (h.ranks.length === G && new Set(h.ranks).size === G && h.ranks.every((r) => !used.has(r) && r < W)) {
+      parts.push(sorted(h.ranks));
       h.ranks.forEach((r) => used.add(r));
     }
   }
-  const rest = Array.from({ length: W }, (_, r) => r).filter((r) => !used.has(r));
-  if (rest.length % G !== 0) return [];
-  const filled: number[][] = [];
-  for (let i = 0; i < rest.length; i += G) filled.push(rest.slice(i, i + G));
-  if (filled.length) notes.push(`process group "${g.name}" of ${G} ranks: ranks ${rankRanges(rest)} (in no traced group of its size) run its collectives too, in ${filled.length} group${filled.length > 1 ? "s" : ""} of ${G} in rank order (a job group partitions every rank)`);
-  return [...parts, ...filled].sort((a, b) => a[0]! - b[0]!);
+  const filled = Array.from({ length: W }, (_, r) => r).filter((r) => !used.has(r));
+  if (filled.length % G !== 0) return undefined;
+  for (let i = 0; i < filled.length; i += G) parts.push(filled.slice(i, i + G));
+  return { parts: parts.sort((a, b) => a[0]! - b[0]!), filled };
 }
 
-export function partitions(merged: MergedCollective[], traces: RankTrace[], W: number): Partitions {
-  const groups = new Map<string, number[][]>(), byTrace = new Map<string, string>(), notes: string[] = [];
+/** Every process group the traces name, by name (the process-group tables first, then the collectives'). */
+function knownGroups(traces: readonly RankTrace[]): TraceGroup[] {
   const known = new Map<string, TraceGroup>();
-  for (const t of traces) for (const g of t.groups) known.set(g.name, g);
-  for (const m of merged) known.set(m.first.group.name, m.first.group);
-  for (const m of merged) {
-    const g = m.first.group;
-    if (isWorld(g.ranks, W) || byTrace.has(g.name) || m.first.op === "send" || m.first.op === "recv") continue;
-    const parts = complete(g, [...known.values()].filter((h) => h.name !== g.name), W, notes);
-    if (parts.length === 0) {
-      const file = traces.find((t) => m.byRank.has(t.rank))?.file ?? traces[0].file;
-      throw new TraceError(file, `process group "${g.name}" of ${g.ranks.length} ranks [${rankRanges(g.ranks)}] cannot be completed into groups of ${g.ranks.length} over ${W} ranks`);
-    }
-    groups.set(jobName(g.name), parts);
-    byTrace.set(g.name, jobName(g.name));
+  for (const t of traces) for (const g of t.groups) if (!known.has(g.name)) known.set(g.name, g);
+  for (const t of traces) for (const c of t.collectives) if (!known.has(c.group.name)) known.set(c.group.name, c.group);
+  return [...known.values()].sort((a, b) => Math.min(...a.ranks) - Math.min(...b.ranks) || a.name.localeCompare(b.name));
+}
+
+export function planGroups(traces: readonly RankTrace[], W: number): GroupPlan {
+  const known = knownGroups(traces);
+  const completion = new Map(known.map((g) => [g.name, isWorld(g.ranks, W) ? undefined : complete(g, known.filter((h) => h.name !== g.name), W)] as const));
+  // Groups with the same partition are one family, named after its members.
+  const members = new Map<string, string[]>();
+  for (const g of known) {
+    const c = completion.get(g.name);
+    if (c) members.set(JSON.stringify(c.parts), [...(members.get(JSON.stringify(c.parts)) ?? []), g.name]);
   }
-  return { groups, notes, of: (g) => byTrace.get(g.name) };
+  const family = new Map<string, string>(), ranksOf = new Map<string, number[]>();
+  const byName = new Map(known.map((g) => [g.name, g]));
+  for (const names of members.values()) {
+    for (const n of names) family.set(n, names.join("+"));
+    ranksOf.set(names.join("+"), sorted(names.flatMap((n) => byName.get(n)!.ranks)));
+  }
+  const groups = new Map<string, number[][]>(), notes: string[] = [];
+  return {
+    groups,
+    notes,
+    familyOf: (g) => family.get(g.name) ?? g.name,
+    familyRanks: (g) => ranksOf.get(family.get(g.name) ?? "") ?? g.ranks,
+    jobGroup(g, file) {
+      if (isWorld(g.ranks, W)) return undefined;
+      const c = completion.get(g.name) ?? complete(g, [], W);
+      if (!c) throw new TraceError(file, `process group "${g.name}" of ${g.ranks.length} ranks [${rankRanges(g.ranks)}] cannot be completed into groups of ${g.ranks.length} over ${W} ranks`);
+      const name = `pg_${(family.get(g.name) ?? g.name).replace(/[^A-Za-z0-9_.-]/g, "_")}`;
+      if (!groups.has(name) && c.filled.length) {
+        notes.push(`process group "${g.name}" of ${g.ranks.length} ranks: ranks ${rankRanges(c.filled)} (in no traced group of its size) run its collectives too, in groups of ${g.ranks.length} in rank order (a job group partitions every rank)`);
+      }
+      groups.set(name, c.parts);
+      return name;
+    },
+  };
 }
