@@ -43,6 +43,7 @@ const EVERY_STAGE = [
   { id: "re", op: "reduce", input: "x", reduce: "max" },
   { id: "sc", op: "scatter", input: "x" },
   { id: "aa", op: "all_to_all", input: "x" },
+  { id: "av", op: "all_to_allv", input: "x", counts: [[64]] },
   { id: "sr", op: "send_recv", input: "x" },
   { id: "ba", op: "barrier" },
   { id: "co", op: "compute", us: 1 },

@@ -156,3 +156,50 @@ test("groups resolve to partitions listed by their lowest rank", async () => {
   assert.deepEqual(resolveGroups({ stride: 3 }, 7, hosts), [[0, 3, 6], [1, 4], [2, 5]]);
   assert.deepEqual(resolveGroups({ ranks: [[5, 1], [4, 0, 2], [3]] }, 6, hosts), [[0, 2, 4], [1, 5], [3]]);
 });
+
+// all_to_allv's counts (README, "all_to_allv"): each mistake one line naming its JSON path, before the ranks meet.
+const a2av = (counts, extra = {}) => ({ id: "v", op: "all_to_allv", input: "f", counts, ...extra });
+function a2avFailure(stage, worldSize, extra = {}) {
+  try {
+    return failure(job([stage], { ...(stage.group && { groups }), ...extra }), worldSize);
+  } catch (error) {
+    if (error.name !== "ConfigError") throw error;
+    assert.equal(error.exitCode, 2);
+    return error.message.replace(/line \d+ column \d+: /, "");
+  }
+}
+const a2avInvalid = [
+  ["a negative count", a2av([[1, -1], [0, 0]]), 2, 'g.json: stages[0].counts[0][1]: expected a size like 4096, "4Ki", "16Mi" or "1Gi", got -1'],
+  ["a row of the wrong length", a2av([[1, 1], [0]]), 2, "g.json: stages[0].counts[1]: expected a square matrix: row 1 has 1 entries, the matrix 2 rows"],
+  ["a matrix of another world's size", a2av([[1, 1], [0, 0]]), 3, "g.json: stages[0].counts: a 2×2 matrix for the 3 ranks: expected 3×3"],
+  ["a matrix of another group's size", a2av([[1, 1, 1], [0, 0, 0], [1, 1, 1]], { group: "pair" }), 4,
+    'g.json: stages[0].counts: a 3×3 matrix for the groups of "pair" (2 ranks each): expected 2×2'],
+  ["one matrix of a list of the wrong size", a2av([[[1, 1], [0, 0]], [[1]]], { group: "pair" }), 4,
+    'g.json: stages[0].counts[1]: a 1×1 matrix for the groups of "pair" (2 ranks each): expected 2×2'],
+  ["a list of matrices not one per group", a2av([[[1, 1], [0, 0]]], { group: "pair" }), 4,
+    'g.json: stages[0].counts: 1 count matrices for the 2 groups of "pair" (give one per group, or one for all)'],
+  ["a row longer than the tensor", a2av([[0, 0], [9, 8]]), 2, 'g.json: stages[0].counts[1]: rank 1 sends 17 elements, more than the 16 of "f"'],
+  ["a row longer than the tensor at a sweep count", a2av([[0, 0], [4, 5]]), 2,
+    'g.json: stages[0].counts[1]: rank 1 sends 9 elements, more than the 8 of "f" at its smallest sweep count', { sweep: { count: [8, 32] } }],
+  ["in place", a2av([[1]], { inPlace: true }), 1,
+    "g.json: stages[0].inPlace: all_to_allv has no in-place form (in place: allreduce, reduce_scatter, all_gather, broadcast, all_to_all, reduce)"],
+];
+for (const [name, stage, worldSize, expected, extra] of a2avInvalid) {
+  test(`invalid all_to_allv: ${name}`, () => assert.equal(a2avFailure(stage, worldSize, extra), expected));
+}
+
+test("all_to_allv: one matrix for every group, or one per group; zeros and zero rows", () => {
+  assert.doesNotThrow(() => validateGraph(job([a2av([[0, 16], [0, 0]], { group: "pair" })], { groups }), "g.json", 4));
+  assert.doesNotThrow(() => validateGraph(job([a2av([[[0, 16], [0, 0]], [["8", 8], [0, "1"]]], { group: "pair" })], { groups }), "g.json", 4));
+  assert.doesNotThrow(() => validateGraph(job([a2av([[0, 0, 0], [0, 0, 0], [5, 0, 11]])]), "g.json", 3));
+});
+
+test("all_to_allv's size is its largest row sum; on mpi a row or column sum past MPI's int counts is refused", async () => {
+  const { validateBackend } = await import("../dist/graph/validate.js");
+  const { allToAllv } = await import("../dist/stages/all-to-allv.js");
+  assert.equal(allToAllv.count(a2av([[0, 3, 5], [2, 2, 2], [7, 0, 1]])), 8);
+  assert.equal(allToAllv.busFactor(3), 2 / 3);
+  const big = parseJob(JSON.stringify({ name: "g", tensors: { f: { dtype: "float32", count: "4Gi" } }, stages: [a2av([["1Gi", "1Gi"], ["1Gi", "1Gi"]])] }), "g.json");
+  assert.doesNotThrow(() => validateBackend(big, "g.json", "shm", 2));
+  assert.throws(() => validateBackend(big, "g.json", "mpi", 2), { message: /stages\[0\]: stage "v" moves 2147483648 elements in one MPI call, more than MPI's int count allows/ });
+});

@@ -34,6 +34,9 @@ test("every stage over the HCCL double, W=3: exact element by element; those tha
     const doc = JSON.parse(readFileSync(json, "utf8"));
     for (const row of doc.results) if (row.type) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
     assert.equal(doc.results.find((row) => row.stage === "f32_1003.reduce_scatter.auto").algorithm, "hccl");
+    // HcclAlltoAllV; "direct" is one HcclBatchSendRecv.
+    assert.equal(doc.results.find((row) => row.stage === "f32_1003.all_to_allv.auto").algorithm, "hccl");
+    assert.equal(doc.results.find((row) => row.stage === "f32_1003.all_to_allv.direct").algorithm, "direct");
     assert.ok(verifyDumps(job, W, dumpDir) > 1000 * W);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -478,6 +478,44 @@ void testAllToAll() {
   });
 }
 
+// Uneven, rank-dependent blocks from `count` per rank: zeros on and off the diagonal, rank 1 sending none.
+std::vector<size_t> vMatrix(int W, size_t count) {
+  std::vector<size_t> m;
+  for (int i = 0; i < W; ++i) {
+    for (int j = 0; j < W; ++j) m.push_back(i == 1 ? 0 : count * size_t((i * 5 + j * 3 + 1) % 4) / 4 / size_t(W) + size_t(i == j));
+  }
+  return m;
+}
+
+void testAllToAllv() {
+  forEachSize([&](int W, size_t count, size_t esize) {
+    const std::vector<size_t> m = vMatrix(W, count);
+    std::vector<AllToAllvCounts> c;
+    std::vector<Bytes> in(static_cast<size_t>(W)), out(static_cast<size_t>(W));
+    for (int r = 0; r < W; ++r) {
+      c.push_back(AllToAllvCounts::of(m, W, r));
+      in[size_t(r)] = byteInput(r, c.back().sent() * esize);
+      out[size_t(r)].assign(c.back().received() * esize, kPoison);
+    }
+    runCase(
+        "allToAllvDirect" + sizeTag(W, count, esize), W, capacityFor(count * esize),
+        [&](Transport& t) {
+          const size_t r = size_t(t.rank());
+          algo::allToAllvDirect(t, ptr(in[r]), ptr(out[r]), c[r], esize);
+        },
+        [&](int r) {
+          // Byte k of the output: from the rank whose block holds it, at that rank's offset for this one.
+          const AllToAllvCounts& mine = c[size_t(r)];
+          return byteMismatch(out[size_t(r)], mine.received() * esize, [&](size_t k) {
+            int from = W - 1;
+            while (mine.recvOffsets[size_t(from)] * esize > k || mine.recvCounts[size_t(from)] == 0) --from;
+            const size_t at = c[size_t(from)].sendOffsets[size_t(r)] * esize;
+            return bytePattern(from, at + k - mine.recvOffsets[size_t(from)] * esize);
+          });
+        });
+  });
+}
+
 void testSendRecvShift() {
   forEachSize([&](int W, size_t count, size_t esize) {
     const size_t n = count * esize;
@@ -626,6 +664,7 @@ int main(int argc, char** argv) {
   testBroadcast();
   testScatter();
   testAllToAll();
+  testAllToAllv();
   testSendRecvShift();
   testBarrier();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

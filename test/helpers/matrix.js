@@ -8,10 +8,22 @@ import { readNpy } from "./npy.js";
 import { runRanks } from "./ranks.js";
 
 /**
+ * Uneven, rank-dependent all_to_allv counts for W ranks over a tensor of n elements: rank 1 sends nothing,
+ * other pairs nothing or something that differs by sender and receiver, and no row sends all of the tensor.
+ */
+export function vCounts(n, W) {
+  return Array.from({ length: W }, (_, i) => {
+    const weights = Array.from({ length: W }, (_, j) => (i === 1 ? 0 : (i * 5 + j * 3 + 1) % 4));
+    const total = weights.reduce((a, b) => a + b, 0) || 1;
+    return weights.map((w) => Math.floor((Math.max(0, n - i) * w) / total));
+  });
+}
+
+/**
  * Every exact stage over tensor `t`, each algorithm by name. `auto` adds each op once more with the
  * default algorithm: on a library backend (MPI) that is the library's own collective.
  */
-export function exactStages(t, W, { big = false, auto = false } = {}) {
+export function exactStages(t, W, { big = false, auto = false, n } = {}) {
   const last = W - 1;
   const s = [];
   const add = (op, extra = {}, tag = "") => s.push({ id: `${t}.${op}${tag}`, op, ...extra });
@@ -27,6 +39,10 @@ export function exactStages(t, W, { big = false, auto = false } = {}) {
   add("reduce", { input: t, root: 0, reduce: "min", algorithm: "direct" }, ".min");
   for (const algorithm of ["tree", "direct"]) add("scatter", { input: t, root: last, algorithm }, `.${algorithm}`);
   add("all_to_all", { input: t });
+  if (n !== undefined) {
+    add("all_to_allv", { input: t, counts: vCounts(n, W) }, ".auto");
+    add("all_to_allv", { input: t, counts: vCounts(n, W), algorithm: "direct" }, ".direct");
+  }
   add("send_recv", { input: t, shift: 1 }, ".1");
   if (!big) add("send_recv", { input: t, shift: -2 }, ".-2");
   if (auto) {
@@ -57,7 +73,7 @@ export function smallJob(W, { auto = false } = {}) {
   const tensors = {}, stages = [];
   for (const n of [0, 1, 7, 1003]) {
     tensors[`f32_${n}`] = { dtype: "float32", count: n, fill: { kind: "integers", seed: n + 11, low: -9, high: 9 } };
-    stages.push(...exactStages(`f32_${n}`, W, { auto }));
+    stages.push(...exactStages(`f32_${n}`, W, { auto, n }));
   }
   for (const dtype of ["int32", "int64", "float64", "float16", "bfloat16"]) {
     for (const n of [7, 1003]) {
@@ -74,7 +90,7 @@ export function smallJob(W, { auto = false } = {}) {
 
 export function bigJob(W, { auto = false } = {}) {
   const tensors = { f32_big: { dtype: "float32", count: 1000003, fill: { kind: "integers", seed: 99, low: -9, high: 9 } } };
-  return { name: `big-${W}`, iterations: 1, warmup: 0, check: true, tensors, stages: exactStages("f32_big", W, { big: true, auto }) };
+  return { name: `big-${W}`, iterations: 1, warmup: 0, check: true, tensors, stages: exactStages("f32_big", W, { big: true, auto, n: 1000003 }) };
 }
 
 // --- the reference semantics, written independently of the native code ---
@@ -95,7 +111,16 @@ function reduceAcross(xs, reduce, dtype, W) {
   });
 }
 
-function expected(stage, r, W, inputs, dtype) {
+/** Rank r's all_to_allv output: from each rank s in order, s's block for r, after its blocks for ranks before r. */
+function allToAllv(counts, r, x) {
+  return x.flatMap((xs, s) => {
+    const at = counts[s].slice(0, r).reduce((a, b) => a + b, 0);
+    return xs.slice(at, at + counts[s][r]);
+  });
+}
+
+/** `group`: the index of the stage's group holding the rank (0 without groups). */
+function expected(stage, r, W, inputs, dtype, group = 0) {
   const x = inputs;            // x[s] = rank s's input (one tensor)
   const n = x[0].length;
   const reduce = stage.reduce ?? "sum";
@@ -109,6 +134,7 @@ function expected(stage, r, W, inputs, dtype) {
     case "scatter": return x[stage.root].slice(off(n, W, r), off(n, W, r) + cnt(n, W, r));
     case "all_to_all": return x.flatMap((xs) => xs.slice(off(n, W, r), off(n, W, r) + cnt(n, W, r)));
     case "send_recv": return x[(((r - stage.shift) % W) + W) % W];
+    case "all_to_allv": return allToAllv(Array.isArray(stage.counts[0][0]) ? stage.counts[group] : stage.counts, r, x);
   }
   throw new Error(`no reference for ${stage.op}`);
 }
@@ -126,7 +152,8 @@ export function verifyDumps(job, W, dir, partitions = {}) {
     const dtype = job.tensors[names[0]].dtype;
     const load = (r, file) => readNpy(path.join(dir, stage.id, `rank${r}.${file}.npy`), { bfloat16: bf(names[0]) }).values;
     for (let r = 0; r < W; r++) {
-      const members = stage.group ? partitions[stage.group].find((g) => g.includes(r)) : Array.from({ length: W }, (_, s) => s);
+      const group = stage.group ? partitions[stage.group].findIndex((g) => g.includes(r)) : 0;
+      const members = stage.group ? partitions[stage.group][group] : Array.from({ length: W }, (_, s) => s);
       const [local, size] = [members.indexOf(r), members.length];
       let want;
       if (stage.coalesced) {
@@ -135,7 +162,7 @@ export function verifyDumps(job, W, dir, partitions = {}) {
           return expected({ op: "reduce_scatter", reduce: stage.reduce }, local, size, xs, dtype);
         });
       } else {
-        want = expected(stage, local, size, members.map((s) => load(s, "input")), dtype);
+        want = expected(stage, local, size, members.map((s) => load(s, "input")), dtype, group);
       }
       const got = load(r, "output");
       assert.equal(got.length, want.length, `${stage.id} rank ${r}: output length`);

@@ -1,5 +1,6 @@
 #include "addon/program_from_js.h"
 
+#include <cmath>
 #include <string_view>
 #include <vector>
 
@@ -87,6 +88,33 @@ void compressionFromJs(const OptionReader& r, OpSpec& s, int W) {
   c.rejectUnread("compression kind " + kind);
 }
 
+// all_to_allv's matrices: one per group (one for the whole lane), each as many rows of as many counts as
+// its group has ranks, row-major.
+std::vector<std::vector<size_t>> countsFromJs(const OptionReader& r, const OpSpec& s, int W) {
+  const Napi::Array list = r.array("counts");
+  const size_t groups = s.groups.empty() ? 1 : s.groups.size();
+  if (list.Length() != groups) r.fail("counts", std::to_string(groups) + " matrices, one per group");
+  std::vector<std::vector<size_t>> out(groups);
+  const auto arrayOf = [&](const Napi::Value& v, size_t n) {
+    if (!v.IsArray() || v.As<Napi::Array>().Length() != n) r.fail("counts", "square matrices of the groups' sizes");
+    return v.As<Napi::Array>();
+  };
+  for (uint32_t g = 0; g < groups; ++g) {
+    const size_t n = s.groups.empty() ? size_t(W) : s.groups[g].size();
+    const Napi::Array rows = arrayOf(list.Get(g), n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const Napi::Array row = arrayOf(rows.Get(i), n);
+      for (uint32_t j = 0; j < n; ++j) {
+        const Napi::Value v = row.Get(j);
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (d != std::floor(d) || d < 0 || d > 0x1p40) r.fail("counts", "element counts from 0 to 2^40");
+        out[g].push_back(size_t(d));
+      }
+    }
+  }
+  return out;
+}
+
 // Each kind's own fields (src/comm/native.ts NativeOpOf), none defaulted: this switch is their one list here.
 void kindFieldsFromJs(const OptionReader& r, OpSpec& s, int W) {
   const auto root = [&] { s.root = int(r.integer("root", 0, W - 1)); };
@@ -105,6 +133,7 @@ void kindFieldsFromJs(const OptionReader& r, OpSpec& s, int W) {
     case OpKind::Broadcast: root(); inPlace(); break;
     case OpKind::Gather: case OpKind::Scatter: root(); break;
     case OpKind::AllGather: case OpKind::AllToAll: inPlace(); break;
+    case OpKind::AllToAllv: s.counts = countsFromJs(r, s, W); break;
     case OpKind::SendRecv:
       s.shift = int(r.integer("shift", -(1 << 30), 1 << 30));
       s.peer = r.isNull("peer", "a rank") ? -1 : int(r.integer("peer", 0, W - 1));

@@ -21,4 +21,14 @@ void allToAllDirect(Transport& t, const void* in, void* out, size_t count, size_
   detail::copyBytes(dst + size_t(r) * mine, src + p.offset(r) * esize, mine);
 }
 
+void allToAllvDirect(Transport& t, const void* in, void* out, const AllToAllvCounts& c, size_t esize) {
+  const int r = t.rank();
+  detail::PeerBatch batch;
+  c.forEachPeer(r, in, out, esize, [&](int j, const void* data, size_t n) { batch.send(j, data, n); },
+                [&](int j, void* data, size_t n) { batch.recv(j, data, n); });
+  batch.run(t);
+  detail::copyBytes(detail::bytes(out) + c.recvOffsets[size_t(r)] * esize, detail::bytes(in) + c.sendOffsets[size_t(r)] * esize,
+                    c.sendCounts[size_t(r)] * esize);
+}
+
 }  // namespace spmd::algo

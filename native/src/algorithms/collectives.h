@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 
+#include "base/collectives.h"
 #include "base/dtype.h"
 #include "base/transport.h"
 #include "base/workspace.h"
@@ -48,6 +49,9 @@ void scatterDirect(Transport& t, const void* in, void* out, size_t count, size_t
 // in: `count` elements per rank, block j (Partition{count, W}) goes to rank j; out: W blocks of
 // Partition{count, W}.count(r) elements, block j from rank j.
 void allToAllDirect(Transport& t, const void* in, void* out, size_t count, size_t esize);
+// in: c.sent() elements, the block for rank j at c.sendOffsets[j]; out: c.received(), the block from rank j
+// at c.recvOffsets[j]. Empty blocks are no messages.
+void allToAllvDirect(Transport& t, const void* in, void* out, const AllToAllvCounts& c, size_t esize);
 
 // Send `bytes` to rank `to`, receive as many from `from`; both this rank: a copy.
 void sendRecvPeers(Transport& t, const void* in, void* out, size_t bytes, int to, int from);

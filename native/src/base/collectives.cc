@@ -1,5 +1,6 @@
 #include "base/collectives.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -11,10 +12,10 @@ constexpr std::array<std::pair<Algo, std::string_view>, 9> kAlgos{{
     {Algo::Dissemination, "dissemination"}, {Algo::Shared, "shared"}, {Algo::Mpi, "mpi"}, {Algo::Nccl, "nccl"},
     {Algo::Hccl, "hccl"}}};
 
-constexpr std::array<std::pair<OpKind, std::string_view>, 11> kOps{{
+constexpr std::array<std::pair<OpKind, std::string_view>, 12> kOps{{
     {OpKind::AllReduce, "allreduce"}, {OpKind::ReduceScatter, "reduce_scatter"}, {OpKind::AllGather, "all_gather"},
     {OpKind::Gather, "gather"}, {OpKind::Broadcast, "broadcast"}, {OpKind::Reduce, "reduce"},
-    {OpKind::Scatter, "scatter"}, {OpKind::AllToAll, "all_to_all"}, {OpKind::SendRecv, "send_recv"},
+    {OpKind::Scatter, "scatter"}, {OpKind::AllToAll, "all_to_all"}, {OpKind::AllToAllv, "all_to_allv"}, {OpKind::SendRecv, "send_recv"},
     {OpKind::Barrier, "barrier"}, {OpKind::Compute, "compute"}}};
 
 template <typename E, size_t N>
@@ -33,6 +34,22 @@ std::vector<std::string_view> names(const std::array<std::pair<E, std::string_vi
 }
 
 }  // namespace
+
+AllToAllvCounts AllToAllvCounts::of(const std::vector<size_t>& matrix, int W, int r) {
+  AllToAllvCounts c;
+  const auto w = size_t(W), me = size_t(r);
+  size_t sent = 0, received = 0;
+  for (size_t j = 0; j < w; ++j) {
+    c.sendOffsets.push_back(sent);
+    c.sendCounts.push_back(matrix[me * w + j]);
+    sent += c.sendCounts.back();
+    c.recvOffsets.push_back(received);
+    c.recvCounts.push_back(matrix[j * w + me]);
+    received += c.recvCounts.back();
+  }
+  for (size_t n : matrix) c.largestBlock = std::max(c.largestBlock, n);
+  return c;
+}
 
 std::string_view algoName(Algo a) {
   for (auto& [v, n] : kAlgos) if (v == a) return n;

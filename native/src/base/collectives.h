@@ -14,7 +14,7 @@ namespace spmd {
 
 class FlightRecorder;
 
-enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, SendRecv, Barrier, Compute };
+enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, AllToAllv, SendRecv, Barrier, Compute };
 // Mpi / Nccl / Hccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
 // Shared: the shm backend's own algorithms, which reduce and copy straight out of the shared segment.
 enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Shared, Mpi, Nccl, Hccl };
@@ -26,6 +26,29 @@ std::vector<std::string_view> algoNames();
 std::vector<std::string_view> opKindNames();
 bool parseAlgo(std::string_view name, Algo& out);
 bool parseOpKind(std::string_view name, OpKind& out);
+
+// all_to_allv on one rank, in elements: the block it sends each rank and where in its input, the block it
+// receives from each and where in its output (blocks in rank order both ways).
+struct AllToAllvCounts {
+  std::vector<size_t> sendCounts, sendOffsets, recvCounts, recvOffsets;
+  size_t largestBlock = 0;  // over every pair of ranks: every rank steps through the blocks alike (shm's "shared")
+
+  // Rank r's of a W×W matrix (row-major; entry (i, j): what rank i sends rank j).
+  static AllToAllvCounts of(const std::vector<size_t>& matrix, int W, int r);
+  size_t sent() const { return sendCounts.empty() ? 0 : sendOffsets.back() + sendCounts.back(); }
+  size_t received() const { return recvCounts.empty() ? 0 : recvOffsets.back() + recvCounts.back(); }
+
+  // send(peer, data, bytes) and recv(peer, data, bytes) for every block to or from another rank that holds
+  // data: both sides know the matrix, so an empty block is no message at all.
+  template <class Send, class Recv>
+  void forEachPeer(int me, const void* in, void* out, size_t esize, Send send, Recv recv) const {
+    for (size_t j = 0; j < sendCounts.size(); ++j) {
+      if (int(j) == me) continue;
+      if (sendCounts[j]) send(int(j), static_cast<const char*>(in) + sendOffsets[j] * esize, sendCounts[j] * esize);
+      if (recvCounts[j]) recv(int(j), static_cast<char*>(out) + recvOffsets[j] * esize, recvCounts[j] * esize);
+    }
+  }
+};
 
 // A nonblocking op that a lane posted and that completes on that lane's own thread.
 class PostedOp {
@@ -59,6 +82,8 @@ class Collectives {
   virtual void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) = 0;
   virtual void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) = 0;
   virtual void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) = 0;
+  // in: c.sent() elements of `esize` bytes; out: c.received(), the blocks from ranks 0..W-1 in rank order.
+  virtual void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) = 0;
   // Sends `bytes` to rank `to` and receives as many from `from`; both this rank: a copy.
   virtual void sendRecv(const void* in, void* out, size_t bytes, int to, int from) = 0;
   virtual void barrier() = 0;

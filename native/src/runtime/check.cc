@@ -155,6 +155,17 @@ CheckResult checkOutput(const Program& program, const OpSpec& op, int rank, int 
     case OpKind::AllToAll:
       for (int j = 0; j < W; ++j) c.copied(size_t(j) * part.count(rank), in, j, part.offset(rank), part.count(rank));
       break;
+    case OpKind::AllToAllv: {
+      // Rank j's block for this rank starts after its blocks for the ranks before this one.
+      const std::vector<size_t>& m = op.counts[op.groupOf(c.filledBy(rank))];
+      const AllToAllvCounts mine = AllToAllvCounts::of(m, W, rank);
+      for (int j = 0; j < W; ++j) {
+        size_t at = 0;
+        for (int k = 0; k < rank; ++k) at += m[size_t(j) * size_t(W) + size_t(k)];
+        c.copied(mine.recvOffsets[size_t(j)], in, j, at, mine.recvCounts[size_t(j)]);
+      }
+      break;
+    }
     case OpKind::SendRecv:
       c.copied(0, in, op.recvFrom(rank, W), 0, n);
       break;

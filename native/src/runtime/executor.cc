@@ -89,6 +89,7 @@ struct Executor::Prepared {
   Buffer both;                       // in place: the one buffer, input at inAt and output at outAt (bytes)
   size_t inAt = 0, outAt = 0, outBytes = 0;
   size_t block = 0;                      // coalesced: padded elements per rank
+  AllToAllvCounts vcounts;               // all_to_allv: this rank's blocks
   std::unique_ptr<EstimatingOp> estimator;  // compressed or quantized; its state persists across steps
   std::unique_ptr<EstimateError> error;     // how far the estimates are from the exact result
   uint64_t ticket = 0;                   // on a worker's lane: the op in flight this step
@@ -138,6 +139,14 @@ Executor::Prepared Executor::prepare(const OpSpec& s, Collectives& c) {
     case OpKind::Gather: outCount = r == s.root ? size_t(W) * p.count : 0; break;
     case OpKind::Scatter: outCount = part.count(r); break;
     case OpKind::AllToAll: outCount = size_t(W) * part.count(r); break;
+    case OpKind::AllToAllv:
+      p.vcounts = AllToAllvCounts::of(s.counts[s.groupOf(lane0_.rank())], W, r);
+      if (p.vcounts.sent() > p.count) {
+        throw CommError(code::kInvalid, "stage " + s.stage + ": rank " + std::to_string(r) + " sends " + std::to_string(p.vcounts.sent()) +
+                                            " elements, more than its tensor's " + std::to_string(p.count));
+      }
+      outCount = p.vcounts.received();
+      break;
     case OpKind::ReduceScatter:
       for (int i : s.inputs) {
         Partition pi{program_.tensors[size_t(i)].count, W};
@@ -197,6 +206,7 @@ void Executor::packCoalesced(Prepared& p, int W) {
 
 uint64_t Executor::Prepared::bytes() const {
   if (flatIn.bytes()) return flatIn.bytes();
+  if (spec.kind == OpKind::AllToAllv) return vcounts.sent() * elementSize(dt);
   return spec.inputs.empty() ? 0 : count * elementSize(dt);
 }
 
@@ -229,6 +239,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::Reduce: return typed.reduce(c, in, out, p.count, p.dt, s.reduction, s.root, s.algo);
     case OpKind::Scatter: return c.scatter(r == s.root ? p.in : nullptr, out, p.count, es, s.root, s.algo);
     case OpKind::AllToAll: return c.allToAll(in, out, p.count, es, p.spec.algo);
+    case OpKind::AllToAllv: return c.allToAllv(in, out, p.vcounts, es, s.algo);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.sendTo(r, W), s.recvFrom(r, W));
     case OpKind::Barrier: return c.barrier();
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
@@ -303,8 +314,7 @@ Collectives& Executor::communicator(Run& run, const OpSpec& s) {
   if (s.groups.empty()) return lane;
   for (Run::Group& g : run.groups) if (g.lane == s.lane && *g.partition == s.groups) return *g.comm;
   const int rank = lane.rank();
-  int color = 0;
-  while (std::find(s.groups[size_t(color)].begin(), s.groups[size_t(color)].end(), rank) == s.groups[size_t(color)].end()) ++color;
+  const auto color = int(s.groupOf(rank));
   lane.setDeadline(deadlineIn(program_.timeoutSec));
   try {
     run.groups.push_back({s.lane, &s.groups, lane.split(color, rank), s.groups[size_t(color)]});

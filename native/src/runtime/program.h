@@ -53,7 +53,17 @@ struct OpSpec {
   // nccl-tests' in place: one buffer is the input and the output (reduce_scatter: the output is this rank's
   // block of it; all_gather: the input is this rank's block of it).
   bool inPlace = false;
+  // all_to_allv: per group (one without groups) its G×G matrix, row-major: entry (i, j) is what rank i sends j.
+  std::vector<std::vector<size_t>> counts;
   double timeoutSec = 300;
+
+  // The index of the group holding lane rank `rank` (0 without groups).
+  size_t groupOf(int rank) const {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (int m : groups[g]) if (m == rank) return g;
+    }
+    return 0;
+  }
 
   // send_recv's partners of rank r of W: its peer both ways, else the ring shift's (wrapped first: no overflow).
   int sendTo(int r, int W) const { return peer >= 0 ? peer : algo::detail::wrapRank(r + algo::detail::wrapRank(shift, W), W); }

@@ -25,7 +25,7 @@ Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) co
     case OpKind::ReduceScatter: case OpKind::AllGather: return small ? Algo::Direct : Algo::Ring;
     case OpKind::Gather: case OpKind::Scatter: return small ? Algo::Tree : Algo::Direct;
     case OpKind::Broadcast: case OpKind::Reduce: return Algo::Tree;
-    case OpKind::AllToAll: case OpKind::SendRecv: return Algo::Direct;
+    case OpKind::AllToAll: case OpKind::AllToAllv: case OpKind::SendRecv: return Algo::Direct;
     case OpKind::Barrier: return Algo::Dissemination;
     case OpKind::Compute: return Algo::Auto;
   }
@@ -75,6 +75,10 @@ void TransportCollectives::scatter(const void* in, void* out, size_t count, size
 
 void TransportCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
   algo::allToAllDirect(t_, in, out, count, esize);
+}
+
+void TransportCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo /*a*/) {
+  algo::allToAllvDirect(t_, in, out, c, esize);
 }
 
 void TransportCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {

@@ -120,6 +120,25 @@ SPMD_DOUBLE_EXPORT HcclResult HcclBatchSendRecv(HcclSendRecvItem* items, uint32_
   return enqueue(comm, stream, [e, sends = std::move(sends), recvs = std::move(recvs)] { e->transport().exchange(sends, recvs); });
 }
 
+// The counts and displacements (uint64_t, in elements of their types) are read now, as HCCL reads them when
+// called; the blocks move as bytes over the engine's direct algorithm, which skips empty ones.
+SPMD_DOUBLE_EXPORT HcclResult HcclAlltoAllV(const void* send, const void* sendCounts, const void* sdispls, HcclDataType sendType,
+                                            const void* recv, const void* recvCounts, const void* rdispls, HcclDataType recvType,
+                                            HcclComm comm, aclrtStream stream) {
+  DoubleComm* e = engine(comm);
+  const auto W = size_t(e->size());
+  const auto bytes = [W](const void* from, HcclDataType t, std::vector<size_t>& to) {
+    const auto* v = static_cast<const uint64_t*>(from);
+    for (size_t j = 0; j < W; ++j) to.push_back(size_t(v[j]) * sizeOf(t));
+  };
+  spmd::AllToAllvCounts c;
+  bytes(sendCounts, sendType, c.sendCounts);
+  bytes(sdispls, sendType, c.sendOffsets);
+  bytes(recvCounts, recvType, c.recvCounts);
+  bytes(rdispls, recvType, c.recvOffsets);
+  return enqueue(comm, stream, [=] { e->algorithms().allToAllv(send, const_cast<void*>(recv), c, 1, spmd::Algo::Auto); });
+}
+
 SPMD_DOUBLE_EXPORT HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyncError) {
   *asyncError = engine(comm)->asyncFault() || engine(comm)->failed() ? HCCL_E_REMOTE : HCCL_SUCCESS;
   return HCCL_SUCCESS;

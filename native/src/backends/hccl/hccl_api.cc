@@ -24,6 +24,7 @@ Api open(const std::string& path) {
   need("HcclCommDestroy", a.commDestroy);
   want("HcclGetCommAsyncError", a.getCommAsyncError);
   want("HcclGetErrorString", a.getErrorString);
+  want("HcclAlltoAllV", a.alltoallv);
   return a;
 }
 
@@ -33,6 +34,7 @@ std::string Api::missingOptional() const {
   std::string out;
   library::noteMissing(out, getCommAsyncError, "HcclGetCommAsyncError");
   library::noteMissing(out, getErrorString, "HcclGetErrorString");
+  library::noteMissing(out, alltoallv, "HcclAlltoAllV");
   return out;
 }
 

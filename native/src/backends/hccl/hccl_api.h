@@ -21,6 +21,7 @@ struct Api {
   // Optional (newer CANN): without them no async error polling, numeric error names.
   HcclGetCommAsyncError_fn getCommAsyncError = nullptr;
   HcclGetErrorString_fn getErrorString = nullptr;
+  HcclAlltoAllV_fn alltoallv = nullptr;  // else all_to_allv runs as HcclBatchSendRecv
   std::string missingOptional() const;
 };
 

@@ -54,6 +54,7 @@ const char* HcclLibrary::call(library::Call c) const {
     case library::Call::Broadcast: return "HcclBroadcast";
     case library::Call::Reduce: return "HcclReduce";
     case library::Call::SendRecv: return "HcclBatchSendRecv";
+    case library::Call::AllToAllv: return "HcclAlltoAllV";
     case library::Call::Split: return "HcclCreateSubCommConfig";
   }
   return "HCCL";
@@ -92,6 +93,20 @@ int HcclLibrary::exchange(std::span<const SendSpec> sends, std::span<const RecvS
     items_.push_back({HCCL_SEND, const_cast<void*>(x.data), x.bytes, HCCL_DATA_TYPE_INT8, uint32_t(x.peer)});
   }
   return api_.batchSendRecv(items_.data(), uint32_t(items_.size()), c, s);
+}
+
+// In bytes (HCCL_DATA_TYPE_INT8), as exchanges are: an element of any size travels. The counts stay in host
+// memory, as HCCL reads them when the call is made.
+int HcclLibrary::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, library::Handle h, library::Stream s) {
+  const auto bytes = [esize](const std::vector<size_t>& elements, std::vector<uint64_t>& out) {
+    out.clear();
+    for (size_t n : elements) out.push_back(n * esize);
+  };
+  bytes(c.sendCounts, v_[0]);
+  bytes(c.sendOffsets, v_[1]);
+  bytes(c.recvCounts, v_[2]);
+  bytes(c.recvOffsets, v_[3]);
+  return api_.alltoallv(in, v_[0].data(), v_[1].data(), HCCL_DATA_TYPE_INT8, out, v_[2].data(), v_[3].data(), HCCL_DATA_TYPE_INT8, h, s);
 }
 
 bool HcclLibrary::asyncError(library::Handle c, int& result) {

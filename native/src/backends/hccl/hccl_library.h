@@ -2,6 +2,7 @@
 // HCCL documents no abort: at a deadline the communicator is given up and left to the process exit.
 #pragma once
 #include "backends/hccl/hccl_api.h"
+#include <array>
 #include <vector>
 
 #include "backends/library/library.h"
@@ -26,6 +27,8 @@ class HcclLibrary : public library::Library {
              library::Stream s) override;
   int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, library::Handle c,
                library::Stream s) override;
+  bool hasAllToAllv() const override { return api_.alltoallv != nullptr; }
+  int allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, library::Handle h, library::Stream s) override;
   // HCCL's sub-communicators (HcclCreateSubCommConfig) are not wired: split() is never called.
   std::string splitMissing() const override { return "hccl: sub-communicators are not supported by this backend yet"; }
   int split(library::Handle, int, int, library::Handle&) override { return HCCL_E_NOT_SUPPORT; }
@@ -36,6 +39,7 @@ class HcclLibrary : public library::Library {
  private:
   const Api& api_;
   std::vector<HcclSendRecvItem> items_;  // reused across exchanges
+  std::array<std::vector<uint64_t>, 4> v_;  // all_to_allv's byte counts and displacements, reused
 };
 
 HcclDataType dataType(DType dt);

@@ -79,6 +79,10 @@ typedef HcclResult (*HcclBroadcast_fn)(void* buf, uint64_t count, HcclDataType d
 typedef HcclResult (*HcclReduce_fn)(void* send, void* recv, uint64_t count, HcclDataType dt, HcclReduceOp op, uint32_t root,
                                     HcclComm comm, aclrtStream stream);
 typedef HcclResult (*HcclBatchSendRecv_fn)(HcclSendRecvItem* items, uint32_t itemNum, HcclComm comm, aclrtStream stream);
+// Counts and displacements: uint64_t arrays in host memory, in elements of the datatypes.
+typedef HcclResult (*HcclAlltoAllV_fn)(const void* send, const void* sendCounts, const void* sdispls, HcclDataType sendType,
+                                       const void* recv, const void* recvCounts, const void* rdispls, HcclDataType recvType,
+                                       HcclComm comm, aclrtStream stream);
 typedef HcclResult (*HcclCommDestroy_fn)(HcclComm comm);
 typedef HcclResult (*HcclGetCommAsyncError_fn)(HcclComm comm, HcclResult* asyncError);
 typedef const char* (*HcclGetErrorString_fn)(HcclResult code);

@@ -16,7 +16,7 @@ using Handle = void*;  // the vendor's communicator
 using Stream = void*;  // the vendor's stream (cudaStream_t, aclrtStream, the double's)
 
 // The calls whose failures a message names (call() gives the vendor's name for each).
-enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv, Split };
+enum class Call { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv, AllToAllv, Split };
 
 class Library {
  public:
@@ -36,6 +36,10 @@ class Library {
   virtual int reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Handle c, Stream s) = 0;
   // Every send and receive as one group (zero-byte entries are left out by the caller).
   virtual int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, Handle c, Stream s) = 0;
+  // all_to_allv as the vendor's one call (HcclAlltoAllV), where hasAllToAllv(); the others (NCCL) run it as
+  // one exchange.
+  virtual bool hasAllToAllv() const = 0;
+  virtual int allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Handle h, Stream s) = 0;
 
   // "" where split() works, else why it cannot ("... lacks ncclCommSplit").
   virtual std::string splitMissing() const = 0;

@@ -35,7 +35,7 @@ LibraryCollectives::LibraryCollectives(std::unique_ptr<Comm> comm, LibraryCollec
 Algo LibraryCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
     case OpKind::Compute: return Algo::Auto;
-    case OpKind::Gather: case OpKind::Scatter: case OpKind::AllToAll: case OpKind::SendRecv:
+    case OpKind::Gather: case OpKind::Scatter: case OpKind::AllToAll: case OpKind::AllToAllv: case OpKind::SendRecv:
       return algorithms_.resolve(kind, requested, bytes);
     default:
       return requested == Algo::Auto || requested == lib_.algo() ? lib_.algo() : algorithms_.resolve(kind, requested, bytes);
@@ -126,6 +126,10 @@ void LibraryCollectives::scatter(const void* in, void* out, size_t count, size_t
 }
 
 void LibraryCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) { algorithms_.allToAll(in, out, count, esize, a); }
+
+void LibraryCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
+  algorithms_.allToAllv(in, out, c, esize, a);
+}
 
 void LibraryCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) { algorithms_.sendRecv(in, out, bytes, to, from); }
 

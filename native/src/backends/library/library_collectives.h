@@ -30,6 +30,7 @@ class LibraryCollectives : public Collectives {
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
+  void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
   void barrier() override;
   // The library's own split (ncclCommSplit); kUnsupported where it has none.

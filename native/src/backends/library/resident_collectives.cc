@@ -7,6 +7,8 @@ namespace spmd::library {
 
 Algo ResidentCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   if ((kind == OpKind::Gather || kind == OpKind::Scatter) && requested == Algo::Auto) return Algo::Direct;
+  const Library& lib = lane_.lib();
+  if (kind == OpKind::AllToAllv && lib.hasAllToAllv() && (requested == Algo::Auto || requested == lib.algo())) return lib.algo();
   return lane_.resolve(kind, requested, bytes);
 }
 
@@ -150,6 +152,21 @@ void ResidentCollectives::allToAll(const void* in, void* out, size_t count, size
     recvs_.push_back({j, dst + size_t(j) * mine, mine});
   }
   exchange(src + p.offset(r) * esize, dst + size_t(r) * mine, mine);
+}
+
+void ResidentCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
+  const int r = rank();
+  Library& lib = lane_.lib();
+  if (resolve(OpKind::AllToAllv, a, 0) == lib.algo()) {
+    const int result = lib.allToAllv(in, out, c, esize, lane_.comm().get(), lane_.device().stream());
+    return lane_.complete(result, Call::AllToAllv, c.sent() * esize);
+  }
+  sends_.clear();
+  recvs_.clear();
+  c.forEachPeer(r, in, out, esize, [&](int j, const void* data, size_t n) { sends_.push_back({j, data, n}); },
+                [&](int j, void* data, size_t n) { recvs_.push_back({j, data, n}); });
+  exchange(static_cast<const char*>(in) + c.sendOffsets[size_t(r)] * esize, static_cast<char*>(out) + c.recvOffsets[size_t(r)] * esize,
+           c.sendCounts[size_t(r)] * esize);
 }
 
 void ResidentCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {

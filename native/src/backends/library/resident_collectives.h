@@ -21,7 +21,8 @@ class ResidentCollectives : public Collectives {
       : owned_(std::move(owned)), lane_(*owned_), scratch_(lane_.device()) {}
   int rank() const override { return lane_.rank(); }
   int size() const override { return lane_.size(); }
-  // As the lane's, but gather and scatter are direct exchanges under Auto.
+  // As the lane's, but gather and scatter are direct exchanges under Auto, and all_to_allv is the library's
+  // where it has one.
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
 
   void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
@@ -32,6 +33,8 @@ class ResidentCollectives : public Collectives {
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
+  // The vendor's own call where it has one (HcclAlltoAllV), else one group of sends and receives.
+  void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
   void barrier() override { lane_.barrier(); }
   std::unique_ptr<Collectives> split(int color, int key) override;

@@ -1,5 +1,6 @@
 #include "backends/mpi/mpi_collectives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -185,11 +186,30 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
   recvCounts_.assign(size_t(size_), mine);
   recvDispls_.resize(size_t(size_));
   for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
+  alltoallv(in, out, u.type, count * esize);
+}
+
+void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
+  if (!library(OpKind::AllToAllv, a, c.sent() * esize)) return algorithms().allToAllv(in, out, c, esize, a);
+  const Units u = units(esize, "MPI_Ialltoallv");
+  // Every offset fits once the totals do (validation refuses larger matrices for this backend first).
+  mpi::count(std::max(c.sent(), c.received()) * size_t(u.count), "MPI_Ialltoallv");
+  const auto ints = [&](const std::vector<size_t>& from, std::vector<int>& to) {
+    to.resize(from.size());
+    for (size_t j = 0; j < from.size(); ++j) to[j] = int(from[j] * size_t(u.count));
+  };
+  ints(c.sendCounts, counts_);
+  ints(c.sendOffsets, displs_);
+  ints(c.recvCounts, recvCounts_);
+  ints(c.recvOffsets, recvDispls_);
+  alltoallv(in, out, u.type, c.sent() * esize);
+}
+
+void MpiCollectives::alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes) {
   MPI_Request req;
-  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), u.type, out, recvCounts_.data(), recvDispls_.data(), u.type,
-                       comm_.get(), &req),
+  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), type, out, recvCounts_.data(), recvDispls_.data(), type, comm_.get(), &req),
         "MPI_Ialltoallv");
-  complete(req, "MPI_Ialltoallv", count * esize);
+  complete(req, "MPI_Ialltoallv", bytes);
 }
 
 void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {

@@ -26,6 +26,7 @@ class MpiCollectives : public Collectives {
   void reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) override;
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
+  void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
   void barrier() override;
   // MPI_Comm_split of this lane's communicator: the group runs MPI's collectives among its members.
@@ -52,6 +53,8 @@ class MpiCollectives : public Collectives {
   // Partition{count, W} as MPI counts and displacements, for the v-variants, in units of which an element
   // holds `unitsPerElement`.
   void partition(size_t count, const char* call, size_t unitsPerElement = 1);
+  // MPI_Ialltoallv of the counts and displacements the all-to-alls set, in `type`, `bytes` sent in all.
+  void alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes);
 
   Comm comm_;
   int rank_, size_;

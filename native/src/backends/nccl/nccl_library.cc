@@ -41,7 +41,7 @@ const char* NcclLibrary::call(library::Call c) const {
     case library::Call::AllGather: return "ncclAllGather";
     case library::Call::Broadcast: return "ncclBroadcast";
     case library::Call::Reduce: return "ncclReduce";
-    case library::Call::SendRecv: return "ncclSend/ncclRecv";
+    case library::Call::SendRecv: case library::Call::AllToAllv: return "ncclSend/ncclRecv";
     case library::Call::Split: return "ncclCommSplit";
   }
   return "NCCL";

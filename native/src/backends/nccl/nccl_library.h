@@ -24,6 +24,9 @@ class NcclLibrary : public library::Library {
              library::Stream s) override;
   int exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, library::Handle c,
                library::Stream s) override;
+  // NCCL has no all_to_allv of its own (nccl-tests' alltoall is grouped ncclSend/ncclRecv): an exchange.
+  bool hasAllToAllv() const override { return false; }
+  int allToAllv(const void*, void*, const AllToAllvCounts&, size_t, library::Handle, library::Stream) override { return ncclInvalidUsage; }
   std::string splitMissing() const override;
   int split(library::Handle c, int color, int key, library::Handle& child) override;
   bool asyncError(library::Handle c, int& result) override;

@@ -1,6 +1,7 @@
 #include "backends/shm/shared_collectives.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "algorithms/buffers.h"
@@ -68,7 +69,7 @@ bool SharedCollectives::streams(size_t inBytes, size_t outBytes) const {
 Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   switch (kind) {
     case OpKind::AllReduce: case OpKind::ReduceScatter: case OpKind::AllGather: case OpKind::Gather:
-    case OpKind::Broadcast: case OpKind::AllToAll:
+    case OpKind::Broadcast: case OpKind::AllToAll: case OpKind::AllToAllv:
       if (requested == Algo::Auto || requested == Algo::Shared) return Algo::Shared;
       break;
     default:
@@ -227,31 +228,50 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   }
 }
 
-void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) {
-  if (resolve(OpKind::AllToAll, a, 0) != Algo::Shared) return TransportCollectives::allToAll(in, out, count, esize, a);
+// Piece s of the block for rank j goes to piece j of this rank's slot (its own block straight to the output);
+// then each rank copies piece s of its block out of every peer's slot. `largest`: the bytes of the largest
+// block of any pair, so that every rank takes the same number of steps.
+template <class Send, class Recv>
+void SharedCollectives::exchangeBlocks(size_t largest, bool stream, const char* writing, const char* reading, Send send, Recv recv) {
   const int W = size(), me = rank();
-  // In bytes: a record (esize) may be larger than a rank's share of a slot (the 1-bit allreduce's packed
-  // chunks are), so pieces cut through records.
-  const Partition p{count, W};
-  const auto at = [&](int j) { return p.offset(j) * esize; };
-  const auto len = [&](int j) { return p.count(j) * esize; };
-  const size_t per = pieceSize(arena_.slotBytes(), W, 1), mine = len(me);
-  const bool stream = streams(count * esize, size_t(W) * mine);
-  for (size_t s = 0; s * per < p.block() * esize; ++s) {
-    arena_.begin(true, "a shared all_to_all (writing its slot)");
+  const size_t per = pieceSize(arena_.slotBytes(), W, 1);
+  for (size_t s = 0; s * per < largest; ++s) {
+    arena_.begin(true, writing);
     char* slot = arena_.mine();
     for (int j = 0; j < W; ++j) {
-      char* to = j == me ? bytes(out) + size_t(me) * mine + s * per : slot + size_t(j) * per;
-      copyOut(stream && j == me, to, bytes(in) + at(j) + s * per, piece(len(j), s, per));
+      const auto [from, n] = send(j);
+      copyOut(stream && j == me, j == me ? recv(me).first + s * per : slot + size_t(j) * per, from + s * per, piece(n, s, per));
     }
     arena_.step();
-    arena_.awaitAll("a shared all_to_all (the inputs)");
+    arena_.awaitAll(reading);
     forEachPeer(me, W, [&](int j) {
-      copyOut(stream, bytes(out) + size_t(j) * mine + s * per, arena_.of(j) + size_t(me) * per, piece(mine, s, per));
+      const auto [to, n] = recv(j);
+      copyOut(stream, to + s * per, arena_.of(j) + size_t(me) * per, piece(n, s, per));
     });
     arena_.step();
     arena_.end();
   }
+}
+
+void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) {
+  if (resolve(OpKind::AllToAll, a, 0) != Algo::Shared) return TransportCollectives::allToAll(in, out, count, esize, a);
+  // In bytes: a record (esize) may be larger than a rank's share of a slot (the 1-bit allreduce's packed
+  // chunks are), so pieces cut through records.
+  const Partition p{count, size()};
+  const size_t mine = p.count(rank()) * esize;
+  exchangeBlocks(
+      p.block() * esize, streams(count * esize, size_t(size()) * mine), "a shared all_to_all (writing its slot)",
+      "a shared all_to_all (the inputs)", [&](int j) { return std::pair(bytes(in) + p.offset(j) * esize, p.count(j) * esize); },
+      [&](int j) { return std::pair(bytes(out) + size_t(j) * mine, mine); });
+}
+
+void SharedCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
+  if (resolve(OpKind::AllToAllv, a, 0) != Algo::Shared) return TransportCollectives::allToAllv(in, out, c, esize, a);
+  exchangeBlocks(
+      c.largestBlock * esize, streams(c.sent() * esize, c.received() * esize), "a shared all_to_allv (writing its slot)",
+      "a shared all_to_allv (the inputs)",
+      [&](int j) { return std::pair(bytes(in) + c.sendOffsets[size_t(j)] * esize, c.sendCounts[size_t(j)] * esize); },
+      [&](int j) { return std::pair(bytes(out) + c.recvOffsets[size_t(j)] * esize, c.recvCounts[size_t(j)] * esize); });
 }
 
 }  // namespace spmd::shm

@@ -26,9 +26,14 @@ class SharedCollectives : public TransportCollectives {
   void gather(const void* in, void* out, size_t bytes, int root, Algo a) override;
   void broadcast(void* data, size_t bytes, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
+  void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
 
  private:
   bool streams(size_t inBytes, size_t outBytes) const;
+  // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
+  // output, and its bytes (shared_collectives.cc).
+  template <class Send, class Recv>
+  void exchangeBlocks(size_t largest, bool stream, const char* writing, const char* reading, Send send, Recv recv);
 
   Arena arena_;
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
