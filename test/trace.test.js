@@ -10,6 +10,7 @@ import { gzipSync } from "node:zlib";
 import { buildJob } from "../dist/trace/job.js";
 import { rankFromFileName } from "../dist/trace/names.js";
 import { readTrace, traceFiles } from "../dist/trace/read.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
 
 const FIXTURES = path.join(REPO, "test/fixtures/traces");
@@ -242,4 +243,55 @@ test("all_to_allv: what i sends j must be what j receives from i", () => {
   const traces = traceFiles([fixture("a2av-8rank")]).map(readTrace);
   traces[3].collectives[1].outSplits[6] += 1;
   assert.throws(() => buildJob(traces, []), /dlrm_eg_3\.et\.json: ranks disagree at group 0 #1 \(alltoall_base\): rank 6 sends rank 3 \d+ elements, rank 3 receives \d+ from it/);
+});
+
+// The counts the 8-rank fixture's ranks record: rank i sends counts[i][j] floats to rank j.
+const A2AV = Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => ((i * 3 + j * 5) % 7) + (i === j ? 0 : i + 1)));
+
+test("all_to_allv: every rank's own splits make the job's counts matrix, the tensor the largest row", () => {
+  const { job } = imported([fixture("a2av-8rank")]);
+  const [, floats, longs] = job.stages;
+  assert.deepEqual(floats.counts, A2AV);
+  assert.deepEqual(job.tensors[floats.input], { dtype: "float32", count: Math.max(...A2AV.map((row) => row.reduce((a, b) => a + b))) });
+  assert.deepEqual(longs.counts, A2AV.map((row) => row.map((n) => 2 * n + 1)));
+  assert.equal(job.tensors[longs.input].dtype, "int64");
+});
+
+/** The 8-rank all_to_allv job, imported into a temporary folder; `fn(job, dir)` runs it. */
+async function withA2avJob(fn) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-a2av-"));
+  try {
+    const job = path.join(dir, "job.json");
+    const imp = await runNode([RUNNER, "trace", "import", fixture("a2av-8rank"), "-o", job]);
+    assert.equal(imp.code, 0, imp.stderr);
+    await fn(job, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Every row checked, none wrong, the all_to_allv rows among them. */
+function checkA2av(doc) {
+  assert.deepEqual(doc.results.map((r) => r.op), ["allreduce", "all_to_allv", "all_to_allv"]);
+  for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+}
+
+for (const backend of ["shm", "tcp"]) {
+  test(`the 8-rank all_to_allv trace (uneven, rank-dependent splits) replays at W=8 on ${backend} with 0 wrong`, async () => {
+    await withA2avJob(async (job, dir) => {
+      const json = path.join(dir, "r.json");
+      const p = await runNode([RUNNER, "launch", "-n", "8", job, "--backend", backend, "--check", "--iterations", "2", "--warmup", "1", "--out", dir, "--json", json], {}, 300_000);
+      assert.equal(p.code, 0, p.stderr);
+      checkA2av(JSON.parse(readFileSync(json, "utf8")));
+    });
+  });
+}
+
+mpiTest("the 8-rank all_to_allv trace replays at W=8 on mpi with 0 wrong", async () => {
+  await withA2avJob(async (job, dir) => {
+    const json = path.join(dir, "r.json");
+    const p = await mpirun(8, [job, "--backend", "mpi", "--check", "--iterations", "2", "--warmup", "1", "--out", dir, "--json", json]);
+    assert.equal(p.code, 0, p.stderr);
+    checkA2av(JSON.parse(readFileSync(json, "utf8")));
+  });
 });
