@@ -217,6 +217,7 @@ test("bad input: each one line, exit 2, naming the file", async () => {
   for (const e of kineto.traceEvents) if (e.cat === "kernel") e.args = {};
   await refuses("rank0.json", JSON.stringify(kineto), /carry no collective arguments .*ProfilerActivity\.CPU, ProfilerActivity\.CUDA/);
   await refuses("rank0.json", "[1, 2]", /expected a JSON object/);
+  await refuses("rank0.json", etText("et-1.0.1/rank0.json"), /--compute gaps needs a Kineto trace's timeline/, ["--compute", "gaps"]);
 });
 
 test("ranks whose traces disagree are refused, naming the file", async () => {

@@ -199,6 +199,9 @@ const fileOf = (traces: RankTrace[], m: MergedCollective) => traces.find((t) => 
 export function buildJob(traces: RankTrace[], files: string[], options: ImportOptions = {}): Imported {
   traces = [...traces].sort((a, b) => a.rank - b.rank);
   const traceW = world(traces);
+  if (options.computeGaps && traces[0].format !== "kineto") {
+    throw new TraceError(traces[0].file, "--compute gaps needs a Kineto trace's timeline (its kernels' ts and dur); a PyTorch Execution Trace records none");
+  }
   const groupPlan = planGroups(traces, traceW);
   const merged = mergeRanks(traces, groupPlan);
   for (const m of merged) if (m.first.op === "all_to_allv") checkSplits(m, traces);
