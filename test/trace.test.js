@@ -2,7 +2,7 @@
 // tests (test/fixtures/traces/README.md says what each holds), the real ResNet trace from ../shared/traces,
 // and the bad inputs, each one line and exit 2. Replays run the imported job with --check.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -38,7 +38,9 @@ async function importAndReplay(args, W, extra = []) {
     assert.equal(run.code, 0, run.stderr);
     const doc = JSON.parse(readFileSync(json, "utf8"));
     for (const row of doc.results) if (row.wrong !== null) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
-    return { doc, imp, run, job: JSON.parse(readFileSync(job, "utf8")) };
+    const runDir = readdirSync(dir).find((f) => existsSync(path.join(dir, f, "report.html")));
+    const html = runDir ? readFileSync(path.join(dir, runDir, "report.html"), "utf8") : "";
+    return { doc, imp, run, html, job: JSON.parse(readFileSync(job, "utf8")) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -129,8 +131,10 @@ test("Kineto: kernels ordered by ts, trace_us the slowest rank's, bare kernels d
 });
 
 test("Kineto replay: rows carry trace_us and the table shows it beside the time", async () => {
-  const { doc, run } = await importAndReplay([fixture("kineto-2rank")], 2);
+  const { doc, run, html } = await importAndReplay([fixture("kineto-2rank")], 2);
   assert.deepEqual(doc.results.map((r) => r.trace_us), [311.5, 43.3, 56, 21]);
+  assert.match(html, /Replay against the trace/);
+  assert.match(html, /time\s+trace\s+algbw/);
   assert.equal(doc.source.format, "kineto");
   assert.match(run.stdout, /time\s+trace\s+algbw/);
   assert.match(run.stdout, /allreduce-0 .* 311\.50 /);

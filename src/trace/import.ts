@@ -16,7 +16,8 @@ function jobName(file: string): string {
 /** The job's text and the summary lines; with `output`, the job is written there. */
 export function importTraces(paths: readonly string[], options: ImportOptions & { output?: string }): { text: string; summary: string[] } {
   const files = traceFiles(paths);
-  const imported = buildJob(files.map(readTrace), files, { name: jobName(files[0]), ...options });
+  // Named after what the user gave: a folder's name, or the first file's.
+  const imported = buildJob(files.map(readTrace), files, { name: jobName(paths[0]!), ...options });
   const text = `${JSON.stringify(imported.job, null, 2)}\n`;
   const where = options.output ?? "the imported job";
   // What the writer made must be a job the runner takes as it stands: a failure here is this importer's bug.
