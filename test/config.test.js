@@ -83,7 +83,7 @@ test("ConfigError formats file, path and message", () => {
 });
 
 const OPS =
-  '"allreduce", "reduce_scatter", "all_gather", "gather", "igather", "broadcast", "reduce", "scatter", "all_to_all", "send_recv", "barrier", "compute", "compressed_allreduce", "quantized_allreduce"';
+  '"allreduce", "reduce_scatter", "all_gather", "gather", "igather", "broadcast", "reduce", "scatter", "all_to_all", "all_to_allv", "send_recv", "barrier", "compute", "compressed_allreduce", "quantized_allreduce"';
 
 const badJobs = [
   ["JSON syntax error", '{\n  "name": "t",\n  "stages": [ { "id": "a" "op": "barrier" } ]\n}', undefined,

@@ -40,6 +40,7 @@ function estimatingJob({ quantized = true } = {}) {
     { id: "mean", op: "allreduce", input: "g", reduce: "mean", reorders: true },
     { id: "half", op: "allreduce", input: "i", reduce: "sum" },
     { id: "a2a", op: "all_to_all", input: "d" },
+    { id: "a2av", op: "all_to_allv", input: "d", counts: [[100, 0, 250, 1], [0, 0, 0, 0], [333, 7, 0, 600], [1, 1000, 0, 0]] },
     { id: "gather", op: "gather", input: "i", root: 2 },
     { id: "scatter", op: "scatter", input: "d", root: 1 },
     { id: "shift", op: "send_recv", input: "i", shift: -1 },

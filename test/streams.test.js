@@ -7,7 +7,7 @@ import { readFileSync, rmSync, writeFileSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { prepareJob, verifyDumps } from "./helpers/matrix.js";
+import { prepareJob, vCounts, verifyDumps } from "./helpers/matrix.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { netnsUnavailable, runSpread, withHosts } from "./helpers/netns.js";
 import { REPO, RUNNER, runNode, runRanks } from "./helpers/ranks.js";
@@ -136,6 +136,7 @@ function groupsJob(W, streams) {
         ["allreduce", {}], ["allreduce", { reduce: "max" }], ["reduce_scatter", {}], ["all_gather", {}],
         ["gather", { root: size - 1 }], ["igather", { root: 0 }], ["broadcast", { root: size - 1 }],
         ["reduce", { root: 0 }], ["scatter", { root: size - 1 }], ["all_to_all", {}], ["send_recv", { shift: 1 }],
+        ["all_to_allv", { counts: vCounts(tensors[t].count, size) }],
       ];
       for (const [op, extra] of ops) {
         const stream = op === "igather" ? {} : { stream: streams[stages.length % streams.length] };

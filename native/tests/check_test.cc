@@ -2,6 +2,7 @@
 // from fillValue: a right output has 0 wrong and every element counted; one changed element, at the start,
 // across a block boundary or at the end, is found exactly once. Lengths span several of the check's blocks.
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,20 @@ using namespace spmd;
 using spmd::testing::check;
 
 constexpr int W = 3;
+// all_to_allv's blocks (rank i sends kCounts[i][j] to j): uneven, a zero row and zeros off it.
+const std::vector<size_t> kCounts = {5000, 0, 8000, 0, 0, 0, 4500, 9000, 11};
+
+// Output element k of an all_to_allv on `rank`: the rank it came from and its index there.
+std::pair<int, size_t> allToAllvSource(int rank, size_t k) {
+  for (int r = 0; r < W; ++r) {
+    size_t at = 0;
+    for (int j = 0; j < rank; ++j) at += kCounts[size_t(r * W + j)];
+    const size_t n = kCounts[size_t(r * W + rank)];
+    if (k < n) return {r, at + k};
+    k -= n;
+  }
+  return {-1, 0};
+}
 
 // What `rank` must hold after `op` over tensor 0, built element by element.
 HostBytes expected(const Program& prog, const OpSpec& op, int rank) {
@@ -32,6 +47,9 @@ HostBytes expected(const Program& prog, const OpSpec& op, int rank) {
     case OpKind::Scatter: for (size_t i = 0; i < len(rank); ++i) v.push_back(value(op.root, off(rank) + i)); break;
     case OpKind::AllToAll: for (int r = 0; r < W; ++r) for (size_t i = 0; i < len(rank); ++i) v.push_back(value(r, off(rank) + i)); break;
     case OpKind::SendRecv: for (size_t i = 0; i < n; ++i) v.push_back(value((rank + W - 1) % W, i)); break;
+    case OpKind::AllToAllv:
+      for (size_t k = 0; allToAllvSource(rank, k).first >= 0; ++k) v.push_back(value(allToAllvSource(rank, k).first, allToAllvSource(rank, k).second));
+      break;
     default: break;
   }
   HostBytes out(v.size() * es);
@@ -42,7 +60,7 @@ HostBytes expected(const Program& prog, const OpSpec& op, int rank) {
 void testFindsEachWrongElement() {
   for (DType dt : {DType::F32, DType::I32, DType::BF16, DType::I64}) {
     for (OpKind kind : {OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllGather, OpKind::Broadcast, OpKind::Scatter,
-                        OpKind::AllToAll, OpKind::SendRecv}) {
+                        OpKind::AllToAll, OpKind::AllToAllv, OpKind::SendRecv}) {
       Program prog;
       prog.tensors.push_back({"t", dt, 20011, kernels::Fill{kernels::Fill::Kind::Integers, 5, -9, 9}});
       OpSpec op;
@@ -50,6 +68,7 @@ void testFindsEachWrongElement() {
       op.kind = kind;
       op.inputs = {0};
       op.root = 2;
+      op.counts = {kCounts};
       for (int rank = 0; rank < W; ++rank) {
         const std::string what = std::string(opKindName(kind)) + " " + std::string(dtypeName(dt)) + " rank " + std::to_string(rank);
         HostBytes out = expected(prog, op, rank);
@@ -61,6 +80,11 @@ void testFindsEachWrongElement() {
           bad[at * es + es - 1] ^= 0x40;  // the top byte: a change far beyond any rounding tolerance
           CheckResult r = checkOutput(prog, op, rank, W, bad);
           check(r.wrong == 1, what + ": element " + std::to_string(at) + " changed, " + std::to_string(r.wrong) + " wrong");
+          if (kind != OpKind::AllToAllv) continue;
+          // The mismatch names the rank the element came from and its index in that rank's input.
+          const auto [from, index] = allToAllvSource(rank, at);
+          check(r.mismatches.size() == 1 && r.mismatches[0].from == from && r.mismatches[0].sourceIndex == index,
+                what + ": element " + std::to_string(at) + " named as from rank " + std::to_string(from) + " index " + std::to_string(index));
         }
       }
     }

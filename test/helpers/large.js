@@ -2,7 +2,7 @@
 // elements), cut into launches whose memory fits the machine, and the bounds its rows must meet.
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
-import { prepareJob } from "./matrix.js";
+import { prepareJob, vCounts } from "./matrix.js";
 
 export const Mi = 2 ** 20;
 
@@ -24,6 +24,8 @@ export const STAGES = {
   reduce: { stage: { op: "reduce", input: "x", root: 0, reduce: "max" }, out: 1 },
   scatter: { stage: { op: "scatter", input: "x", root: "last" }, out: 0.5 },
   all_to_all: { stage: { op: "all_to_all", input: "x" }, out: 1 },
+  // Uneven, rank-dependent blocks (helpers/matrix.js vCounts), made for each n and W.
+  all_to_allv: { stage: { op: "all_to_allv", input: "x", counts: "uneven" }, out: 1 },
   send_recv: { stage: { op: "send_recv", input: "x" }, out: 1 },
   onebit: { stage: { op: "compressed_allreduce", input: "q" }, out: 4, bound: 1 },
   int8_flat: { stage: { op: "quantized_allreduce", input: "q", bits: 8, nodes: 1 }, out: 3, bound: 0.02 },
@@ -45,9 +47,10 @@ const TENSORS = {
 // Fixed per tensor, so every launch (and backend) of a case fills the same values.
 const SEEDS = { x: 1, part: 2, odd: 3, q: 4 };
 
-/** The stage as the job has it at W ranks: roots resolved, hierarchies that do not tile W made flat. */
-function stageAt(id, W, stages) {
+/** The stage as the job has it at W ranks and n elements: roots and counts resolved, hierarchies that do not tile W made flat. */
+function stageAt(id, W, n, stages) {
   const s = { id, ...stages[id].stage };
+  if (s.counts === "uneven") s.counts = vCounts(n, W);
   if (s.root === "last") s.root = W - 1;
   if (s.localSize && W % s.localSize !== 0) s.localSize = 1;
   return s;
@@ -70,7 +73,7 @@ export function launches(ids, W, n, stages = STAGES, budget = 8 * 2 ** 30) {
  * tensors (those of stages beyond STAGES) and job fields (a sweep).
  */
 export function largeJob(ids, W, n, { stages = STAGES, tensors: more = {}, ...extra } = {}) {
-  const planned = ids.map((id) => stageAt(id, W, stages));
+  const planned = ids.map((id) => stageAt(id, W, n, stages));
   const names = new Set(planned.flatMap((s) => s.inputs ?? [s.input]).filter((t) => t in TENSORS));
   const tensors = Object.fromEntries([...names].map((t) => [t, { dtype: "float32", count: TENSORS[t](n, W), fill: ints(SEEDS[t]) }]));
   return { name: `large-${W}`, iterations: 1, warmup: 0, check: true, tensors: { ...tensors, ...more }, stages: planned, ...extra };

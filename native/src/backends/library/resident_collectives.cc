@@ -158,6 +158,7 @@ void ResidentCollectives::allToAllv(const void* in, void* out, const AllToAllvCo
   const int r = rank();
   Library& lib = lane_.lib();
   if (resolve(OpKind::AllToAllv, a, 0) == lib.algo()) {
+    if (!c.largestBlock) return;  // every rank's blocks are empty: every rank skips the call alike
     const int result = lib.allToAllv(in, out, c, esize, lane_.comm().get(), lane_.device().stream());
     return lane_.complete(result, Call::AllToAllv, c.sent() * esize);
   }
