@@ -163,7 +163,7 @@ test("the real ResNet trace (../shared/traces) imports and replays at W=2 with 0
   assert.ok(existsSync(RESNET), `${RESNET} is missing (CI keeps shared/ beside the clone)`);
   const { doc, imp, job } = await importAndReplay([RESNET], 2);
   assert.match(imp.stdout, /rank 1 \(from its collectives' own rank\) of 2, 21 collectives/);
-  assert.match(imp.stdout, /^ {2}allreduce +15 +292\.5 MiB$/m);
+  assert.match(imp.stdout, /^ {2}allreduce +15 +292\.48 MiB$/m);
   assert.equal(job.stages.length, 21);
   // Results come in schedule order, which keeps the trace's.
   assert.deepEqual(doc.results.map((r) => r.stage), job.stages.map((s) => s.id));

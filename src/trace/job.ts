@@ -1,6 +1,7 @@
 // The one job writer every format shares (DESIGN.md, "Trace import"): merged collectives -> stages, the
 // trace's groups -> the job's partitions, async collectives -> streams and `after`, and the `source` block.
-import type { DType } from "../config/job.js";
+import { ELEMENT_BYTES, type DType } from "../config/job.js";
+import { formatSize } from "../config/size.js";
 import { IN_PLACE_OPS } from "../graph/validate.js";
 import { checkSplits, mergeRanks, type MergedCollective } from "./merge.js";
 import type { RankTrace, TraceCollective, TraceGroup } from "./model.js";
@@ -270,15 +271,8 @@ function countDropped(traces: RankTrace[]): { what: string; count: number; why: 
 }
 
 function bytesOf(c: TraceCollective): number {
-  const size = traceElementBytes(c.traceDtype) ?? ({ float32: 4, float64: 8, int32: 4, int64: 8, float16: 2, bfloat16: 2 } as const)[c.dtype];
+  const size = traceElementBytes(c.traceDtype) ?? ELEMENT_BYTES[c.dtype];
   return Math.max(c.inCount, c.outCount) * size;
-}
-
-export function formatBytes(n: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) [n, i] = [n / 1024, i + 1];
-  return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
 }
 
 function summarize(
@@ -293,7 +287,7 @@ function summarize(
     byOp.set(m.first.name, { n: e.n + 1, bytes: e.bytes + bytesOf(m.first) });
   }
   lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
-  for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatBytes(e.bytes).padStart(10)}`);
+  for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatSize(e.bytes).padStart(10)}`);
   const groups = new Map(merged.flatMap((m) => [...m.byRank.values()].map((c) => [c.group.name, c.group] as const)));
   const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
   const shown = (g: TraceGroup) => {
@@ -308,4 +302,3 @@ function summarize(
   return lines;
 }
 
-export type { TraceGroup };
