@@ -6,9 +6,9 @@
 // peer of a p2p op, else the caller's own group rank), collective name, in splits, out splits, [global rank
 // start, stride,] group size. Waits and barriers have no tensors. Since 1.1 the node also carries the sizes as
 // named attrs (collective_name, dtype, in_msg_nelems, ...), which win where present.
-import type { Dropped, RankTrace, TraceCollective, TraceGroup } from "./model.js";
+import type { Dropped, RankTrace, TraceCollective, TraceGroup, TraceOp } from "./model.js";
 import { TraceError } from "./model.js";
-import { jobDtype, NOT_REPLAYED, traceOp } from "./names.js";
+import { jobDtype, NOT_REPLAYED, ranksFromStride, traceOp } from "./names.js";
 import { finishRank, type RankHint } from "./rank.js";
 
 interface Values {
@@ -139,75 +139,74 @@ export function readExecutionTrace(doc: Record<string, unknown>, file: string, h
   const nodes = (doc.nodes as Record<string, unknown>[]).map(readNode).sort((a, b) => a.id - b.id);
   const pgs = processGroups(nodes, file);
   const collectives: TraceCollective[] = [], dropped: Dropped[] = [], waits: { seq: number; at: number }[] = [];
-  let ownRank: number | undefined, worldSize = pgs.worldSize;
-  const devices = new Set<string>();
+  const ownRanks: number[] = [], devices = new Set<string>();
   for (const node of nodes.filter((n) => n.name === "record_param_comms")) {
     const p = positional(node, file);
     const name = String(node.attrs.get("collective_name") ?? p.name);
     const op = traceOp(name);
-    if (!op) {
-      if (name === "wait" && p.seq !== undefined) waits.push({ seq: p.seq, at: collectives.length });
-      dropped.push({ what: name, why: NOT_REPLAYED[name] ?? `unknown collective "${name}"` });
+    if (name === "wait" && p.seq !== undefined) waits.push({ seq: p.seq, at: collectives.length });
+    const read = op ? collective(node, p, name, op, groupOf(node, p, pgs, file)) : { why: NOT_REPLAYED[name] ?? `unknown collective "${name}"` };
+    if ("why" in read) {
+      dropped.push({ what: name, why: read.why });
       continue;
     }
-    const group = groupOf(node, p, pgs, file);
-    const groupSize = Number(node.attrs.get("pg_size") ?? p.groupSize ?? group?.ranks.length);
-    const ranks = group?.ranks ?? (p.rankStart !== undefined ? Array.from({ length: groupSize }, (_, i) => p.rankStart! + i * p.rankStride!) : undefined);
-    const g: TraceGroup = { name: group?.name ?? String(node.attrs.get("pg_name") ?? "0"), ranks: ranks ?? Array.from({ length: groupSize }, (_, r) => r) };
-    if (g.ranks.length === (worldSize ?? g.ranks.length) && g.ranks.every((r, i) => r === i)) worldSize ??= g.ranks.length;
-    const ins = side(p.tensors, p.tensorType);
-    const outs = side(tensorsIn(node.outputs.values[0]), node.outputs.types[0]);
+    collectives.push(read.collective);
+    if (read.ownRank !== undefined) ownRanks.push(read.ownRank);
     p.tensors.forEach((t) => devices.add(t[5]));
-    const dtypeName = String(node.attrs.get("dtype") ?? ins.type ?? outs.type ?? "");
-    const dtype = jobDtype(dtypeName);
-    if (!dtype) {
-      dropped.push({ what: name, why: `dtype "${dtypeName}" has no job dtype` });
-      continue;
-    }
-    const rooted = op === "broadcast" || op === "reduce" || op === "gather" || op === "scatter";
-    const p2p = op === "send" || op === "recv";
-    if (!rooted && !p2p && p.rank !== undefined && op !== "barrier") ownRank ??= g.ranks[p.rank];
-    const [first] = p.tensors, [out] = tensorsIn(node.outputs.values[0]);
-    collectives.push({
+  }
+  markWaited(collectives, waits);
+  const cuda = [...new Set([...devices].map((d) => /^cuda:(\d+)$/.exec(d)?.[1]))];
+  const rank = ownRanks.length ? { rank: ownRanks[0]!, from: "its collectives' own rank" }
+    : cuda.length === 1 && cuda[0] !== undefined ? { rank: Number(cuda[0]), from: `its tensors' device cuda:${cuda[0]}` } : undefined;
+  const world = collectives.find((c) => c.group.name === "0")?.group.ranks.length;
+  return finishRank({ file, format: "pytorch-et", schema, collectives, dropped, notes: [], groups: [...pgs.byName.values()], worldSize: pgs.worldSize ?? world, rank }, hint);
+}
+
+const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
+
+/** One record_param_comms node as a collective, and the caller's own rank where the node records it. */
+function collective(node: EtNode, p: Positional, name: string, op: TraceOp, group: TraceGroup): { collective: TraceCollective; ownRank?: number } | { why: string } {
+  const outTensors = tensorsIn(node.outputs.values[0]);
+  const ins = side(p.tensors, p.tensorType), outs = side(outTensors, node.outputs.types[0]);
+  const dtypeName = String(node.attrs.get("dtype") ?? ins.type ?? outs.type ?? "");
+  const dtype = jobDtype(dtypeName);
+  if (!dtype) return { why: `dtype "${dtypeName}" has no job dtype` };
+  // The positional rank: a rooted op's root, a p2p op's peer, else the caller's own (all group-local).
+  const at = p.rank === undefined ? undefined : group.ranks[p.rank];
+  const p2p = op === "send" || op === "recv";
+  const [first] = p.tensors, [out] = outTensors;
+  return {
+    ownRank: ROOTED.has(op) || p2p || op === "barrier" ? undefined : at,
+    collective: {
       op, name, dtype, traceDtype: dtypeName,
       inCount: Number(node.attrs.get("in_msg_nelems") ?? ins.count),
       outCount: Number(node.attrs.get("out_msg_nelems") ?? outs.count),
       pieces: p.tensors.length > 1 ? p.tensors.map((t) => t[3]) : undefined,
       inSplits: splitList(node.attrs.get("in_split_size"), p.inSplits),
       outSplits: splitList(node.attrs.get("out_split_size"), p.outSplits),
-      group: g,
-      root: rooted && p.rank !== undefined ? g.ranks[p.rank] : undefined,
-      peer: p2p && p.rank !== undefined ? g.ranks[p.rank] : undefined,
+      group,
+      root: ROOTED.has(op) ? at : undefined,
+      peer: p2p ? at : undefined,
       inPlace: first !== undefined && out !== undefined && first[0] === out[0] && first[1] === out[1],
       seq: p.seq,
       async: false,
-    });
-  }
-  markWaited(collectives, waits);
-  const cuda = [...devices].map((d) => /^cuda:(\d+)$/.exec(d)?.[1]).filter((d) => d !== undefined);
-  const fromCuda = cuda.length > 0 && new Set(cuda).size === 1 ? Number(cuda[0]) : undefined;
-  return finishRank({
-    file, format: "pytorch-et", schema, collectives, dropped, notes: [],
-    groups: [...pgs.byName.values()],
-    worldSize,
-    rank: ownRank !== undefined ? { rank: ownRank, from: "its collectives' own rank" } : fromCuda !== undefined ? { rank: fromCuda, from: `its tensors' device cuda:${fromCuda}` } : undefined,
-  }, hint);
+    },
+  };
 }
 
-/** The node's process group: by name (1.0.3 on), by backend id (before), else by the attrs' name. */
-function groupOf(node: EtNode, p: Positional, pgs: ReturnType<typeof processGroups>, file: string): TraceGroup | undefined {
-  const name = node.attrs.get("pg_name") ?? (Array.isArray(p.pg) ? p.pg[0] : typeof p.pg === "number" ? pgs.byBackend.get(p.pg) : undefined);
-  if (name === undefined) return undefined;
-  const g = pgs.byName.get(String(name));
-  if (!g && pgs.byName.size > 0 && p.rankStart === undefined && node.attrs.get("global_rank_start") === undefined) {
-    throw new TraceError(file, `node ${node.id} (record_param_comms): process group "${String(name)}" is not in the trace's ## process_group:init ## node`);
-  }
-  if (g) return g;
-  const start = node.attrs.get("global_rank_start"), stride = node.attrs.get("global_rank_stride"), size = node.attrs.get("pg_size");
-  if (typeof start === "number" && typeof stride === "number" && typeof size === "number") {
-    return { name: String(name), ranks: Array.from({ length: size }, (_, i) => start + i * stride) };
-  }
-  return undefined;
+/**
+ * The node's process group: by name (1.0.3 on) or backend id (before) in the trace's group table, else from
+ * the start, stride and size the node records, else the first ranks (the world, for traces without groups).
+ */
+function groupOf(node: EtNode, p: Positional, pgs: ReturnType<typeof processGroups>, file: string): TraceGroup {
+  const named = node.attrs.get("pg_name") ?? (Array.isArray(p.pg) ? p.pg[0] : typeof p.pg === "number" ? pgs.byBackend.get(p.pg) : undefined);
+  const name = String(named ?? "0");
+  const known = pgs.byName.get(name);
+  if (known) return known;
+  const start = Number(node.attrs.get("global_rank_start") ?? p.rankStart), stride = Number(node.attrs.get("global_rank_stride") ?? p.rankStride);
+  const size = Number(node.attrs.get("pg_size") ?? p.groupSize);
+  if (!Number.isInteger(size) || size < 1) throw new TraceError(file, `node ${node.id} (record_param_comms): process group "${name}" is in no group table and records no size`);
+  return { name, ranks: Number.isInteger(start) && Number.isInteger(stride) ? ranksFromStride(start, stride, size) : ranksFromStride(0, 1, size) };
 }
 
 /** A collective whose sequence number a later wait names ran async: the wait says where it must be done. */
