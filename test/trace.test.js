@@ -178,6 +178,14 @@ test("--world N rescales a whole-world trace, and refuses one with subgroups nam
   assert.match(p.stderr, /^runner: .*rank0\.json: cannot replay at --world 8: allreduce \(group 4\+3 #0\) runs on process group "4" of 2 of 4 ranks\n$/);
 });
 
+test("--world 3 replays a 2-rank Kineto trace at an odd world size with 0 wrong, each rank's message sizes kept", async () => {
+  const { doc, job } = await importAndReplay([fixture("kineto-2rank"), "--world", "3"], 3);
+  assert.equal(job.worldSize, 3);
+  assert.equal(doc.world_size, 3);
+  // reduce_scatter: 2048 out per rank, so 3 × 2048 in.
+  assert.deepEqual(doc.results.map((r) => [r.op, r.count]), [["allreduce", 262144], ["all_gather", 3072], ["reduce_scatter", 6144], ["broadcast", 999]]);
+});
+
 test("a job that records its world size refuses a launch at another, naming both", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-"));
   try {

@@ -25,9 +25,10 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
       import("../../graph/validate.js"), import("../../graph/schedule.js"), import("../../graph/sweep.js"),
     ]);
     const job = loadJob(args.job);
-    validateGraph(job, args.job, args["world-size"]);
-    validateBackend(job, args.job, args.backend, args["world-size"]);
-    const n = args["world-size"];
+    // A job that records its world size (a replayed trace's) is checked at it unless -n names another.
+    const n = args["world-size"] ?? job.worldSize;
+    validateGraph(job, args.job, n);
+    validateBackend(job, args.job, args.backend, n);
     let memory = "";
     if (n !== undefined) {
       // One rank on this host: what every rank needs, against what this machine could give one of them.
