@@ -199,6 +199,12 @@ test("all_to_allv's size is its largest row sum; on mpi a row or column sum past
   const { allToAllv } = await import("../dist/stages/all-to-allv.js");
   assert.equal(allToAllv.count(a2av([[0, 3, 5], [2, 2, 2], [7, 0, 1]])), 8);
   assert.equal(allToAllv.busFactor(3), 2 / 3);
+  // Equal blocks of n/W are all_to_all of n: the same size and factor, so the same busbw.
+  const { stageKind } = await import("../dist/stages/index.js");
+  const even = job([a2av([[4, 4, 4, 4], [4, 4, 4, 4], [4, 4, 4, 4], [4, 4, 4, 4]]), { id: "a", op: "all_to_all", input: "f" }]);
+  const [v, a] = even.stages.map((s) => stageKind(s));
+  assert.equal(v.count(even.stages[0]), a.count(even.stages[1], { job: even }));
+  assert.equal(v.busFactor(4), a.busFactor(4));
   const big = parseJob(JSON.stringify({ name: "g", tensors: { f: { dtype: "float32", count: "4Gi" } }, stages: [a2av([["1Gi", "1Gi"], ["1Gi", "1Gi"]])] }), "g.json");
   assert.doesNotThrow(() => validateBackend(big, "g.json", "shm", 2));
   assert.throws(() => validateBackend(big, "g.json", "mpi", 2), { message: /stages\[0\]: stage "v" moves 2147483648 elements in one MPI call, more than MPI's int count allows/ });
