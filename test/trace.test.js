@@ -232,6 +232,23 @@ test("bad input: each one line, exit 2, naming the file", async () => {
   await refuses("rank0.json", etText("et-1.0.1/rank0.json"), /--compute gaps needs a Kineto trace's timeline/, ["--compute", "gaps"]);
 });
 
+test("a trace without its rank takes the file name's; two files of one rank are refused", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-"));
+  try {
+    const kineto = JSON.parse(etText("kineto-2rank/rank1.pt.trace.json"));
+    delete kineto.distributedInfo.rank;
+    writeFileSync(path.join(dir, "worker1_step_7.json"), JSON.stringify(kineto));
+    const t = readTrace(path.join(dir, "worker1_step_7.json"));
+    assert.deepEqual([t.rank, t.rankFrom], [1, "the file name"]);
+    writeFileSync(path.join(dir, "again.json"), etText("kineto-2rank/rank1.pt.trace.json"));
+    const p = await runNode([RUNNER, "trace", "import", dir]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: .*: rank 1 \(from .*\) again: .* is rank 1 too\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("ranks whose traces disagree are refused, naming the file", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-bad-"));
   try {
