@@ -28,6 +28,8 @@ export interface PlannedStage {
   readonly groupSize: number;
   /** In a group: its name and how many groups ran the stage at once. */
   readonly group?: { name: string; count: number };
+  /** An imported trace's own time for this stage's collective (the job's source.trace_us). */
+  readonly traceUs?: number;
 }
 
 /** How many ranks there are, and which host each runs on (Topology.hostOf: hosts numbered by their lowest rank). */

@@ -22,6 +22,8 @@ export interface ResultRow {
   /** In a group: its name and how many groups ran it at once (size, busbw and checks are one group's). */
   group?: string;
   groups?: number;
+  /** An imported trace's own time for this stage's collective (Kineto's kernel duration), beside `time`. */
+  trace_us?: number;
   /** When it started after the step's start (slowest rank, mean over steps): the report's timeline. */
   start_us?: number;
   /** Its sweep point's step, where stages ran on more than one stream. */
@@ -93,6 +95,8 @@ export interface ResultDocument {
   doctor?: DoctorResult;
   /** A run stopped by a signal: the sweep points that finished (their rows are the results), of how many. */
   interrupted?: Interrupted;
+  /** A replayed trace (an imported job): where it came from; its rows carry trace_us where the trace timed them. */
+  source?: { format: string; schema: string; files: string[]; world_size: number };
 }
 
 export interface Interrupted {

@@ -1,5 +1,6 @@
 // Every file in jobs/ runs as a user would start it: `node runner launch -n 4 jobs/X.json`, with the
-// iterations cut to one (--iterations 1 --warmup 0) but every sweep point run. The list is read from the
+// iterations cut to one (--iterations 1 --warmup 0) but every sweep point run; a job that records its world
+// size (a replayed trace's `worldSize`) runs at that size, the only one it takes. The list is read from the
 // folder, so a new example is covered the moment it is added.
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -13,16 +14,17 @@ import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
 const JOBS = readdirSync(path.join(REPO, "jobs")).filter((f) => f.endsWith(".json")).sort();
 
 test("jobs/ holds the shipped examples", () => {
-  for (const known of ["onebit.json", "qgz.json", "quickstart.json"]) assert.ok(JOBS.includes(known), `jobs/${known} is missing`);
+  for (const known of ["onebit.json", "qgz.json", "quickstart.json", "resnet-ddp-replay.json"]) assert.ok(JOBS.includes(known), `jobs/${known} is missing`);
 });
 
 for (const file of JOBS) {
-  test(`node runner launch -n 4 jobs/${file} runs every sweep point`, { timeout: 900_000 }, async () => {
+  const job = loadJob(path.join(REPO, "jobs", file));
+  const W = job.worldSize ?? 4;
+  test(`node runner launch -n ${W} jobs/${file} runs every sweep point`, { timeout: 900_000 }, async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-jobs-"));
     try {
-      const job = loadJob(path.join(REPO, "jobs", file));
       const json = path.join(dir, "r.json");
-      const args = [RUNNER, "launch", "-n", "4", `jobs/${file}`, "--iterations", "1", "--warmup", "0", "--out", dir, "--json", json];
+      const args = [RUNNER, "launch", "-n", String(W), `jobs/${file}`, "--iterations", "1", "--warmup", "0", "--out", dir, "--json", json];
       const p = await runNode(args, {}, 880_000);
       assert.equal(p.code, 0, `exit ${p.code}:\n${p.stderr}`);
       const doc = JSON.parse(readFileSync(json, "utf8"));

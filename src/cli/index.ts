@@ -9,6 +9,7 @@ import { doctorCommand } from "./commands/doctor.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
 import { runCommand } from "./commands/run.js";
+import { traceCommand } from "./commands/trace.js";
 import { validateCommand } from "./commands/validate.js";
 
 /** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
@@ -63,9 +64,10 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
       .command(compareCommand)
       .command(doctorCommand)
       .command(buildCommand)
+      .command(traceCommand)
       .strict()
       .updateStrings(CHOICE_STRINGS)
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build)")
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build, trace)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))

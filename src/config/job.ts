@@ -227,6 +227,23 @@ export const groupSpecSchema = z.union([
   z.strictObject({ ranks: z.array(z.array(z.int().min(0)).min(1)).min(1) }),
 ]);
 
+/** Where an imported job came from (`runner trace import`; DESIGN.md, "Trace import"). */
+export const sourceSchema = z.strictObject({
+  files: z.array(z.string()).min(1),
+  format: z.enum(["pytorch-et", "kineto"]),
+  /** The trace's own schema version (ET `schema`, Kineto `schemaVersion`). */
+  schema: z.string(),
+  worldSize: z.int().min(1),
+  /** The ranks whose traces were read. */
+  ranks: z.array(z.int().min(0)).min(1),
+  /** The trace's own duration of a stage's collective, by stage id (Kineto's kernel `dur`). */
+  trace_us: z.record(stageId, z.number().min(0)).optional(),
+  /** What the import left out, and why. */
+  dropped: z.array(z.strictObject({ what: z.string(), count: z.int().min(1), why: z.string() })).default([]),
+  /** What a reader of the job should know: mappings that are not one to one, ranks that stood in for others. */
+  notes: z.array(z.string()).default([]),
+});
+
 export const jobSchema = z.strictObject({
   $schema: z.string().optional(),
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
@@ -239,6 +256,9 @@ export const jobSchema = z.strictObject({
   warmup: z.int().min(0).default(5),
   check: z.boolean().default(false),
   timeoutSec: z.number().positive().default(300),
+  // The only world size the job runs at (an imported trace's); a launch at another is refused.
+  worldSize: z.int().min(1).max(1 << 20).optional(),
+  source: sourceSchema.optional(),
   tensors: z.record(tensorName, tensorSchema).default({}),
   groups: z.record(groupName, groupSpecSchema).optional(),
   // Optional: when given, every stage's stream must be "main" or one of these (a typo is then an error).
@@ -256,6 +276,7 @@ export type DType = z.output<typeof dtypeSchema>;
 export type ReduceOp = z.output<typeof reduceOpSchema>;
 export type Sweep = z.output<typeof sweepSchema>;
 export type GroupSpec = z.output<typeof groupSpecSchema>;
+export type JobSource = z.output<typeof sourceSchema>;
 
 /** The tensor names a stage reads, in declaration order. */
 export function stageInputs(stage: Stage): string[] {

@@ -61,6 +61,7 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
       lane: laneOf(stage),
       groupSize: ctx.worldSize,
       ...(parts && { group: { name: stage.group!, count: parts.length } }),
+      ...(job.source?.trace_us?.[stage.id] !== undefined && { traceUs: job.source.trace_us[stage.id] }),
     };
   });
   const ops = stages.map(({ stage, kind, lane }): NativeOp => ({

@@ -176,6 +176,14 @@ function checkStreams(job: Job, order: readonly number[], failAt: (i: number) =>
   failAt(i)(["stream"], `stream "${extra}" is one too many: a job runs at most ${MAX_STREAMS} streams (${[...lanes.keys()].slice(0, MAX_STREAMS).join(", ")})`);
 }
 
+/** A job that records its world size (an imported trace's) runs at that size only. */
+export function checkWorldSize(job: Job, file: string, worldSize: number | undefined): void {
+  if (worldSize !== undefined && job.worldSize !== undefined && worldSize !== job.worldSize) {
+    const why = job.source ? " (the trace's world size; `runner trace import --world N` rescales where that is well defined)" : "";
+    throw new ConfigError(file, "worldSize", `the job runs at ${job.worldSize} ranks only, not ${worldSize}${why}`);
+  }
+}
+
 /**
  * The checks a schema cannot express: names that must resolve, a DAG without cycles,
  * dtype/reduction compatibility, and (when the world size is known) groups that partition the world, roots
@@ -189,6 +197,7 @@ export function validateGraph(job: Job, file: string, worldSize?: number, hostOf
     (path, message) => {
       throw new ConfigError(file, formatJsonPath(["stages", i, ...path]), message);
     };
+  checkWorldSize(job, file, worldSize);
   const stageIds = new Map<string, number>();
   job.stages.forEach((stage, i) => {
     const first = stageIds.get(stage.id);

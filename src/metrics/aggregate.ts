@@ -43,7 +43,7 @@ export async function aggregate(
   const overall = await comm.allreduceF64(concat(results.map((r) => r.overallUs), iterations), "max", timeoutSec, "(report: overall)");
   const starts = await comm.allreduceF64(concat(results.map((r) => r.startUs), iterations), "max", timeoutSec, "(report: starts)");
   const concurrent = await comm.allreduceF64(concat(results.map((r) => r.concurrentUs), iterations), "max", timeoutSec, "(report: concurrent)");
-  return plan.stages.map(({ stage, kind, count, dtype, params, fallback, stream, groupSize, group }, i): ResultRow => {
+  return plan.stages.map(({ stage, kind, count, dtype, params, fallback, stream, groupSize, group, traceUs }, i): ResultRow => {
     const time = timeStats(slowest.subarray(i * iterations, (i + 1) * iterations));
     const size = dtype ? count * ELEMENT_BYTES[dtype] : 0;
     // A group of one rank moves nothing, whatever the op's factor for larger groups (broadcast's is 1).
@@ -65,6 +65,7 @@ export async function aggregate(
       root: "root" in stage ? stage.root : null,
       algorithm: results[i]!.algorithm,
       time,
+      ...(traceUs !== undefined && { trace_us: traceUs }),
       algbw: algbw(size, time.avg_us),
       busbw: busbw(size, time.avg_us, factor),
       wrong: check && dtype && !error ? wrong[i]! : null,

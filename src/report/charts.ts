@@ -78,6 +78,29 @@ function fitLabel(stage: string, px: number): string {
   return stage.length <= chars ? stage : chars >= 3 ? `${stage.slice(0, chars - 1)}…` : "";
 }
 
+/** A replayed trace: each stage's measured time beside the trace's own (its rows' trace_us). */
+function traceSpec(rows: ResultRow[]): Spec | undefined {
+  const traced = rows.filter((r) => r.trace_us !== undefined);
+  const values = traced.flatMap((r) => [
+    { stage: r.stage, source: "replay", us: r.time.avg_us },
+    { stage: r.stage, source: "trace", us: r.trace_us! },
+  ]);
+  if (!values.length) return undefined;
+  return {
+    ...base,
+    height: Math.max(60, 30 * traced.length),
+    title: "Replay against the trace",
+    data: { values },
+    mark: "bar",
+    encoding: {
+      y: { field: "stage", type: "nominal", title: null, sort: null },
+      yOffset: { field: "source" },
+      x: { field: "us", type: "quantitative", title: "time (us)" },
+      color: { field: "source", type: "nominal", title: null },
+    },
+  };
+}
+
 /**
  * The streams' timeline of a step (Gantt), per sweep point of concurrent stages: each stage from its start to
  * its end after the step's start (slowest rank, mean over steps), one lane per stream.
@@ -133,7 +156,7 @@ async function toSvg(spec: Spec): Promise<string> {
 
 /** The report's charts as standalone SVG strings (rendered here, so the page needs nothing online). */
 export async function renderCharts(rows: ResultRow[]): Promise<string[]> {
-  const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows), timelineSpec(rows)].filter((s): s is Spec => s !== undefined);
+  const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows), timelineSpec(rows), traceSpec(rows)].filter((s): s is Spec => s !== undefined);
   return Promise.all(specs.map(toSvg));
 }
 

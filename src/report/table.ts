@@ -7,6 +7,8 @@ interface Column {
   unit: string;
   width: number;
   left?: boolean;
+  /** Shown only for a replayed trace's rows. */
+  traced?: boolean;
   cell(r: ResultRow): string;
 }
 
@@ -30,6 +32,8 @@ const columns: Column[] = [
   { title: "redop", unit: "", width: 6, cell: (r) => r.redop ?? "none" },
   { title: "root", unit: "", width: 5, cell: (r) => String(r.root ?? -1) },
   { title: "time", unit: "(us)", width: 10, cell: (r) => time(r.time.avg_us) },
+  // Imported traces only (the job's source.trace_us): the trace's own time beside the replay's.
+  { title: "trace", unit: "(us)", width: 10, cell: (r) => (r.trace_us === undefined ? "N/A" : time(r.trace_us)), traced: true },
   { title: "algbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.algbw, 2) },
   { title: "busbw", unit: "(GB/s)", width: 8, cell: (r) => fixed(r.busbw, 2) },
   { title: "#wrong", unit: "", width: 7, cell: (r) => (r.wrong === null ? "N/A" : String(r.wrong)) },
@@ -41,7 +45,7 @@ const columns: Column[] = [
 ];
 
 /** Pads each cell to its column; a column grows to its longest cell so rows stay aligned. */
-function lines(rows: string[][]): string[] {
+function lines(columns: Column[], rows: string[][]): string[] {
   const widths = columns.map((c, i) => Math.max(c.width, ...rows.map((r) => r[i]!.length)));
   return rows.map((cells) => cells.map((c, i) => (columns[i]!.left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" "));
 }
@@ -77,8 +81,18 @@ export interface TableParts {
   foot: string[];
 }
 
+/** A replayed trace (an imported job) shows the trace's own time beside the measured one. */
+function shownColumns(doc: ResultDocument): Column[] {
+  return columns.filter((c) => !c.traced || doc.source !== undefined);
+}
+
 export function tableParts(doc: ResultDocument): TableParts {
-  const head = [`spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`, ...(doc.topology ? [topologyLine(doc.topology)] : [])];
+  const head = [
+    `spmd-runner ${doc.version}: job ${doc.job}, ${plural(doc.world_size, "rank")}, backend ${doc.backend}`,
+    ...(doc.source ? [`replays ${doc.source.format} trace ${doc.source.files.join(", ")} (schema ${doc.source.schema}, ${plural(doc.source.world_size, "rank")})`] : []),
+    ...(doc.topology ? [topologyLine(doc.topology)] : []),
+  ];
+  const shown = shownColumns(doc);
   const wrong = doc.results.reduce((n, r) => n + (r.wrong ?? 0), 0);
   // A run that checked nothing found nothing wrong, which is not the same as finding all right.
   const checked = doc.results.some((r) => r.wrong !== null);
@@ -89,8 +103,8 @@ export function tableParts(doc: ResultDocument): TableParts {
   if (links) foot.push(`Links per step       : ${links}`);
   return {
     head,
-    columns: columns.map((c) => ({ title: c.title, unit: c.unit, left: !!c.left })),
-    rows: doc.results.map((r) => columns.map((c) => c.cell(r))),
+    columns: shown.map((c) => ({ title: c.title, unit: c.unit, left: !!c.left })),
+    rows: doc.results.map((r) => shown.map((c) => c.cell(r))),
     foot,
   };
 }
@@ -98,7 +112,7 @@ export function tableParts(doc: ResultDocument): TableParts {
 /** The nccl-tests-style text table, ending with the "Avg bus bandwidth" line. */
 export function formatTable(doc: ResultDocument): string {
   const t = tableParts(doc);
-  const [title, unit, ...rows] = lines([t.columns.map((c) => c.title), t.columns.map((c) => c.unit), ...t.rows]);
+  const [title, unit, ...rows] = lines(shownColumns(doc), [t.columns.map((c) => c.title), t.columns.map((c) => c.unit), ...t.rows]);
   const out = [...t.head.map((l) => `# ${l}`), "#", "# " + title, "# " + unit, ...rows.map((r) => "  " + r), ...t.foot.map((l) => `# ${l}`)];
   return out.join("\n") + "\n";
 }

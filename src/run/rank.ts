@@ -263,6 +263,7 @@ export async function runRank(r: RunRequest): Promise<number> {
     topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ...more,
     manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg)),
+    ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),
   });
   const restore = releaseOnExit(opened, log, async (signal) => {
     if (place.rank === 0) await reportInterrupted(job, cfg, r, log, sofar, signal, document);

@@ -26,9 +26,10 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
       import("../../graph/validate.js"), import("../../graph/schedule.js"), import("../../graph/sweep.js"),
     ]);
     const job = loadJob(args.job);
-    validateGraph(job, args.job, args["world-size"]);
-    validateBackend(job, args.job, args.backend, args["world-size"]);
-    const n = args["world-size"];
+    // A job that records its world size (a replayed trace's) is checked at it unless -n names another.
+    const n = args["world-size"] ?? job.worldSize;
+    validateGraph(job, args.job, n);
+    validateBackend(job, args.job, args.backend, n);
     let memory = "";
     if (n !== undefined) {
       // The run's own check: this host's ranks together (the launcher's, or all n as `launch -n` starts them),

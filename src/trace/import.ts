@@ -1,0 +1,32 @@
+// `runner trace import`: files -> readers -> the shared writer -> a job file that validates.
+import path from "node:path";
+import { ConfigError } from "../config/errors.js";
+import { parseJob } from "../config/load.js";
+import { validateGraph } from "../graph/validate.js";
+import { writeFileAtomic } from "../report/write-atomic.js";
+import { buildJob, type ImportOptions } from "./job.js";
+import { readTrace, traceFiles } from "./read.js";
+
+/** "resnet-ddp-2rank.et.json.gz" -> "resnet-ddp-2rank". */
+function jobName(file: string): string {
+  const base = path.basename(file).replace(/(\.gz)?$/, "").replace(/(\.pt)?(\.trace)?(\.et)?\.json$/, "");
+  return base.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 128) || "trace";
+}
+
+/** The job's text and the summary lines; with `output`, the job is written there. */
+export function importTraces(paths: readonly string[], options: ImportOptions & { output?: string }): { text: string; summary: string[] } {
+  const files = traceFiles(paths);
+  // Named after what the user gave: a folder's name, or the first file's.
+  const imported = buildJob(files.map(readTrace), files, { name: jobName(paths[0]!), ...options });
+  const text = `${JSON.stringify(imported.job, null, 2)}\n`;
+  const where = options.output ?? "the imported job";
+  // What the writer made must be a job the runner takes as it stands: a failure here is this importer's bug.
+  try {
+    validateGraph(parseJob(text, where), where, imported.job.worldSize as number);
+  } catch (error) {
+    if (error instanceof ConfigError) throw Object.assign(new Error(`trace import wrote a job that does not validate (a bug): ${error.message}`), { exitCode: 1 });
+    throw error;
+  }
+  if (options.output !== undefined) writeFileAtomic(options.output, text);
+  return { text, summary: [...imported.summary, `wrote ${options.output ?? "stdout"}: ${(imported.job.stages as unknown[]).length} stages at ${String(imported.job.worldSize)} ranks`] };
+}

@@ -1,0 +1,304 @@
+// The one job writer every format shares (DESIGN.md, "Trace import"): merged collectives -> stages, the
+// trace's groups -> the job's partitions, async collectives -> streams and `after`, and the `source` block.
+import { ELEMENT_BYTES, type DType } from "../config/job.js";
+import { formatSize } from "../config/size.js";
+import { IN_PLACE_OPS } from "../graph/validate.js";
+import { checkSplits, mergeRanks, type MergedCollective } from "./merge.js";
+import type { RankTrace, TraceCollective, TraceGroup } from "./model.js";
+import { TraceError } from "./model.js";
+import { rankRanges, traceElementBytes } from "./names.js";
+import { planGroups, type GroupPlan } from "./partition.js";
+
+export interface ImportOptions {
+  /** Replay at this many ranks instead of the trace's (`--world N`). */
+  world?: number;
+  /** Compute stages holding the gaps between collectives (Kineto timelines). */
+  computeGaps?: boolean;
+  name?: string;
+}
+
+type Json = Record<string, unknown>;
+
+/** Streams for async collectives besides "main" (graph/groups.ts MAX_STREAMS less main). */
+const ASYNC_STREAMS = ["async1", "async2", "async3"];
+
+export interface Imported {
+  job: Json;
+  traces: RankTrace[];
+  /** Lines for stdout: what was found and what the job holds. */
+  summary: string[];
+}
+
+/** The world every trace agrees on, and the ranks read; refuses two files of one rank or mixed formats. */
+function world(traces: RankTrace[]): number {
+  const [first] = traces;
+  for (const t of traces) {
+    if (t.format !== first.format) throw new TraceError(t.file, `a ${t.format} trace among ${first.format} ones (${first.file}): import one format at a time`);
+    const twin = traces.find((u) => u !== t && u.rank === t.rank);
+    if (twin) throw new TraceError(t.file, `rank ${t.rank} (from ${t.rankFrom}) again: ${twin.file} is rank ${twin.rank} too`);
+  }
+  const sizes = new Set(traces.map((t) => t.worldSize));
+  if (sizes.size > 1) {
+    const other = traces.find((t) => t.worldSize !== first.worldSize)!;
+    throw new TraceError(other.file, `ranks disagree on the world size: ${other.worldSize} here, ${first.worldSize} in ${first.file}`);
+  }
+  return first.worldSize;
+}
+
+/** Uneven splits: what each rank sends depends on the rank, so its trace is needed. */
+function rankDependent(c: TraceCollective): boolean {
+  return c.op === "all_to_allv" && [...(c.inSplits ?? []), ...(c.outSplits ?? [])].some((x, _, all) => x !== all[0]);
+}
+
+/** Where traces are missing: the collectives need every rank's, or one rank's stands for the rest. */
+function coverage(traces: RankTrace[], merged: MergedCollective[], W: number, notes: string[]): void {
+  const read = new Set(traces.map((t) => t.rank));
+  const missing = Array.from({ length: W }, (_, r) => r).filter((r) => !read.has(r));
+  if (missing.length === 0) return;
+  const needy = merged.find((m) => rankDependent(m.first) && m.first.group.ranks.some((r) => !read.has(r)));
+  if (needy) {
+    const absent = needy.first.group.ranks.filter((r) => !read.has(r));
+    throw new TraceError(traces[0].file, `${needy.first.name} (${needy.key}) has rank-dependent splits, so it needs every rank's trace: missing rank${absent.length > 1 ? "s" : ""} ${rankRanges(absent)}`);
+  }
+  const who = traces.length === 1 ? `rank ${traces[0].rank}'s trace` : `the traces of ranks ${[...read].join(", ")}`;
+  notes.push(`${who} stand${traces.length === 1 ? "s" : ""} for all ${W} ranks: every rank does the same (no rank-dependent splits), missing rank${missing.length > 1 ? "s" : ""} ${rankRanges(missing)}`);
+}
+
+/** Elements a job tensor needs for `n` trace elements of `c`'s dtype (1-byte dtypes ride in float16 pairs). */
+function elements(c: TraceCollective, n: number): number {
+  return traceElementBytes(c.traceDtype) === 1 ? Math.ceil(n / 2) : n;
+}
+
+interface Builder {
+  W: number;
+  tensors: Map<string, { dtype: DType; count: number }>;
+  parts: GroupPlan;
+  notes: Set<string>;
+}
+
+function tensor(b: Builder, dtype: DType, count: number): string {
+  const name = `${dtype}_${count}`;
+  b.tensors.set(name, { dtype, count });
+  return name;
+}
+
+/** The all_to_allv counts matrix of a group: each rank's own splits, or even ones where its trace is absent. */
+function countsMatrix(m: MergedCollective): number[][] {
+  const ranks = m.first.group.ranks, G = ranks.length;
+  return ranks.map((r) => {
+    const c = m.byRank.get(r) ?? m.first;
+    const splits = c.inSplits?.length === G ? c.inSplits : Array.from({ length: G }, () => Math.floor(c.inCount / G));
+    return splits.map((n) => elements(c, n));
+  });
+}
+
+/** The stage's op-specific fields: tensor, root, counts. */
+function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number) => number): Json {
+  const c = m.first, t = (n: number) => tensor(b, c.dtype, elements(c, n));
+  switch (c.op) {
+    case "allreduce": case "all_gather": case "all_to_all":
+      return { op: c.op, input: t(c.inCount) };
+    case "broadcast": case "reduce":
+      return { op: c.op, input: t(c.inCount), root: local(c.root!) };
+    case "gather":
+      return { op: "gather", input: t(c.inCount), root: local(c.root!) };
+    case "scatter":
+      return { op: "scatter", input: t(Math.max(c.inCount, c.outCount * G)), root: local(c.root!) };
+    case "reduce_scatter":
+      if (c.pieces && c.pieces.length > 1) return { op: "reduce_scatter", inputs: c.pieces.map(t), coalesced: true };
+      return { op: "reduce_scatter", input: t(Math.max(c.inCount, c.outCount * G)) };
+    case "all_to_allv": {
+      if (!rankDependent(c)) return { op: "all_to_all", input: t(c.inCount) };
+      const counts = countsMatrix(m);
+      return { op: "all_to_allv", input: tensor(b, c.dtype, Math.max(...counts.map((row) => row.reduce((s, x) => s + x, 0)))), counts };
+    }
+    case "barrier":
+      return { op: "barrier" };
+    case "send": case "recv": {
+      const [from, to] = c.op === "send" ? [[...m.byRank.keys()][0]!, c.peer!] : [c.peer!, [...m.byRank.keys()][0]!];
+      const shift = (((to - from) % b.W) + b.W) % b.W;
+      b.notes.add("send/recv pairs replay as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
+      return { op: "send_recv", input: t(c.inCount || c.outCount), shift };
+    }
+  }
+}
+
+interface Pending {
+  id: string;
+  stream: string;
+  /** Index in the first rank's list of the first collective after the wait. */
+  before: number;
+  rank: number;
+}
+
+/** Streams for async collectives, and `after` on the first stage after each one's wait. */
+class Overlap {
+  private pending: Pending[] = [];
+  /** Each collective's index in its rank's list. */
+  private readonly index = new Map<TraceCollective, number>();
+
+  constructor(traces: RankTrace[], private readonly notes: Set<string>) {
+    for (const t of traces) t.collectives.forEach((c, i) => this.index.set(c, i));
+  }
+
+  /** The ids this collective must wait for (their waits came before it on their rank), freeing their streams. */
+  due(m: MergedCollective): string[] {
+    const isDue = (p: Pending) => {
+      const c = m.byRank.get(p.rank);
+      return c !== undefined && this.index.get(c)! >= p.before;
+    };
+    const done = this.pending.filter(isDue);
+    this.pending = this.pending.filter((p) => !isDue(p));
+    return done.map((p) => p.id);
+  }
+
+  /** A free stream for an async collective; undefined (in order on "main") when it is not async or all are busy. */
+  stream(id: string, m: MergedCollective): string | undefined {
+    const [rank, c] = [...m.byRank].find(([, x]) => x.async) ?? [];
+    if (c === undefined || rank === undefined) return undefined;
+    const free = ASYNC_STREAMS.find((s) => !this.pending.some((p) => p.stream === s));
+    if (!free) {
+      this.notes.add(`more than ${ASYNC_STREAMS.length} async collectives in flight at once: the others ran in order on "main"`);
+      return undefined;
+    }
+    this.pending.push({ id, stream: free, before: c.waitedBefore!, rank });
+    return free;
+  }
+}
+
+const round = (us: number) => Math.round(us * 10) / 10;
+
+/** The trace's own time for a collective: the slowest rank's kernel, as the replay's time is. */
+function traceUs(m: MergedCollective): number | undefined {
+  const durs = [...m.byRank.values()].map((c) => c.durUs).filter((d): d is number => d !== undefined);
+  return durs.length ? round(Math.max(...durs)) : undefined;
+}
+
+/** The first rank's idle time on the communication timeline before this collective (for --compute gaps). */
+function gapBefore(prev: MergedCollective | undefined, m: MergedCollective): number {
+  const rank = Math.min(...m.byRank.keys());
+  const a = prev?.byRank.get(rank), c = m.byRank.get(rank);
+  if (!a || !c || a.tsUs === undefined || a.durUs === undefined || c.tsUs === undefined) return 0;
+  return round(Math.max(0, c.tsUs - (a.tsUs + a.durUs)));
+}
+
+/** `--world N`: the first collective that cannot be replayed at N ranks, and why; undefined when all can. */
+function rescaleProblem(merged: MergedCollective[], W: number, N: number): string | undefined {
+  for (const m of merged) {
+    const c = m.first;
+    if (c.group.ranks.length !== W) return `${c.name} (${m.key}) runs on process group "${c.group.name}" of ${c.group.ranks.length} of ${W} ranks`;
+    if (rankDependent(c)) return `${c.name} (${m.key}) has rank-dependent splits`;
+    if (c.op === "send" || c.op === "recv") return `${c.name} (${m.key}) names its peer by rank`;
+    if (c.root !== undefined && c.root >= N) return `${c.name} (${m.key}) has root ${c.root}, outside ${N} ranks`;
+  }
+  return undefined;
+}
+
+const fileOf = (traces: RankTrace[], m: MergedCollective) => traces.find((t) => m.byRank.has(t.rank))!.file;
+
+/** Reads nothing: traces in, a job and its summary out. */
+export function buildJob(traces: RankTrace[], files: string[], options: ImportOptions = {}): Imported {
+  traces = [...traces].sort((a, b) => a.rank - b.rank);
+  const traceW = world(traces);
+  if (options.computeGaps && traces[0].format !== "kineto") {
+    throw new TraceError(traces[0].file, "--compute gaps needs a Kineto trace's timeline (its kernels' ts and dur); a PyTorch Execution Trace records none");
+  }
+  const groupPlan = planGroups(traces, traceW);
+  const merged = mergeRanks(traces, groupPlan);
+  for (const m of merged) if (m.first.op === "all_to_allv") checkSplits(m, traces);
+  const notes: string[] = [];
+  coverage(traces, merged, traceW, notes);
+  let W = traceW;
+  if (options.world !== undefined && options.world !== traceW) {
+    const problem = rescaleProblem(merged, traceW, options.world);
+    if (problem) throw new TraceError(files[0], `cannot replay at --world ${options.world}: ${problem}`);
+    W = options.world;
+    notes.push(`rescaled from the trace's ${traceW} ranks to ${W}: every collective is on the whole world, each rank's message sizes kept`);
+    for (const m of merged) m.first = { ...m.first, group: { ...m.first.group, ranks: Array.from({ length: W }, (_, r) => r) } };
+  }
+  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
+  const overlap = new Overlap(traces, b.notes);
+  const stages: Json[] = [], traceTimes: Record<string, number> = {};
+  let prev: MergedCollective | undefined;
+  merged.forEach((m, k) => {
+    const gap = options.computeGaps ? gapBefore(prev, m) : 0;
+    if (gap > 0) stages.push({ id: `gap-${k}`, op: "compute", us: gap });
+    prev = m;
+    // Rescaled, every collective is on the whole world; send_recv shifts over it.
+    const group = W !== traceW || m.first.op === "send" || m.first.op === "recv" ? undefined : b.parts.jobGroup(m.first.group, fileOf(traces, m));
+    const G = group ? m.first.group.ranks.length : W;
+    const sorted = [...m.first.group.ranks].sort((x, y) => x - y);
+    const fields = opFields(m, b, G, (r) => (group ? sorted.indexOf(r) : r));
+    const id = `${String(fields.op).replace(/_/g, "")}-${k}`;
+    const after = overlap.due(m);
+    const stream = overlap.stream(id, m);
+    const inPlace = m.first.inPlace && IN_PLACE_OPS.has(fields.op as never) && !("inputs" in fields) && (fields.op !== "all_to_all" || m.first.inCount % G === 0);
+    stages.push({ id, ...fields, ...(group ? { group } : {}), ...(stream ? { stream } : {}), ...(after.length ? { after } : {}), ...(inPlace ? { inPlace } : {}) });
+    const us = traceUs(m);
+    if (us !== undefined) traceTimes[id] = us;
+  });
+  const oneByte = [...new Set(merged.map((m) => m.first.traceDtype).filter((d) => traceElementBytes(d) === 1))];
+  if (oneByte.length) notes.push(`${oneByte.join(", ")} tensors replay as float16 with half as many elements (the job has no 1-byte dtype): the bytes moved are the trace's, odd counts rounded up by one byte`);
+  notes.push(...b.parts.notes, ...b.notes, ...new Set(traces.flatMap((t) => t.notes)));
+  const dropped = countDropped(traces);
+  const source = {
+    files, format: traces[0].format, schema: traces[0].schema, worldSize: traceW, ranks: traces.map((t) => t.rank),
+    ...(Object.keys(traceTimes).length ? { trace_us: traceTimes } : {}), dropped, notes,
+  };
+  const job: Json = {
+    name: options.name ?? "trace",
+    iterations: 5,
+    warmup: 1,
+    worldSize: W,
+    source,
+    tensors: Object.fromEntries([...b.tensors].sort(([x], [y]) => x.localeCompare(y)).map(([n, s]) => [n, { dtype: s.dtype, count: s.count }])),
+    ...(b.parts.groups.size ? { groups: Object.fromEntries([...b.parts.groups].map(([n, ranks]) => [n, { ranks }])) } : {}),
+    ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
+    stages,
+  };
+  return { job, traces, summary: summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined)) };
+}
+
+function countDropped(traces: RankTrace[]): { what: string; count: number; why: string }[] {
+  const counts = new Map<string, { what: string; count: number; why: string }>();
+  for (const t of traces) {
+    for (const d of t.dropped) {
+      const key = `${d.what}\n${d.why}`;
+      counts.set(key, { what: d.what, count: (counts.get(key)?.count ?? 0) + 1, why: d.why });
+    }
+  }
+  return [...counts.values()];
+}
+
+function bytesOf(c: TraceCollective): number {
+  const size = traceElementBytes(c.traceDtype) ?? ELEMENT_BYTES[c.dtype];
+  return Math.max(c.inCount, c.outCount) * size;
+}
+
+function summarize(
+  job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
+  jobGroup: (g: TraceGroup) => string | undefined,
+): string[] {
+  const lines = traces.map((t) => `${t.file}: ${t.format === "kineto" ? "Kineto trace" : "PyTorch Execution Trace"}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
+  lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
+  const byOp = new Map<string, { n: number; bytes: number }>();
+  for (const m of merged) {
+    const e = byOp.get(m.first.name) ?? { n: 0, bytes: 0 };
+    byOp.set(m.first.name, { n: e.n + 1, bytes: e.bytes + bytesOf(m.first) });
+  }
+  lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
+  for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatSize(e.bytes).padStart(10)}`);
+  const groups = new Map(merged.flatMap((m) => [...m.byRank.values()].map((c) => [c.group.name, c.group] as const)));
+  const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
+  const shown = (g: TraceGroup) => {
+    const job = jobGroup(g);
+    return `"${g.name}" [${listed(g.ranks)}]${job ? ` -> job group ${JSON.stringify(job)}` : g.ranks.length === source.worldSize ? " (the world)" : ""}`;
+  };
+  lines.push(`groups: ${[...groups.values()].map(shown).join("; ")}`);
+  const streams = (job.stages as Json[]).filter((s) => s.stream).length;
+  if (streams) lines.push(`async: ${streams} collective${streams > 1 ? "s" : ""} on a stream of its own until its wait`);
+  lines.push(source.dropped.length ? `dropped: ${source.dropped.map((d) => `${d.count} × ${d.what} (${d.why})`).join("; ")}` : "dropped: nothing");
+  for (const n of source.notes) lines.push(`note: ${n}`);
+  return lines;
+}
+

@@ -1,0 +1,74 @@
+// The neutral form every trace reader produces (DESIGN.md, "Trace import"): one list of collectives per rank,
+// in the rank's order, with ranks already global. The job writer (job.ts) reads only this.
+import type { DType } from "../config/job.js";
+
+/** The ops a trace's collectives become (the job's stage ops, with all_to_allv and the p2p pair). */
+export type TraceOp =
+  | "allreduce" | "broadcast" | "reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "all_to_allv"
+  | "gather" | "scatter" | "send" | "recv" | "barrier";
+
+/** A process group as the trace names it, with its ranks in world numbering (group-local index = position). */
+export interface TraceGroup {
+  name: string;
+  ranks: number[];
+}
+
+export interface TraceCollective {
+  op: TraceOp;
+  /** The trace's own name ("_allgather_base", "allreduce_coalesced"...), for messages and the summary. */
+  name: string;
+  dtype: DType;
+  /** The trace's dtype name ("Float", "Byte"), kept for the source block where the mapping is not exact. */
+  traceDtype: string;
+  /** Elements this rank sends and receives in total, as the trace records them. */
+  inCount: number;
+  outCount: number;
+  /** Several tensors in one call (coalesced): each one's elements. */
+  pieces?: number[];
+  /** all_to_allv: elements to (in) and from (out) each rank of the group, in group order. */
+  inSplits?: number[];
+  outSplits?: number[];
+  group: TraceGroup;
+  /** Rooted ops: the root; send/recv: the peer. World ranks. */
+  root?: number;
+  peer?: number;
+  inPlace: boolean;
+  /** The trace's sequence number, which a later wait names. */
+  seq?: number;
+  /** Waited on later (an async collective): the job runs it on a stream of its own. */
+  async: boolean;
+  /** Index of the first collective after its wait in this rank's list (async only); undefined: none follows. */
+  waitedBefore?: number;
+  /** The trace's duration of the collective (Kineto's kernel `dur`), and its start (for compute gaps). */
+  durUs?: number;
+  tsUs?: number;
+}
+
+export interface Dropped {
+  what: string;
+  why: string;
+}
+
+/** One rank's trace, read. */
+export interface RankTrace {
+  file: string;
+  format: "pytorch-et" | "kineto";
+  schema: string;
+  rank: number;
+  /** How the rank was found ("the trace's distributedInfo", "the file name"...). */
+  rankFrom: string;
+  worldSize: number;
+  groups: TraceGroup[];
+  collectives: TraceCollective[];
+  dropped: Dropped[];
+  notes: string[];
+}
+
+/** Bad input: one line naming the file and what is wrong (exit 2). */
+export class TraceError extends Error {
+  readonly exitCode = 2;
+  constructor(file: string, detail: string) {
+    super(`${file}: ${detail}`);
+    this.name = "TraceError";
+  }
+}

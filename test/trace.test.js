@@ -1,0 +1,327 @@
+// `runner trace import`: every format and version the readers know, from small fixtures written for these
+// tests (test/fixtures/traces/README.md says what each holds), the real ResNet trace from ../shared/traces,
+// and the bad inputs, each one line and exit 2. Replays run the imported job with --check.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { gzipSync } from "node:zlib";
+import { buildJob } from "../dist/trace/job.js";
+import { rankFromFileName } from "../dist/trace/names.js";
+import { readTrace, traceFiles } from "../dist/trace/read.js";
+import { mpirun, mpiTest } from "./helpers/mpi.js";
+import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
+
+const FIXTURES = path.join(REPO, "test/fixtures/traces");
+const fixture = (...p) => path.join(FIXTURES, ...p);
+// CI keeps a copy of shared/ beside the clone; SPMD_SHARED_DIR points elsewhere (a worktree's run).
+const RESNET = path.join(process.env.SPMD_SHARED_DIR ?? path.join(REPO, "..", "shared"), "traces", "resnet-ddp-2rank.et.json.gz");
+
+/** The job and summary that `runner trace import` would write for these files or folders. */
+function imported(paths, options = {}) {
+  const files = traceFiles(paths);
+  return buildJob(files.map(readTrace), files, options);
+}
+
+const byId = (job) => new Map(job.stages.map((s) => [s.id, s]));
+
+/** `runner trace import ARGS`, then `runner launch -n W JOB --check`: the replay's results document. */
+async function importAndReplay(args, W, extra = []) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-"));
+  try {
+    const job = path.join(dir, "job.json");
+    const imp = await runNode([RUNNER, "trace", "import", ...args, "-o", job]);
+    assert.equal(imp.code, 0, imp.stderr);
+    const json = path.join(dir, "r.json");
+    const run = await runNode([RUNNER, "launch", "-n", String(W), job, "--check", "--iterations", "1", "--warmup", "0", "--out", dir, "--json", json, ...extra], {}, 300_000);
+    assert.equal(run.code, 0, run.stderr);
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    for (const row of doc.results) if (row.wrong !== null) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+    const runDir = readdirSync(dir).find((f) => existsSync(path.join(dir, f, "report.html")));
+    const html = runDir ? readFileSync(path.join(dir, runDir, "report.html"), "utf8") : "";
+    return { doc, imp, run, html, job: JSON.parse(readFileSync(job, "utf8")) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("the rank comes from a file name's rank/worker/gpu number, else its last number", () => {
+  assert.equal(rankFromFileName("traces/dlrm_eg_3.json"), 3);
+  assert.equal(rankFromFileName("rank-3.json.gz"), 3);
+  assert.equal(rankFromFileName("worker3_step_12.pt.trace.json"), 3);
+  assert.equal(rankFromFileName("trace.json"), undefined);
+});
+
+test("ET 1.0.1: positional inputs on the node, groups by backend id, every op mapped", () => {
+  const { job } = imported([fixture("et-1.0.1")]);
+  assert.equal(job.worldSize, 2);
+  assert.deepEqual(job.stages.map((s) => s.op), ["allreduce", "all_gather", "broadcast", "reduce_scatter", "allreduce", "send_recv", "all_to_all", "reduce", "gather"]);
+  const [ar, ag, bc, rs, bytes, p2p, a2a, red, ga] = job.stages;
+  // The async allreduce (its wait comes after the all_gather) runs on a stream until the stage after its wait.
+  assert.equal(ar.stream, "async1");
+  assert.deepEqual(bc.after, [ar.id]);
+  assert.equal(ar.inPlace, true);
+  assert.equal(ag.inPlace, undefined);
+  assert.deepEqual(job.tensors[ag.input], { dtype: "float16", count: 300 });
+  assert.equal(bc.root, 1);
+  assert.deepEqual(job.tensors[bc.input], { dtype: "int64", count: 17 });
+  assert.deepEqual(rs.inputs.map((t) => job.tensors[t]), [{ dtype: "bfloat16", count: 64 }, { dtype: "bfloat16", count: 30 }]);
+  assert.equal(rs.coalesced, true);
+  // 7 bytes ride in 4 float16 elements.
+  assert.deepEqual(job.tensors[bytes.input], { dtype: "float16", count: 4 });
+  assert.equal(p2p.shift, 1);
+  assert.deepEqual(job.tensors[a2a.input], { dtype: "float32", count: 40 });
+  assert.deepEqual([red.root, job.tensors[red.input].dtype], [0, "float64"]);
+  assert.deepEqual([ga.root, job.tensors[ga.input]], [1, { dtype: "int32", count: 5 }]);
+  assert.deepEqual(job.source.dropped, [{ what: "wait", count: 2, why: job.source.dropped[0].why }]);
+  assert.deepEqual(job.source.ranks, [0, 1]);
+  assert.equal(job.source.schema, "1.0.1");
+});
+
+test("ET 1.1.0: named attrs, process groups as partitions, group-local roots, waits", () => {
+  const { job, summary } = imported([fixture("et-1.1.0-groups")]);
+  // [0,2] and [1,3] complete each other: one family, whose k-th collectives are one stage run in both groups.
+  assert.deepEqual(job.groups, { pg_4_3: { ranks: [[0, 2], [1, 3]] } });
+  const stages = job.stages.map((s) => [s.op, s.group, s.root]);
+  assert.deepEqual(stages, [
+    ["allreduce", undefined, undefined], ["allreduce", undefined, undefined],
+    ["allreduce", "pg_4_3", undefined], ["broadcast", "pg_4_3", 1], ["reduce_scatter", undefined, undefined],
+  ]);
+  assert.equal(job.stages[0].stream, "async1");
+  assert.deepEqual(job.stages[2].after, [job.stages[0].id]);
+  // _reduce_scatter_base: 200 out per rank, 800 in.
+  assert.equal(job.tensors[job.stages[4].input].count, 800);
+  assert.ok(summary.includes('groups: "0" [0, 1, 2, 3] (the world); "4" [0, 2] -> job group "pg_4_3"; "3" [1, 3] -> job group "pg_4_3"'), summary.join("\n"));
+});
+
+test("a process group that leaves ranks out is completed in rank order, and the notes say so", () => {
+  const traces = traceFiles([fixture("et-1.1.0-groups", "rank1.json")]).map(readTrace);
+  // Rank 1 alone, with a group table that knows only [1, 3]: ranks 0 and 2 make the second group.
+  traces[0].groups = traces[0].groups.filter((g) => g.name !== "4");
+  const { job } = buildJob(traces, []);
+  assert.deepEqual(job.groups, { pg_3: { ranks: [[0, 2], [1, 3]] } });
+  assert.ok(job.source.notes.includes('process group "3" of 2 ranks: ranks 0, 2 (in no traced group of its size) run its collectives too, in groups of 2 in rank order (a job group partitions every rank)'), job.source.notes.join("\n"));
+});
+
+test("ET 1.1.0 with subgroups replays at W=4 with 0 wrong", async () => {
+  const { doc } = await importAndReplay([fixture("et-1.1.0-groups")], 4);
+  assert.equal(doc.results.length, 5);
+  assert.deepEqual(doc.results.filter((r) => r.group).map((r) => [r.group, r.groups]), [["pg_4_3", 2], ["pg_4_3", 2]]);
+});
+
+test("ET 1.0.1 replays at W=2 with 0 wrong, every collective in order", async () => {
+  const { doc, job } = await importAndReplay([fixture("et-1.0.1", "rank0.json"), fixture("et-1.0.1", "rank1.json")], 2);
+  assert.deepEqual(new Set(doc.results.map((r) => r.stage)), new Set(job.stages.map((s) => s.id)));
+});
+
+test("Kineto: kernels ordered by ts, trace_us the slowest rank's, bare kernels dropped, gaps as compute", () => {
+  const { job, summary } = imported([fixture("kineto-2rank")], { computeGaps: true });
+  assert.equal(job.source.format, "kineto");
+  const collectives = job.stages.filter((s) => s.op !== "compute");
+  assert.deepEqual(collectives.map((s) => s.op), ["allreduce", "all_gather", "reduce_scatter", "broadcast"]);
+  // Rank 1's kernels are 1 us longer than rank 0's.
+  assert.deepEqual(collectives.map((s) => job.source.trace_us[s.id]), [311.5, 43.3, 56, 21]);
+  assert.deepEqual(job.tensors[collectives[1].input], { dtype: "bfloat16", count: 1024 });
+  assert.equal(job.tensors[collectives[2].input].count, 4096);
+  // Gaps on rank 0's timeline: 120 us, then 80 + 12 (the bare kernel) + 30, then none.
+  assert.deepEqual(job.stages.filter((s) => s.op === "compute").map((s) => s.us), [120, 122]);
+  assert.deepEqual(job.source.dropped.map((d) => [d.what, d.count]), [["NCCL kernel without collective arguments", 2]]);
+  assert.ok(summary.some((l) => /^dropped: 2 × NCCL kernel/.test(l)), summary.join("\n"));
+});
+
+test("Kineto replay: rows carry trace_us and the table shows it beside the time", async () => {
+  const { doc, run, html } = await importAndReplay([fixture("kineto-2rank")], 2);
+  assert.deepEqual(doc.results.map((r) => r.trace_us), [311.5, 43.3, 56, 21]);
+  assert.match(html, /Replay against the trace/);
+  assert.match(html, /time\s+trace\s+algbw/);
+  assert.equal(doc.source.format, "kineto");
+  assert.match(run.stdout, /time\s+trace\s+algbw/);
+  assert.match(run.stdout, /allreduce-0 .* 311\.50 /);
+});
+
+test("Kineto: a group list cut after 30 ranks is rebuilt from start and stride; one rank stands for all", () => {
+  const { job, summary } = imported([fixture("kineto-64rank")]);
+  const odd = Array.from({ length: 32 }, (_, i) => 2 * i + 1), even = odd.map((r) => r - 1);
+  assert.deepEqual(job.groups, { pg_7: { ranks: [even, odd] } });
+  assert.ok(job.source.notes.some((n) => n.startsWith('process group "7" of 32 ranks: ranks 0, 2, 4, 6,')), job.source.notes.join("\n"));
+  assert.equal(job.worldSize, 64);
+  assert.deepEqual(job.source.ranks, [5]);
+  assert.ok(summary.some((l) => l.includes("rank 5's trace stands for all 64 ranks") && l.includes("missing ranks 0-4, 6-63")), summary.join("\n"));
+});
+
+test("the ResNet DDP trace's comms (a fixture cut from the real one): 3 steps of 2 broadcasts and 5 allreduce buckets", () => {
+  const { job } = imported([fixture("resnet-ddp-rank1.comms.et.json.gz")]);
+  const sizes = [2049000, 7875584, 6563840, 6637568, 2431040];
+  const expected = [0, 1, 2].flatMap(() => [["broadcast", "float32", 53120], ["broadcast", "int64", 53], ...sizes.map((n) => ["allreduce", "float32", n])]);
+  assert.deepEqual(job.stages.map((s) => [s.op, job.tensors[s.input].dtype, job.tensors[s.input].count]), expected);
+  assert.deepEqual(job.stages.filter((s) => s.stream).map((s) => s.id), ["broadcast-0", "broadcast-7", "broadcast-14"]);
+  assert.deepEqual(job.source.notes, ["rank 1's trace stands for all 2 ranks: every rank does the same (no rank-dependent splits), missing rank 0"]);
+});
+
+test("the real ResNet trace (../shared/traces) imports and replays at W=2 with 0 wrong, every collective in order", async () => {
+  assert.ok(existsSync(RESNET), `${RESNET} is missing (CI keeps shared/ beside the clone)`);
+  const { doc, imp, job } = await importAndReplay([RESNET], 2);
+  assert.match(imp.stdout, /rank 1 \(from its collectives' own rank\) of 2, 21 collectives/);
+  assert.match(imp.stdout, /^ {2}allreduce +15 +292\.48 MiB$/m);
+  assert.equal(job.stages.length, 21);
+  // Results come in schedule order, which keeps the trace's.
+  assert.deepEqual(doc.results.map((r) => r.stage), job.stages.map((s) => s.id));
+});
+
+test("--world N rescales a whole-world trace, and refuses one with subgroups naming the first op", async () => {
+  const { job } = imported([fixture("resnet-ddp-rank1.comms.et.json.gz")], { world: 4 });
+  assert.equal(job.worldSize, 4);
+  assert.equal(job.source.worldSize, 2);
+  const p = await runNode([RUNNER, "trace", "import", fixture("et-1.1.0-groups"), "--world", "8"]);
+  assert.equal(p.code, 2);
+  assert.match(p.stderr, /^runner: .*rank0\.json: cannot replay at --world 8: allreduce \(group 4\+3 #0\) runs on process group "4" of 2 of 4 ranks\n$/);
+});
+
+test("--world 3 replays a 2-rank Kineto trace at an odd world size with 0 wrong, each rank's message sizes kept", async () => {
+  const { doc, job } = await importAndReplay([fixture("kineto-2rank"), "--world", "3"], 3);
+  assert.equal(job.worldSize, 3);
+  assert.equal(doc.world_size, 3);
+  // reduce_scatter: 2048 out per rank, so 3 × 2048 in.
+  assert.deepEqual(doc.results.map((r) => [r.op, r.count]), [["allreduce", 262144], ["all_gather", 3072], ["reduce_scatter", 6144], ["broadcast", 999]]);
+});
+
+test("a job that records its world size refuses a launch at another, naming both", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-"));
+  try {
+    const job = path.join(dir, "job.json");
+    assert.equal((await runNode([RUNNER, "trace", "import", fixture("et-1.0.1"), "-o", job])).code, 0);
+    for (const args of [["validate", "-n", "3", job], ["launch", "-n", "3", job]]) {
+      const p = await runNode([RUNNER, ...args]);
+      assert.equal(p.code, 2);
+      assert.match(p.stderr, /^runner: .*job\.json: worldSize: the job runs at 2 ranks only, not 3 \(the trace's world size; [^\n]*\)\n$/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** A trace file in a temporary folder; `runner trace import` on it must exit 2 with one line naming it. */
+async function refuses(name, content, pattern, more = []) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-bad-"));
+  try {
+    const file = path.join(dir, name);
+    writeFileSync(file, content);
+    const p = await runNode([RUNNER, "trace", "import", file, ...more]);
+    assert.equal(p.code, 2, p.stderr);
+    const lines = p.stderr.trimEnd().split("\n");
+    assert.equal(lines.length, 1, p.stderr);
+    assert.ok(lines[0].includes(file), lines[0]);
+    assert.match(lines[0], pattern);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const etText = (file) => readFileSync(fixture(file), "utf8");
+
+test("bad input: each one line, exit 2, naming the file", async () => {
+  await refuses("rank0.json", "{ not json", /not JSON/);
+  await refuses("rank0.json.gz", gzipSync(etText("et-1.0.1/rank0.json")).subarray(0, 300), /truncated gzip/);
+  await refuses("rank0.json", etText("et-1.0.1/rank0.json").replace('"1.0.1"', '"2.0.0"'), /unknown Execution Trace schema "2\.0\.0"/);
+  await refuses("rank0.json", JSON.stringify({ schema: "1.1.0", nodes: [] }), /no collectives to replay/);
+  const kineto = JSON.parse(etText("kineto-2rank/rank0.pt.trace.json"));
+  for (const e of kineto.traceEvents) if (e.cat === "kernel") e.args = {};
+  await refuses("rank0.json", JSON.stringify(kineto), /carry no collective arguments .*ProfilerActivity\.CPU, ProfilerActivity\.CUDA/);
+  await refuses("rank0.json", "[1, 2]", /expected a JSON object/);
+  await refuses("rank0.json", etText("et-1.0.1/rank0.json"), /--compute gaps needs a Kineto trace's timeline/, ["--compute", "gaps"]);
+});
+
+test("a trace without its rank takes the file name's; two files of one rank are refused", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-"));
+  try {
+    const kineto = JSON.parse(etText("kineto-2rank/rank1.pt.trace.json"));
+    delete kineto.distributedInfo.rank;
+    writeFileSync(path.join(dir, "worker1_step_7.json"), JSON.stringify(kineto));
+    const t = readTrace(path.join(dir, "worker1_step_7.json"));
+    assert.deepEqual([t.rank, t.rankFrom], [1, "the file name"]);
+    writeFileSync(path.join(dir, "again.json"), etText("kineto-2rank/rank1.pt.trace.json"));
+    const p = await runNode([RUNNER, "trace", "import", dir]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: .*: rank 1 \(from .*\) again: .* is rank 1 too\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("ranks whose traces disagree are refused, naming the file", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-bad-"));
+  try {
+    writeFileSync(path.join(dir, "rank0.json"), etText("et-1.1.0-groups/rank0.json"));
+    writeFileSync(path.join(dir, "rank1.json"), etText("et-1.1.0-groups/rank1.json").replaceAll('"value": 512', '"value": 513'));
+    const p = await runNode([RUNNER, "trace", "import", dir]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: .*rank1\.json: ranks disagree at group 0 #1: rank 0 has allreduce of 512 Float, rank 1 allreduce of 513 Float\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("all_to_allv with rank-dependent splits needs every rank: the missing ones are named", async () => {
+  const files = [0, 1, 2, 5].map((r) => fixture("a2av-8rank", `dlrm_eg_${r}.et.json`));
+  const p = await runNode([RUNNER, "trace", "import", ...files]);
+  assert.equal(p.code, 2, p.stderr);
+  assert.match(p.stderr, /^runner: .*: alltoall_base \(group 0 #1\) has rank-dependent splits, so it needs every rank's trace: missing ranks 3, 4, 6, 7\n$/);
+});
+
+test("all_to_allv: what i sends j must be what j receives from i", () => {
+  const traces = traceFiles([fixture("a2av-8rank")]).map(readTrace);
+  traces[3].collectives[1].outSplits[6] += 1;
+  assert.throws(() => buildJob(traces, []), /dlrm_eg_3\.et\.json: ranks disagree at group 0 #1 \(alltoall_base\): rank 6 sends rank 3 \d+ elements, rank 3 receives \d+ from it/);
+});
+
+// The counts the 8-rank fixture's ranks record: rank i sends counts[i][j] floats to rank j.
+const A2AV = Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => ((i * 3 + j * 5) % 7) + (i === j ? 0 : i + 1)));
+
+test("all_to_allv: every rank's own splits make the job's counts matrix, the tensor the largest row", () => {
+  const { job } = imported([fixture("a2av-8rank")]);
+  const [, floats, longs] = job.stages;
+  assert.deepEqual(floats.counts, A2AV);
+  assert.deepEqual(job.tensors[floats.input], { dtype: "float32", count: Math.max(...A2AV.map((row) => row.reduce((a, b) => a + b))) });
+  assert.deepEqual(longs.counts, A2AV.map((row) => row.map((n) => 2 * n + 1)));
+  assert.equal(job.tensors[longs.input].dtype, "int64");
+});
+
+/** The 8-rank all_to_allv job, imported into a temporary folder; `fn(job, dir)` runs it. */
+async function withA2avJob(fn) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-a2av-"));
+  try {
+    const job = path.join(dir, "job.json");
+    const imp = await runNode([RUNNER, "trace", "import", fixture("a2av-8rank"), "-o", job]);
+    assert.equal(imp.code, 0, imp.stderr);
+    await fn(job, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Every row checked, none wrong, the all_to_allv rows among them. */
+function checkA2av(doc) {
+  assert.deepEqual(doc.results.map((r) => r.op), ["allreduce", "all_to_allv", "all_to_allv"]);
+  for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+}
+
+for (const backend of ["shm", "tcp"]) {
+  test(`the 8-rank all_to_allv trace (uneven, rank-dependent splits) replays at W=8 on ${backend} with 0 wrong`, async () => {
+    await withA2avJob(async (job, dir) => {
+      const json = path.join(dir, "r.json");
+      const p = await runNode([RUNNER, "launch", "-n", "8", job, "--backend", backend, "--check", "--iterations", "2", "--warmup", "1", "--out", dir, "--json", json], {}, 300_000);
+      assert.equal(p.code, 0, p.stderr);
+      checkA2av(JSON.parse(readFileSync(json, "utf8")));
+    });
+  });
+}
+
+mpiTest("the 8-rank all_to_allv trace replays at W=8 on mpi with 0 wrong", async () => {
+  await withA2avJob(async (job, dir) => {
+    const json = path.join(dir, "r.json");
+    const p = await mpirun(8, [job, "--backend", "mpi", "--check", "--iterations", "2", "--warmup", "1", "--out", dir, "--json", json]);
+    assert.equal(p.code, 0, p.stderr);
+    checkA2av(JSON.parse(readFileSync(json, "utf8")));
+  });
+});
