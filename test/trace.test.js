@@ -134,7 +134,7 @@ test("Kineto replay: rows carry trace_us and the table shows it beside the time"
   const { doc, run, html } = await importAndReplay([fixture("kineto-2rank")], 2);
   assert.deepEqual(doc.results.map((r) => r.trace_us), [311.5, 43.3, 56, 21]);
   assert.match(html, /Replay against the trace/);
-  assert.match(html, /time\s+trace\s+algbw/);
+  assert.match(html, /<th>time<\/th><th>trace<\/th><th>algbw<\/th>/);
   assert.equal(doc.source.format, "kineto");
   assert.match(run.stdout, /time\s+trace\s+algbw/);
   assert.match(run.stdout, /allreduce-0 .* 311\.50 /);

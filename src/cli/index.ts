@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import yargs from "yargs";
+import yargs, { type CommandModule } from "yargs";
 import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
 import { VERSION } from "../version.js";
@@ -23,7 +23,10 @@ function fail(err: unknown): never {
   process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
 }
 
-const COMMAND_NAMES = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, buildCommand].map((c) => String([c.command].flat()[0]).split(" ")[0]!);
+// One list registers the commands and names them in messages, so a new command is never missing from either.
+// (Each module's argument type differs; yargs takes them one at a time, so the list forgets them.)
+const COMMANDS: readonly CommandModule<object, any>[] = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, buildCommand, traceCommand];
+const COMMAND_NAMES = COMMANDS.map((c) => String([c.command].flat()[0]).split(" ")[0]!);
 
 /** Levenshtein distance, for the command a mistyped word was most likely meant to be. */
 function distance(a: string, b: string): number {
@@ -57,17 +60,10 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
     if (stray) throw stray;
     await yargs(argv)
       .scriptName("runner")
-      .command(runCommand)
-      .command(launchCommand)
-      .command(validateCommand)
-      .command(infoCommand)
-      .command(compareCommand)
-      .command(doctorCommand)
-      .command(buildCommand)
-      .command(traceCommand)
+      .command(COMMANDS as CommandModule<object, any>[])
       .strict()
       .updateStrings(CHOICE_STRINGS)
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build, trace)")
+      .demandCommand(1, `give a job file: node runner JOB.json (or a command: ${COMMAND_NAMES.join(", ")})`)
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))
