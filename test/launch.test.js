@@ -5,6 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { launch } from "../dist/launch/launcher.js";
+import { RankErrors } from "../dist/launch/rank-errors.js";
 import { childrenOf, survivors } from "./helpers/procs.js";
 import { spawnRunner } from "./helpers/ranks.js";
 import { writeSlowSweep } from "./helpers/slow-sweep.js";
@@ -254,3 +255,26 @@ test("SIGKILL of runner launch ends its ranks", { timeout: 60_000 }, () =>
     await launcher.exited;
     assert.deepEqual(await survivors(ranks), [], "ranks outlived their launcher");
   }, { iterations: 30, logLevel: "info" }));
+
+test("rank errors under runner launch: each once with the ranks that gave it, details marked as one rank's unless all gave them", () => {
+  const errors = new RankErrors();
+  for (let rank = 0; rank < 16; rank++) assert.ok(errors.take(rank, `runner (rank ${rank}): --out /x: cannot write there: EROFS`));
+  assert.deepEqual(errors.lines(), ["runner (ranks 0-15): --out /x: cannot write there: EROFS"]);
+
+  const fault = new RankErrors();
+  assert.equal(fault.take(0, "[rank 0] info: job long"), false, "not an error line: the caller prints it");
+  assert.equal(fault.take(1, "runner (rank 0): someone else's line"), false);
+  for (const [rank, cause, op] of [[3, "rank 2 died", 7], [1, "rank 3 aborted the job", 5], [0, "rank 3 aborted the job", 6]]) {
+    fault.take(rank, `runner (rank ${rank}): ${cause}`);
+    fault.take(rank, `runner (rank ${rank}):   in flight: #${op} allreduce`);
+    fault.take(rank, `runner (rank ${rank}):   flight records: /r/flight/`);
+  }
+  assert.deepEqual(fault.lines(), [
+    "runner (ranks 0,1): rank 3 aborted the job",
+    "  in flight: #6 allreduce (rank 0)",
+    "  flight records: /r/flight/",
+    "runner (rank 3): rank 2 died",
+    "  in flight: #7 allreduce",
+    "  flight records: /r/flight/",
+  ]);
+});
