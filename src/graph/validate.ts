@@ -1,5 +1,5 @@
 import { applyParams, sweepPoints } from "./sweep.js";
-import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
+import { ConfigError, formatJsonPath, plural, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
 import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
@@ -89,8 +89,8 @@ function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fa
     fail(["inPlace"], `in place, all_to_all needs a count divisible by its ${size} ranks, but "${stage.input}" has ${job.tensors[stage.input]!.count}`);
   }
   if ("root" in stage && stage.root >= size) {
-    const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${worldSize} ranks`;
-    fail(["root"], `root ${stage.root} is ${where} (expected 0..${size - 1})`);
+    const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${plural(worldSize, "rank")}`;
+    fail(["root"], `root ${stage.root} is ${where} (expected ${size > 1 ? `0..${size - 1}` : "0"})`);
   }
 }
 
