@@ -84,6 +84,7 @@ const invalid = [
   ["mean on an integer reduce_scatter", job([{ id: "rs", op: "reduce_scatter", input: "i", reduce: "mean" }]),
     'g.json: stages[0].reduce: "mean" needs a floating-point dtype but tensor "i" is int32'],
   ["root out of range", job([{ id: "g", op: "gather", input: "f", root: 2 }]), "g.json: stages[0].root: root 2 is out of range for 2 ranks (expected 0..1)", 2],
+  ["root out of range for one rank", job([{ id: "g", op: "gather", input: "f", root: 1 }]), "g.json: stages[0].root: root 1 is out of range for 1 rank (expected 0)", 1],
   ["igather root out of range", job([barrier("x"), { id: "ig", op: "igather", input: "f", root: 7 }]),
     "g.json: stages[1].root: root 7 is out of range for 4 ranks (expected 0..3)", 4],
   ["sweep with no tensors", parseJob(JSON.stringify({ name: "s", stages: [barrier("b")], sweep: { count: [8] } }), "g.json"),

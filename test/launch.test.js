@@ -1,12 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { launch } from "../dist/launch/launcher.js";
+import { RankErrors } from "../dist/launch/rank-errors.js";
 import { childrenOf, survivors } from "./helpers/procs.js";
 import { spawnRunner } from "./helpers/ranks.js";
+import { writeSlowSweep } from "./helpers/slow-sweep.js";
 
 const T = { timeout: 30_000 };
 const LAUNCHER_URL = new URL("../dist/launch/launcher.js", import.meta.url).href;
@@ -198,23 +200,14 @@ test("SIGTERM to the launcher is forwarded to every rank", T, async () => {
   for (const m of stdout.matchAll(/^\[\d\] pid (\d+)$/gm)) assertGone(Number(m[1]));
 });
 
-// `runner launch` of a real job, stopped by signals. Four sweep points of about 0.8 s each; rank 0's debug
-// line that starts a point says the points before it finished.
-const SWEEP_JOB = {
-  name: "sweep",
-  iterations: 3,
-  warmup: 0,
-  tensors: { t: { dtype: "float32", count: 64 } },
-  stages: [{ id: "ar", op: "allreduce", input: "t" }, { id: "wait", op: "compute", us: 250_000, after: ["ar"] }],
-  sweep: { count: [16, 32, 64, 128] },
-};
+// `runner launch` of a real job, stopped by signals; rank 0's debug line that starts a sweep point says the
+// points before it finished.
 const pointStarted = (count) => new RegExp(`\\[rank 0\\] debug: running .* at \\{"count":${count},`);
 
 async function withSweep(fn, { iterations = 3, logLevel = "debug" } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-interrupt-"));
   try {
-    const job = path.join(dir, "sweep.json");
-    writeFileSync(job, JSON.stringify({ ...SWEEP_JOB, iterations }));
+    const job = writeSlowSweep(dir, { iterations });
     const out = path.join(dir, "results");
     await fn(spawnRunner(["launch", "-n", "2", job, "--out", out, "--log-level", logLevel]), out);
   } finally {
@@ -262,3 +255,26 @@ test("SIGKILL of runner launch ends its ranks", { timeout: 60_000 }, () =>
     await launcher.exited;
     assert.deepEqual(await survivors(ranks), [], "ranks outlived their launcher");
   }, { iterations: 30, logLevel: "info" }));
+
+test("rank errors under runner launch: each once with the ranks that gave it, details marked as one rank's unless all gave them", () => {
+  const errors = new RankErrors();
+  for (let rank = 0; rank < 16; rank++) assert.ok(errors.take(rank, `runner (rank ${rank}): --out /x: cannot write there: EROFS`));
+  assert.deepEqual(errors.lines(), ["runner (ranks 0-15): --out /x: cannot write there: EROFS"]);
+
+  const fault = new RankErrors();
+  assert.equal(fault.take(0, "[rank 0] info: job long"), false, "not an error line: the caller prints it");
+  assert.equal(fault.take(1, "runner (rank 0): someone else's line"), false);
+  for (const [rank, cause, op] of [[3, "rank 2 died", 7], [1, "rank 3 aborted the job", 5], [0, "rank 3 aborted the job", 6]]) {
+    fault.take(rank, `runner (rank ${rank}): ${cause}`);
+    fault.take(rank, `runner (rank ${rank}):   in flight: #${op} allreduce`);
+    fault.take(rank, `runner (rank ${rank}):   flight records: /r/flight/`);
+  }
+  assert.deepEqual(fault.lines(), [
+    "runner (ranks 0,1): rank 3 aborted the job",
+    "  in flight: #6 allreduce (rank 0)",
+    "  flight records: /r/flight/",
+    "runner (rank 3): rank 2 died",
+    "  in flight: #7 allreduce",
+    "  flight records: /r/flight/",
+  ]);
+});

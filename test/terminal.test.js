@@ -2,27 +2,18 @@
 // progress bar draws. Elsewhere (pipes, CI logs) there is no bar, so only these tests see it.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { REPO, RUNNER } from "./helpers/ranks.js";
+import { writeSlowSweep } from "./helpers/slow-sweep.js";
 
 const T = { timeout: 60_000 };
 const TABLE_HEAD = /# stage +op +algo +size/;
 const HIDE_CURSOR = "\x1b[?25l";
 const SHOW_CURSOR = "\x1b[?25h";
 const STACK_TRACE = /\n\s+at |TypeError|index\.cjs:\d+/;
-
-/** About 3 s of steps: longer than the 2 s after which the bar appears. */
-const SLOW_JOB = {
-  name: "slow",
-  iterations: 3,
-  warmup: 0,
-  tensors: { t: { dtype: "float32", count: 64 } },
-  stages: [{ id: "ar", op: "allreduce", input: "t" }, { id: "wait", op: "compute", us: 250_000, after: ["ar"] }],
-  sweep: { count: [16, 32, 64, 128] },
-};
 
 const quote = (arg) => `'${arg.replaceAll("'", "'\\''")}'`;
 
@@ -41,20 +32,18 @@ function assertCursorBack(shown) {
   assert.ok(shown.lastIndexOf(SHOW_CURSOR) > shown.lastIndexOf(HIDE_CURSOR), "the cursor is shown again at the end");
 }
 
-function withSlowJob(fn) {
+function withSweep(fn) {
   return async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-tty-"));
     try {
-      const job = path.join(dir, "slow.json");
-      writeFileSync(job, JSON.stringify(SLOW_JOB));
-      await fn(job, dir);
+      await fn(writeSlowSweep(dir), dir);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   };
 }
 
-test("a launch on a terminal draws the bar to 100%, prints the table and exits 0", T, withSlowJob(async (job, dir) => {
+test("a launch on a terminal draws the bar to 100%, prints the table and exits 0", T, withSweep(async (job, dir) => {
   const { code, shown } = await onTerminal([process.execPath, RUNNER, "launch", "-n", "2", job, "--out", dir]);
   assert.equal(code, 0, shown);
   assert.doesNotMatch(shown, STACK_TRACE);
@@ -63,13 +52,13 @@ test("a launch on a terminal draws the bar to 100%, prints the table and exits 0
   assertCursorBack(shown);
 }));
 
-test("a quiet launch on a terminal draws nothing, exits 0 and writes the table to the run directory", T, withSlowJob(async (job, dir) => {
+test("a quiet launch on a terminal draws nothing, exits 0 and writes the table to the run directory", T, withSweep(async (job, dir) => {
   const { code, shown } = await onTerminal([process.execPath, RUNNER, "launch", "-n", "2", job, "--out", dir, "--quiet"]);
   assert.equal(code, 0, shown);
   assert.doesNotMatch(shown, STACK_TRACE);
   assert.doesNotMatch(shown, /steps \[/);
   assert.doesNotMatch(shown, TABLE_HEAD);
-  const [run] = readdirSync(dir).filter((d) => d.startsWith("slow-"));
+  const [run] = readdirSync(dir).filter((d) => d.startsWith("sweep-"));
   assert.match(readFileSync(path.join(dir, run, "table.txt"), "utf8"), TABLE_HEAD);
 }));
 

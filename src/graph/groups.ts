@@ -1,5 +1,6 @@
 // Process groups and streams (DESIGN.md, "Graphs, streams and groups"): the partitions a job's `groups`
 // name, resolved against the world, and the lane each stream runs on.
+import { plural } from "../config/errors.js";
 import type { GroupSpec, Job, Stage } from "../config/job.js";
 
 /** Lanes the native backends offer (shm, tcp, hybrid, mpi with MPI_THREAD_MULTIPLE): "main" plus three. */
@@ -35,7 +36,7 @@ function explicitProblem(ranks: readonly (readonly number[])[], worldSize: numbe
   const seen = new Map<number, number>();
   for (const [g, group] of ranks.entries()) {
     for (const r of group) {
-      if (r >= worldSize) return `rank ${r} (group ${g}) is out of range for ${worldSize} ranks`;
+      if (r >= worldSize) return `rank ${r} (group ${g}) is out of range for ${plural(worldSize, "rank")}`;
       if (seen.has(r)) return `rank ${r} is in group ${seen.get(r)} and again in group ${g}`;
       seen.set(r, g);
     }

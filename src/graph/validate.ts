@@ -1,5 +1,5 @@
 import { applyParams, sweepPoints } from "./sweep.js";
-import { ConfigError, formatJsonPath, quoteList } from "../config/errors.js";
+import { ConfigError, formatJsonPath, plural, quoteList } from "../config/errors.js";
 import { stageHasReduce, stageInputs, type DType, type Job, type Stage, type StageOp } from "../config/job.js";
 import { describeGroups, hostsOf, MAX_STREAMS, resolveGroups, streamLanes, streamOf } from "./groups.js";
 import { topologicalOrder } from "./schedule.js";
@@ -114,8 +114,8 @@ function checkRoot(job: Job, stage: Stage, worldSize: number, groups: Groups, fa
   }
   if (stage.op === "all_to_allv") checkCounts(job, stage, parts?.length ?? 1, size, fail);
   if ("root" in stage && stage.root >= size) {
-    const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${worldSize} ranks`;
-    fail(["root"], `root ${stage.root} is ${where} (expected 0..${size - 1})`);
+    const where = parts ? `outside the groups of "${stage.group}" (${describeGroups(parts)})` : `out of range for ${plural(worldSize, "rank")}`;
+    fail(["root"], `root ${stage.root} is ${where} (expected ${size > 1 ? `0..${size - 1}` : "0"})`);
   }
 }
 

@@ -17,17 +17,21 @@ export class RankErrors {
     return true;
   }
 
-  /** Each distinct error once, lowest rank first, naming its ranks; the details are its lowest rank's. */
+  /**
+   * Each distinct error once, lowest rank first, naming its ranks; then its lowest rank's details, each
+   * marked as that rank's unless every rank of the group gave the same (the folder of the flight records).
+   */
   lines(): string[] {
-    const groups = new Map<string, { ranks: number[]; details: string[] }>();
+    const groups = new Map<string, { ranks: number[]; details: string[][] }>();
     for (const [rank, [cause, ...details]] of [...this.blocks].sort(([a], [b]) => a - b)) {
-      const group = groups.get(cause!) ?? { ranks: [], details };
+      const group = groups.get(cause!) ?? { ranks: [], details: [] };
       group.ranks.push(rank);
+      group.details.push(details);
       groups.set(cause!, group);
     }
     return [...groups].flatMap(([cause, { ranks, details }]) => [
       `runner (${describeRanks(ranks)}): ${cause}`,
-      ...details.map((d) => (ranks.length > 1 ? `${d} (${describeRanks([ranks[0]!])})` : d)),
+      ...details[0]!.map((d) => (details.every((other) => other.includes(d)) ? d : `${d} (${describeRanks([ranks[0]!])})`)),
     ]);
   }
 }

@@ -12,10 +12,10 @@ import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace } from "../env/discover.js";
 import type { Place } from "../env/place.js";
 import { execute, type ExecuteOptions } from "../graph/execute.js";
-import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
-import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
 import { checkPlaceMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
+import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
+import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
 import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
@@ -23,6 +23,7 @@ import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
 import { formatTable } from "../report/table.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobToken } from "./identity.js";
@@ -30,7 +31,6 @@ import { gatherHosts, manifest, packageRevision } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
-import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 
 /** In the run directory: each failed rank's flight record, rank<r>.txt. */
 const FLIGHT_DIR = "flight";
