@@ -158,12 +158,22 @@ CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::Objec
     throw makeError(env, e.code(), e.what());
   }
   ops_.start(env, "spmd-communicator");
+  backend_->onFatal([this](const char* code, const std::string& message) { ops_.failRunning(code, message); });
 }
 
 CommunicatorWrap::~CommunicatorWrap() { shutdown(); }
 
 void CommunicatorWrap::shutdown() {
   if (!queue_) return;
+  if (backend_->wedged()) {
+    // An op is stuck inside the library for good, on the thread the teardown would run on, using the
+    // backend: both are left to the process's end, which ends the job.
+    backend_->release();
+    static_cast<void>(backend_.release());
+    queue_.reset();
+    ops_.stop();
+    return;
+  }
   // After the queued ops, on their thread: an MPI backend frees its communicators where it made them.
   runAndWait(*queue_, [this] {
     backend_->release();

@@ -55,6 +55,11 @@ class Runtime {
   std::string threadLevel() const;
   bool oversubscribed() const { return oversubscribed_; }
   Faults& faults() { return *faults_; }
+  // Any thread: a lane is stuck inside MPI for good (Faults::wedge), so finalize() would never run.
+  bool wedged() const {
+    const Faults* f = interruptible_.load(std::memory_order_acquire);
+    return f && f->wedged();
+  }
   // The runtime's own copy of MPI_COMM_WORLD, for bootstrap exchanges.
   MPI_Comm world() const { return world_.get(); }
 
