@@ -1,11 +1,22 @@
 #include "backends/mpi/mpi_collectives.h"
 
+#include <cctype>
 #include <cstring>
 #include <string>
 
 #include "base/partition.h"
 
 namespace spmd::mpi {
+namespace {
+
+// MPI_Allreduce -> MPI_Iallreduce: the nonblocking form's name, for messages.
+std::string nonblocking(const char* call) {
+  std::string name(call);
+  name[4] = char(std::tolower(static_cast<unsigned char>(name[4])));
+  return name.insert(4, "I");
+}
+
+}  // namespace
 MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed)
     : MpiCollectives(lane, std::move(comm), faults, watchdog, oversubscribed,
                      std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr) {}
@@ -54,10 +65,15 @@ void MpiCollectives::blocking(const char* call, size_t bytes, MpiCall&& mpiCall)
   check(mpiCall(), call);
 }
 
-template <typename MpiCall>
-void MpiCollectives::collective(const char* call, size_t bytes, MpiCall&& mpiCall) {
+template <typename Blocking, typename Posting>
+void MpiCollectives::collective(const char* call, size_t bytes, Blocking&& wait, Posting&& post) {
   flight().noteAllPeers();
-  blocking(call, bytes, std::forward<MpiCall>(mpiCall));
+  if (!oversubscribed_) return blocking(call, bytes, std::forward<Blocking>(wait));
+  const std::string icall = nonblocking(call);
+  MPI_Request req;
+  check(post(&req), icall.c_str());
+  if (waiter_.poll({&req, 1}, *deadline_)) return;
+  waiter_.fail({&req, 1}, "waiting for " + icall + " of " + std::to_string(bytes) + " bytes");
 }
 
 void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerElement) {
@@ -75,9 +91,10 @@ void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt
   const size_t bytes = count * elementSize(dt);
   if (!library(OpKind::AllReduce, a, bytes)) return algorithms().allreduce(in, out, count, dt, op, a);
   const int n = mpi::count(count, "MPI_Allreduce");
-  collective("MPI_Allreduce", bytes, [&] {
-    return MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, n, reductionType(dt), reductionOp(op), comm_.get());
-  });
+  const void* send = in == out ? MPI_IN_PLACE : in;
+  collective(
+      "MPI_Allreduce", bytes, [&] { return MPI_Allreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iallreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get(), r); });
 }
 
 void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
@@ -85,34 +102,42 @@ void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DTyp
   if (!library(OpKind::ReduceScatter, a, bytes)) return algorithms().reduceScatter(in, out, count, dt, op, a);
   if (count % size_t(size_) == 0) {  // equal blocks: the simpler call, which libraries tune best
     const int block = mpi::count(count / size_t(size_), "MPI_Reduce_scatter_block");
-    return collective("MPI_Reduce_scatter_block", bytes, [&] {
-      return MPI_Reduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get());
-    });
+    return collective(
+        "MPI_Reduce_scatter_block", bytes,
+        [&] { return MPI_Reduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get(), r); });
   }
   partition(count, "MPI_Reduce_scatter");
-  collective("MPI_Reduce_scatter", bytes,
-           [&] { return MPI_Reduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get()); });
+  collective(
+      "MPI_Reduce_scatter", bytes,
+      [&] { return MPI_Reduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ireduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get(), r); });
 }
 
 void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
   if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms().allGather(in, out, bytes, a);
   const Units u = units(bytes, "MPI_Allgather");
-  collective("MPI_Allgather", bytes * size_t(size_), [&] { return MPI_Allgather(in, u.count, u.type, out, u.count, u.type, comm_.get()); });
+  collective(
+      "MPI_Allgather", bytes * size_t(size_), [&] { return MPI_Allgather(in, u.count, u.type, out, u.count, u.type, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), r); });
 }
 
 void MpiCollectives::gather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms().gather(in, out, bytes, root, a);
   const Units u = units(bytes, "MPI_Gather");
-  collective("MPI_Gather", bytes * size_t(size_), [&] { return MPI_Gather(in, u.count, u.type, out, u.count, u.type, root, comm_.get()); });
+  collective(
+      "MPI_Gather", bytes * size_t(size_), [&] { return MPI_Gather(in, u.count, u.type, out, u.count, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return igather(in, out, bytes, root, r); });
 }
 
-void MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
+int MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
   Units u = units(bytes, "MPI_Igather");
-  check(MPI_Igather(in, u.count, u.type, out, u.count, u.type, root, comm_.get(), req), "MPI_Igather");
+  return MPI_Igather(in, u.count, u.type, out, u.count, u.type, root, comm_.get(), req);
 }
 
-// An MPI_Igather in flight: completed by wait() (MPI_Wait, under the watchdog), or stranded if it is
-// dropped first (an earlier op failed).
+// An MPI_Igather in flight: completed by wait() (as the lane completes its collectives: MPI_Wait under the
+// watchdog, or the Waiter's polls where cores are shared), or stranded if it is dropped first (an earlier
+// op failed).
 class MpiCollectives::PostedRequest : public PostedOp {
  public:
   PostedRequest(MpiCollectives& lane, Transport::Clock::time_point deadline, size_t bytes)
@@ -120,8 +145,12 @@ class MpiCollectives::PostedRequest : public PostedOp {
   ~PostedRequest() override { lane_.waiter_.settle({&req_, 1}); }
   void wait() override {
     // Recorded as all peers when posted (postGather), like every library collective.
-    const Watchdog::Inside inside = lane_.watchdog_.enter(lane_.lane_, "MPI_Igather", bytes_, deadline_, lane_.flight());
-    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Igather)");
+    if (!lane_.oversubscribed_) {
+      const Watchdog::Inside inside = lane_.watchdog_.enter(lane_.lane_, "MPI_Igather", bytes_, deadline_, lane_.flight());
+      return check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Igather)");
+    }
+    if (lane_.waiter_.poll({&req_, 1}, deadline_)) return;
+    lane_.waiter_.fail({&req_, 1}, "waiting for MPI_Igather of " + std::to_string(bytes_) + " bytes");
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
 
@@ -138,14 +167,16 @@ std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, 
   }
   auto posted = std::make_unique<PostedRequest>(*this, *deadline_, bytes * size_t(size_));
   flight().noteAllPeers();
-  igather(in, out, bytes, root, &posted->req_);
+  check(igather(in, out, bytes, root, &posted->req_), "MPI_Igather");
   return posted;
 }
 
 void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Broadcast, a, bytes)) return algorithms().broadcast(data, bytes, root, a);
   const Units u = units(bytes, "MPI_Bcast");
-  collective("MPI_Bcast", bytes, [&] { return MPI_Bcast(data, u.count, u.type, root, comm_.get()); });
+  collective(
+      "MPI_Bcast", bytes, [&] { return MPI_Bcast(data, u.count, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ibcast(data, u.count, u.type, root, comm_.get(), r); });
 }
 
 void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
@@ -153,16 +184,20 @@ void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, R
   if (!library(OpKind::Reduce, a, bytes)) return algorithms().reduce(in, out, count, dt, op, root, a);
   const void* send = rank_ == root && in == out ? MPI_IN_PLACE : in;
   const int n = mpi::count(count, "MPI_Reduce");
-  collective("MPI_Reduce", bytes, [&] { return MPI_Reduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get()); });
+  collective(
+      "MPI_Reduce", bytes, [&] { return MPI_Reduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ireduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get(), r); });
 }
 
 void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
   if (!library(OpKind::Scatter, a, count * esize)) return algorithms().scatter(in, out, count, esize, root, a);
   const Units u = units(esize, "MPI_Scatterv");
   partition(count, "MPI_Scatterv", size_t(u.count));
-  collective("MPI_Scatterv", count * esize, [&] {
-    return MPI_Scatterv(in, counts_.data(), displs_.data(), u.type, out, counts_[size_t(rank_)], u.type, root, comm_.get());
-  });
+  const int mine = counts_[size_t(rank_)];
+  collective(
+      "MPI_Scatterv", count * esize,
+      [&] { return MPI_Scatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get(), r); });
 }
 
 void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
@@ -176,9 +211,10 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
   recvCounts_.assign(size_t(size_), mine);
   recvDispls_.resize(size_t(size_));
   for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
-  collective("MPI_Alltoallv", count * esize, [&] {
-    return MPI_Alltoallv(in, counts_.data(), displs_.data(), u.type, out, recvCounts_.data(), recvDispls_.data(), u.type, comm_.get());
-  });
+  const int *sc = counts_.data(), *sd = displs_.data(), *rc = recvCounts_.data(), *rd = recvDispls_.data();
+  collective(
+      "MPI_Alltoallv", count * esize, [&] { return MPI_Alltoallv(in, sc, sd, u.type, out, rc, rd, u.type, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ialltoallv(in, sc, sd, u.type, out, rc, rd, u.type, comm_.get(), r); });
 }
 
 void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
@@ -190,8 +226,18 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, i
   const SendSpec send{to, in, bytes};
   const RecvSpec recv{from, out, bytes};
   flight().notePeers({&send, 1}, {&recv, 1});
-  blocking("MPI_Sendrecv", bytes,
-           [&] { return MPI_Sendrecv(in, u.count, u.type, to, 0, out, u.count, u.type, from, 0, comm_.get(), MPI_STATUS_IGNORE); });
+  if (!oversubscribed_) {
+    return blocking("MPI_Sendrecv", bytes, [&] {
+      return MPI_Sendrecv(in, u.count, u.type, to, 0, out, u.count, u.type, from, 0, comm_.get(), MPI_STATUS_IGNORE);
+    });
+  }
+  // Where cores are shared: its two nonblocking halves, polled by the Waiter like the collectives.
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check(MPI_Irecv(out, u.count, u.type, from, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
+  check(MPI_Isend(in, u.count, u.type, to, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  if (waiter_.poll(reqs, *deadline_)) return;
+  waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
+               [](size_t i) { return i == 0; });
 }
 
 std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
@@ -203,7 +249,8 @@ std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
 }
 
 void MpiCollectives::barrier() {
-  collective("MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); });
+  collective(
+      "MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_.get(), r); });
 }
 
 }  // namespace spmd::mpi
