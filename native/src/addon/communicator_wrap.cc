@@ -94,6 +94,7 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
     so.size = size;
     so.create = o.boolean("create");
     if (o.has("channelBytes")) so.channelBytes = size_t(o.integer("channelBytes", 1, int64_t(1) << 40));
+    if (o.has("sharesCores")) so.sharesCores = o.boolean("sharesCores");
     if (so.name.size() < 2 || so.name[0] != '/') o.fail("name", "a name that starts with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }
