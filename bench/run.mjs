@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// `npm run bench`: the shm backend against Open MPI on this machine (issue #3).
+// `npm run bench`: the shm backend against Open MPI on this machine (issue #3); with `--backend mpi`, the
+// mpi backend under mpirun against the same (issue #32).
 //
-// For every world size, collective and message size it runs our runner (`runner launch --backend shm`)
-// and Open MPI's own collective (bench/ompi_coll.c under mpirun) on the same points, alternating which
+// For every world size, collective and message size it runs our runner (`runner launch --backend shm`, or
+// `mpirun -np W node runner --backend mpi` with mpirun's default binding) and Open MPI's own collective (bench/ompi_coll.c under mpirun) on the same points, alternating which
 // goes first, in repeated pairs; prints per row both busbw, the median ratio, the memcpy-implied ceiling
 // (bench/bounds.mjs, from a memcpy bandwidth measured in the same run) and both peak RSS; says per target
 // whether it holds; writes <out>/<UTC time>.json with every raw number and, on a full run, regenerates the
@@ -11,6 +12,7 @@
 //
 //   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 pairs; bench/results + docs
 //   npm run bench -- --quick          # under 2 minutes; results to a temporary directory, no docs
+//   npm run bench -- --quick --backend mpi   # the mpi backend: every row within 1.1x MPI's time + 1 us?
 //   node bench/run.mjs --help         # every option
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -79,7 +81,7 @@ async function main() {
         // Alternate who goes first, across groups and across repeats, so drift does not favour one peer.
         const order = (rep + gi) % 2 === 0 ? ["ours", "ompi"] : ["ompi", "ours"];
         for (const peer of order) {
-          const r = peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec) : await runOmpi(g, s.timeoutSec);
+          const r = peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : await runOmpi(g, s.timeoutSec);
           n++;
           const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
           log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
@@ -92,23 +94,23 @@ async function main() {
     // What an idle rank costs: the W = max rank count with an 8-byte allreduce.
     const Wmax = Math.max(...s.worldSizes);
     const idleGroup = { id: `idle-w${Wmax}`, W: Wmax, isolated: true, warmup: 2, iterations: 5, points: [{ op: "allreduce", W: Wmax, nominal: 8, count: 2, bytes: 8 }] };
-    const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec);
+    const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec, s.backend);
     const idleOmpi = await runOmpi(idleGroup, s.timeoutSec);
     if (idleOurs.error || idleOmpi.error) failures++;
     const idle = {
       W: Wmax,
-      command: { ours: oursCommand(idleGroup, "JOB.json", "DIR").slice(1).join(" "), ompi: ompiCommand(idleGroup).join(" ") },
+      command: { ours: oursCommand(idleGroup, "JOB.json", "DIR", s.backend).slice(1).join(" "), ompi: ompiCommand(idleGroup).join(" ") },
       ours: { max: idleOurs.max_rss_kib ? Math.max(...idleOurs.max_rss_kib) : null, median: idleOurs.max_rss_kib ? median(idleOurs.max_rss_kib) : null, per_rank_kib: idleOurs.max_rss_kib ?? null },
       ompi: { max: idleOmpi.max_rss_kib ? Math.max(...idleOmpi.max_rss_kib) : null, median: idleOmpi.max_rss_kib ? median(idleOmpi.max_rss_kib) : null, per_rank_kib: idleOmpi.max_rss_kib ?? null },
     };
 
     const rows = summarize(groups, invocations, { cores, bw: (k) => bwAgg[k] });
-    const targets = evaluateTargets(rows, idle);
+    const targets = evaluateTargets(rows, idle, s.backend);
     const finishedAt = new Date();
     const stamp = finishedAt.toISOString().replace(/[:.]/g, "-");
     const resultsFile = path.join(s.out, `${stamp}.json`);
     const doc = {
-      kind: "spmd-runner bench: shm vs Open MPI",
+      kind: `spmd-runner bench: ${s.backend} vs Open MPI`,
       runner_version: await runVersion(),
       commit: gitCommit(),
       command: commandLine(argv),

@@ -218,20 +218,31 @@ function mpiFault(dir, { W, victim, timeoutSec, fault }) {
   return run.then((p) => ({ ...p, ranks: found.ranks, took: Date.now() - found.at }));
 }
 
-mpiTest("mpirun: a stopped rank (SIGSTOP) is named by the others' roll call at the deadline; the job ends", () =>
-  withDir(async (dir) => {
+/** Stops rank W-1 under mpirun; the others' message must match `blamed`, and the job must end. */
+async function stoppedUnderMpirun(W, blamed) {
+  await withDir(async (dir) => {
     const timeoutSec = 3;
-    const p = await mpiFault(dir, { W: 3, victim: 2, timeoutSec, fault: "SIGSTOP" });
+    const p = await mpiFault(dir, { W, victim: W - 1, timeoutSec, fault: "SIGSTOP" });
     try {
       assert.notEqual(p.code, 0);
       assert.ok(p.took < timeoutSec * 1000 + SLACK_MS, `the job took ${p.took} ms to end`);
-      assert.match(p.stderr, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 did not answer/, p.stderr);
+      assert.match(p.stderr, blamed, p.stderr);
       assert.match(p.stderr, FLIGHT_RECORD);
       assert.deepEqual(await survivors(p.ranks), [], "rank processes left behind");
     } finally {
       for (const pid of p.ranks.filter(alive)) process.kill(pid, "SIGKILL");
     }
-  }));
+  });
+}
+
+// 3 ranks on 2 cores share cores, so they wait in the Waiter's polls of MPI's nonblocking collectives.
+mpiTest("mpirun: a stopped rank (SIGSTOP) is named by the others' roll call at the deadline; the job ends", () =>
+  stoppedUnderMpirun(3, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 did not answer/));
+
+// 2 ranks on 2 cores: mpirun binds each to a core of its own, so they run MPI's blocking collectives,
+// which only the watchdog can end.
+mpiTest("mpirun, a core per rank: the watchdog ends the others' blocking MPI call at the deadline of a stopped rank (SIGSTOP), the roll call names it; the job ends", () =>
+  stoppedUnderMpirun(2, /rank 0\): (stage \w+: )?deadline passed while waiting for MPI_(Allreduce|Gather|Barrier) of \d+ bytes; holding up op #\d+ \([^)]+\): rank 1 did not answer/));
 
 mpiTest("mpirun: a rank stopped before MPI_Init: the others end at the connect deadline naming the MPI call they wait in", () =>
   withDir(async (dir) => {

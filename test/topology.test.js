@@ -3,6 +3,8 @@
 // namespace hosts are in mpirun-hosts.test.js.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import os from "node:os";
+import { describeBinding, parseCpuList, sharesCores } from "../dist/comm/host.js";
 import { contradictions, hostPlace, MPI_SHARED, topologyOf } from "../dist/comm/topology.js";
 import { formatTable } from "../dist/report/table.js";
 
@@ -54,4 +56,23 @@ test("the table's header lists the hosts and their ranks, with links where the r
   const lines = (t) => formatTable(doc(t)).split("\n").slice(0, 2);
   assert.deepEqual(lines({ hosts: roundRobin.hosts }), ["# spmd-runner 0: job j, 4 ranks, backend mpi", "# 2 hosts: a (ranks 0,2), b (ranks 1,3)"]);
   assert.equal(lines({ hosts: [{ name: "vm", ranks: [0, 1, 2, 3] }], links: { shm: 6, tcp: 0 } })[1], "# 1 host: vm (ranks 0-3); links: 6 shm");
+});
+
+test("a rank shares its cores when the host's ranks whose CPU sets overlap its own outnumber its CPUs", () => {
+  assert.deepEqual(parseCpuList("0-2,5,7-8"), [0, 1, 2, 5, 7, 8]);
+  assert.deepEqual(parseCpuList("3"), [3]);
+  // mpirun's default binding: a core per rank, each sees one CPU, none shares.
+  assert.equal(sharesCores([0], [[0], [1]]), false);
+  // unbound, as many ranks as CPUs: each may have one (the spin rule of runner launch before bindings).
+  assert.equal(sharesCores([0, 1], [[0, 1], [0, 1]]), false);
+  // 8 unbound ranks on 2 CPUs; 4 ranks under `taskset -c 0`; two ranks bound to the same core.
+  assert.equal(sharesCores([0, 1], Array(8).fill([0, 1])), true);
+  assert.equal(sharesCores([0], Array(4).fill([0])), true);
+  assert.equal(sharesCores([1], [[0], [1], [1]]), true);
+  // A rank that cannot say counts as bound to every CPU of the machine.
+  const all = os.cpus().length;
+  assert.equal(sharesCores(null, Array(all + 1).fill(null)), true);
+  assert.equal(sharesCores(null, [null]), false);
+  assert.match(describeBinding([0]), all > 1 ? /^CPUs 0 \(bound; \d+ online\)$/ : /^CPUs 0 \(not bound\)$/);
+  assert.equal(describeBinding(null), "unknown (no /proc)");
 });

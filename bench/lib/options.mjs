@@ -99,6 +99,7 @@ const settingsSchema = z.strictObject({
   docs: z.string().min(1).optional(),
   keepRuns: z.boolean(),
   timeoutSec: z.number().positive(),
+  backend: z.enum(["shm", "mpi"]),
 }).superRefine((s, ctx) => {
   if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
 });
@@ -134,6 +135,7 @@ export async function parseOptions(argv) {
     .option("no-docs", { type: "boolean", describe: "Do not touch any Markdown file" })
     .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
     .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
+    .option("backend", { type: "string", default: "shm", describe: "Our side: shm (under `runner launch`) or mpi (under mpirun, its default binding)" })
     .conflicts("quick", "smoke")
     .conflicts("docs", "no-docs")
     .parserConfiguration({ "boolean-negation": false })
@@ -164,9 +166,11 @@ export async function parseOptions(argv) {
     memcpyRepeats: given(a["memcpy-repeats"], preset.memcpyRepeats),
     writeDocs: preset.writeDocs,
     out: a.out,
-    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
+    // The docs' generated section is the shm comparison; an mpi run writes its section only where told.
+    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
+    backend: a.backend,
   };
   const parsed = settingsSchema.safeParse(raw);
   if (!parsed.success) throw new UsageError(describeIssue(parsed.error.issues[0]));

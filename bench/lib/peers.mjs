@@ -71,30 +71,42 @@ function lastJson(stdout) {
 
 const firstLine = (text) => text.trim().split("\n").filter(Boolean).slice(-1)[0] ?? "";
 
-/** The command that runs a group on our side (also what results.json records). */
-export function oursCommand(group, jobFile, outDir) {
-  return [process.execPath, RUNNER, "launch", "-n", String(group.W), "--backend", "shm", jobFile, "--out", outDir, "--quiet",
-    "--iterations", String(group.iterations), "--warmup", String(group.warmup)];
+/**
+ * `mpirun -np W` as a user types it, with its default binding (a core per rank while there are cores to
+ * go round): --oversubscribe lets W exceed the cores, and root needs leave to run.
+ */
+function mpirunArgs(W) {
+  const root = typeof process.getuid === "function" && process.getuid() === 0 ? ["--allow-run-as-root"] : [];
+  return ["mpirun", ...root, "--oversubscribe", "-np", String(W)];
+}
+
+/**
+ * The command that runs a group on our side (also what results.json records): shm under `runner launch`,
+ * or the mpi backend under mpirun, in the same setting as the Open MPI baseline.
+ */
+export function oursCommand(group, jobFile, outDir, backend = "shm") {
+  const rest = [jobFile, "--out", outDir, "--quiet", "--iterations", String(group.iterations), "--warmup", String(group.warmup)];
+  if (backend === "mpi") return [...mpirunArgs(group.W), process.execPath, RUNNER, "--backend", "mpi", ...rest];
+  return [process.execPath, RUNNER, "launch", "-n", String(group.W), "--backend", "shm", ...rest];
 }
 
 export function ompiCommand(group) {
-  const root = typeof process.getuid === "function" && process.getuid() === 0 ? ["--allow-run-as-root"] : [];
-  return ["mpirun", ...root, "--oversubscribe", "-np", String(group.W), OMPI_COLL, ...ompiArgsFor(group)];
+  return [...mpirunArgs(group.W), OMPI_COLL, ...ompiArgsFor(group)];
 }
 
 /**
  * One invocation of our runner for a group: per point the row of results.json (algorithm, size, time,
  * busbw, per-rank averages) and per rank the peak RSS.
  */
-export async function runOurs(group, dir, tag, timeoutSec) {
+export async function runOurs(group, dir, tag, timeoutSec, backend = "shm") {
   const jobFile = path.join(dir, "jobs", `${group.id}.json`);
   mkdirSync(path.dirname(jobFile), { recursive: true });
   writeFileSync(jobFile, JSON.stringify(jobFor(group, Math.max(60, timeoutSec)), null, 2));
   const outDir = path.join(dir, "runs", `${group.id}-${tag}-ours`);
-  const [program, ...args] = oursCommand(group, jobFile, outDir);
+  const [program, ...args] = oursCommand(group, jobFile, outDir, backend);
   const p = await runProcess(program, args, { timeoutMs: timeoutSec * 1000 });
   if (p.code !== 0) {
-    return { error: `runner launch exited ${p.timedOut ? "(timed out) " : ""}${p.code}: ${firstLine(p.stderr) || firstLine(p.stdout)}`, ms: p.ms };
+    return { error: `${backend === "mpi" ? "mpirun" : "runner launch"} exited ${p.timedOut ? "(timed out) " : ""}${p.code}: ${firstLine(p.stderr) || firstLine(p.stdout)}`, ms: p.ms };
   }
   const runs = readdirSync(outDir);
   const doc = JSON.parse(readFileSync(path.join(outDir, runs[0], "results.json"), "utf8"));

@@ -166,6 +166,8 @@ export interface ShmOptions {
   size: number;
   create: boolean;
   channelBytes?: number;
+  /** This rank shares its CPUs with other ranks (comm/host.ts sharesCores): waits sleep soon, never spin long. */
+  sharesCores?: boolean;
 }
 
 /** The tcp backend: over tcp to every rank, or with `local` over shm to the ranks of this host ("shm+tcp"). */

@@ -6,7 +6,7 @@ import { alone, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";
-import { hostIdentity, type HostIdentity } from "./host.js";
+import { cpuBinding, hostIdentity, sharesCores, type HostIdentity } from "./host.js";
 import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
 import { startShm } from "./start-shm.js";
 import { StartupTimeout, underDeadline } from "./startup.js";
@@ -156,6 +156,8 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
 interface Met {
   topo: Topology;
   warnings: string[];
+  /** This rank's CPUs are shared with other ranks of its host (see sharesCores): it must not spin. */
+  sharesCores: boolean;
 }
 
 /**
@@ -165,11 +167,13 @@ interface Met {
 async function meet(boot: Bootstrap, place: Place): Promise<Met> {
   const said: LauncherView = { localRank: place.localRank, localSize: place.localSize, nodeRank: place.nodeRank };
   const mpi = boot instanceof MpiBootstrap ? boot.world.shared : undefined;
-  type Sent = HostIdentity & { said: LauncherView; mpi?: LauncherView };
-  const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said, mpi }))).map((s) => JSON.parse(s) as Sent);
+  type Sent = HostIdentity & { said: LauncherView; mpi?: LauncherView; cpus: number[] | null };
+  const cpus = cpuBinding();
+  const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said, mpi, cpus }))).map((s) => JSON.parse(s) as Sent);
   const topo = topologyOf(all);
   const warnings = [contradictions(topo, all.map((a) => a.said)), mpi && contradictions(topo, all.map((a) => a.mpi!), MPI_SHARED)];
-  return { topo, warnings: warnings.filter((w): w is string => !!w) };
+  const neighbours = all.filter((a) => a.key === all[place.rank]!.key).map((a) => a.cpus);
+  return { topo, warnings: warnings.filter((w): w is string => !!w), sharesCores: sharesCores(cpus, neighbours) };
 }
 
 /** auto once the hosts are known. */
@@ -242,7 +246,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
       comm =
         chosen === "shm"
-          ? await startShm(boot, o.place, topo)
+          ? await startShm(boot, o.place, topo, met.sharesCores)
           : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
       topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;

@@ -34,15 +34,27 @@ Napi::Value AsyncOps::submit(Napi::Env env, Napi::Object owner, OpQueue& queue, 
   if (pending_++ == 0) tsfn_.Ref(env);
   Pending* raw = p.release();
   queue.submit([this, raw] {
+    running_.store(raw, std::memory_order_release);
     try {
       raw->work();
     } catch (const std::exception& e) {
       raw->errorCode = codeOf(e);
       raw->errorMessage = describe(e);
     }
-    tsfn_.BlockingCall(raw);
+    Pending* mine = raw;
+    // Settled here unless failRunning took it first.
+    if (running_.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) tsfn_.BlockingCall(raw);
   });
   return promise;
+}
+
+bool AsyncOps::failRunning(const char* code, const std::string& message) {
+  Pending* p = running_.exchange(nullptr, std::memory_order_acq_rel);
+  if (!p) return false;
+  p->errorCode = code;
+  p->errorMessage = message;
+  tsfn_.BlockingCall(p);
+  return true;
 }
 
 bool runAndWait(OpQueue& queue, std::function<void()> work, std::chrono::milliseconds limit) {

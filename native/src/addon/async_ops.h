@@ -3,6 +3,7 @@
 #pragma once
 #include <napi.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -31,6 +32,10 @@ class AsyncOps {
   void stop();
   // Some submitted work has not settled yet (JS thread).
   bool busy() const { return pending_ > 0; }
+  // Any thread: settles the work running now with the error (code, message), as if it had thrown it; the
+  // work may run on, but what it does later settles nothing. For work that will never return (a rank
+  // stuck inside MPI, which the watchdog gave up on). False when no work is running.
+  bool failRunning(const char* code, const std::string& message);
 
  private:
   static void settle(Napi::Env env, Napi::Function, AsyncOps* self, Pending* p);
@@ -38,6 +43,7 @@ class AsyncOps {
 
   Tsfn tsfn_;
   int pending_ = 0;  // only pending work keeps the process alive
+  std::atomic<Pending*> running_{nullptr};  // the work on the progress thread now; whoever takes it settles it
 };
 
 // Runs `work` on `queue` after what is queued there and blocks until it ran, rethrowing what it threw.

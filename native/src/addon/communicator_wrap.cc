@@ -94,6 +94,7 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
     so.size = size;
     so.create = o.boolean("create");
     if (o.has("channelBytes")) so.channelBytes = size_t(o.integer("channelBytes", 1, int64_t(1) << 40));
+    if (o.has("sharesCores")) so.sharesCores = o.boolean("sharesCores");
     if (so.name.size() < 2 || so.name[0] != '/') o.fail("name", "a name that starts with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }
@@ -158,12 +159,22 @@ CommunicatorWrap::CommunicatorWrap(const Napi::CallbackInfo& info) : Napi::Objec
     throw makeError(env, e.code(), e.what());
   }
   ops_.start(env, "spmd-communicator");
+  backend_->onFatal([this](const char* code, const std::string& message) { ops_.failRunning(code, message); });
 }
 
 CommunicatorWrap::~CommunicatorWrap() { shutdown(); }
 
 void CommunicatorWrap::shutdown() {
   if (!queue_) return;
+  if (backend_->wedged()) {
+    // An op is stuck inside the library for good, on the thread the teardown would run on, using the
+    // backend: both are left to the process's end, which ends the job.
+    backend_->release();
+    static_cast<void>(backend_.release());
+    queue_.reset();
+    ops_.stop();
+    return;
+  }
   // After the queued ops, on their thread: an MPI backend frees its communicators where it made them.
   runAndWait(*queue_, [this] {
     backend_->release();

@@ -121,6 +121,8 @@ Napi::Value MpiBootstrapWrap::finalize(const Napi::CallbackInfo& info) {
   double timeoutMs = timeoutArg(info, 0, "finalize");
   // An interrupt ends whatever op the MPI thread is waiting in, so finalize need not wait for its deadline.
   if (info[1].IsString()) rt_->interrupt(info[1].As<Napi::String>().Utf8Value());
+  // A lane stuck inside MPI for good holds the MPI thread: finalizing is impossible, the exit aborts.
+  if (rt_->wedged()) return Napi::Boolean::New(env, false);
   auto finalized = std::make_shared<bool>(false);
   bool ran = false;
   try {

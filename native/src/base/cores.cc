@@ -1,6 +1,7 @@
 #include "base/cores.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -12,6 +13,11 @@ unsigned usableCores() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool boundToSome() {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 && usableCores() < unsigned(online);
 }
 
 }  // namespace spmd

@@ -6,5 +6,7 @@
 namespace spmd {
 
 unsigned usableCores();  // at least 1
+// Whether a launcher (or taskset, or a cgroup) bound this process to some of the machine's online CPUs.
+bool boundToSome();
 
 }  // namespace spmd

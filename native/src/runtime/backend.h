@@ -1,5 +1,6 @@
 // A started backend: its lanes of collectives and how it is torn down. The communicator owns one.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "base/collectives.h"
@@ -32,6 +33,15 @@ class Backend {
   virtual void enterLane(int) {}
   // Drops whatever names other processes could still find (shm name); safe to call repeatedly.
   virtual void release() {}
+
+  // Where the error of an op that will never return goes (the MPI backend's watchdog, for a lane stuck
+  // inside a blocking MPI call): (code, message), on a thread of the backend's own. A backend whose ops
+  // always return (they wait in code of ours, bounded) never calls it.
+  using FatalHandler = std::function<void(const char* code, const std::string& message)>;
+  virtual void onFatal(FatalHandler) {}
+  // An op was given up on that still runs: the backend cannot be torn down, only left to the process's
+  // end (which ends the job).
+  virtual bool wedged() const { return false; }
 };
 
 }  // namespace spmd

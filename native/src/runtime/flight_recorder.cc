@@ -99,6 +99,11 @@ std::string FlightRecorder::describe(uint64_t seq) const {
   return text;
 }
 
+std::string FlightRecorder::stage(uint64_t seq) const {
+  const FlightEntry* e = find(seq);
+  return e ? std::string(e->stage) : std::string();
+}
+
 std::vector<FlightEntry> FlightRecorder::entries() const {
   std::vector<FlightEntry> out;
   const uint64_t kept = std::min<uint64_t>(written_, kCapacity);

@@ -78,6 +78,8 @@ class FlightRecorder {
   // Presence::position of this lane; any thread may read it while the lane runs.
   uint64_t position() const { return self_.position.load(std::memory_order_relaxed); }
   std::string describe(uint64_t seq) const;
+  // The stage op `seq` ran for, as recorded (truncated to kStageChars); "" once the ring moved past it.
+  std::string stage(uint64_t seq) const;
 
   // Where peers see this lane's position too (shm: a slot in the segment; MPI: the roll-call answerer).
   void mirrorTo(Presence* p) { mirror_ = p; }

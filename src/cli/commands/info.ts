@@ -1,6 +1,7 @@
 // `runner info`: what this build contains and where this process would sit in a job.
 import os from "node:os";
 import type { CommandModule } from "yargs";
+import { cpuBinding, describeBinding } from "../../comm/host.js";
 import { cpuModel, gpuList } from "../../env/devices.js";
 import { VERSION } from "../../version.js";
 
@@ -46,7 +47,8 @@ export const infoCommand: CommandModule<object, object> = {
         (place.nodeRank !== undefined ? `; node ${place.nodeRank}` : "") +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
-      `host: ${os.hostname()}, ${os.availableParallelism()} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+      `host: ${os.hostname()}, ${os.cpus().length} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+      `binding: ${describeBinding(cpuBinding())}`,
       `gpus: ${gpus()}`,
     ];
     console.log(lines.join("\n"));

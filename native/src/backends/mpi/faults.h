@@ -24,6 +24,8 @@ class Faults {
   // True once a notice arrived or abort()/interrupt() ran here. Polls for the notice, and answers roll
   // calls while not aborted; any thread that may call MPI.
   bool aborted();
+  // aborted() as last seen, without polling MPI: any thread, and cheap enough for every op's start.
+  bool noticed() const { return aborted_.load(std::memory_order_acquire); }
   // Who is where, when a deadline passes (see RollCall).
   RollCall& rollCall() { return roll_; }
   // Who aborted and why, for the CommError every later wait throws.
@@ -40,6 +42,11 @@ class Faults {
   // are pending, so the runtime ends such a job with MPI_Abort instead.
   void strand(size_t requests) { stranded_ += requests; }
   size_t stranded() const { return stranded_; }
+
+  // A lane will never come back from the MPI call it is in (the watchdog gave up on it): MPI_Finalize cannot
+  // run, and the job ends with MPI_Abort. Any thread.
+  void wedge() { wedged_.store(true, std::memory_order_release); }
+  bool wedged() const { return wedged_.load(std::memory_order_acquire); }
 
   // On the MPI thread, before MPI_Finalize: withdraws the posted notice receive and the roll call's.
   void close();
@@ -63,6 +70,7 @@ class Faults {
   bool told_ = false;  // the other ranks know (we told them, or the abort is theirs)
   std::string reason_;
   std::atomic<size_t> stranded_{0};
+  std::atomic<bool> wedged_{false};
 };
 
 }  // namespace spmd::mpi

@@ -2,10 +2,11 @@
 
 namespace spmd::mpi {
 
-MpiBackend::MpiBackend(Runtime& rt) : nodeLocal_(Comm::nodeLocal(rt.world())) {
+MpiBackend::MpiBackend(Runtime& rt)
+    : faults_(rt.faults()), nodeLocal_(Comm::nodeLocal(rt.world())), watchdog_(rt.faults(), rt.rank(), rt.multiple()) {
   const int lanes = rt.multiple() ? kMaxLanes : 1;
   for (int i = 0; i < lanes; ++i) {
-    lanes_.push_back(std::make_unique<MpiCollectives>(i, Comm::dup(rt.world()), rt.faults(), rt.oversubscribed()));
+    lanes_.push_back(std::make_unique<MpiCollectives>(i, Comm::dup(rt.world()), rt.faults(), watchdog_, rt.oversubscribed()));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "backends/mpi/mpi_collectives.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -9,22 +10,25 @@
 namespace spmd::mpi {
 namespace {
 
-std::string waitingFor(const char* call, size_t bytes) {
-  return std::string("waiting for ") + call + " of " + std::to_string(bytes) + " bytes";
+// MPI_Allreduce -> MPI_Iallreduce: the nonblocking form's name, for messages.
+std::string nonblocking(const char* call) {
+  std::string name(call);
+  name[4] = char(std::tolower(static_cast<unsigned char>(name[4])));
+  return name.insert(4, "I");
 }
 
 }  // namespace
-
-MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed)
-    : MpiCollectives(lane, std::move(comm), faults, oversubscribed,
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed)
+    : MpiCollectives(lane, std::move(comm), faults, watchdog, oversubscribed,
                      std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr) {}
 
-MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed, Deadline deadline,
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, Deadline deadline,
                                FlightRecorder* laneFlight)
     : comm_(std::move(comm)),
       rank_(comm_.rank()),
       size_(comm_.size()),
       faults_(faults),
+      watchdog_(watchdog),
       oversubscribed_(oversubscribed),
       waiter_(faults, oversubscribed),
       transport_(comm_.get(), rank_, size_, waiter_),
@@ -54,10 +58,23 @@ TransportCollectives& MpiCollectives::algorithms() {
   return algorithms_;
 }
 
-void MpiCollectives::complete(MPI_Request& req, const char* call, size_t bytes) {
+template <typename MpiCall>
+void MpiCollectives::blocking(const char* call, size_t bytes, MpiCall&& mpiCall) {
+  // Another rank gave up while this one was between ops: the op would wait for it forever.
+  if (faults_.noticed()) throw CommError(code::kAborted, faults_.reason());
+  const Watchdog::Inside inside = watchdog_.enter(lane_, call, bytes, *deadline_, flight());
+  check(mpiCall(), call);
+}
+
+template <typename Blocking, typename Posting>
+void MpiCollectives::collective(const char* call, size_t bytes, Blocking&& wait, Posting&& post) {
   flight().noteAllPeers();
+  if (!oversubscribed_) return blocking(call, bytes, std::forward<Blocking>(wait));
+  const std::string icall = nonblocking(call);
+  MPI_Request req;
+  check(post(&req), icall.c_str());
   if (waiter_.poll({&req, 1}, *deadline_)) return;
-  waiter_.fail({&req, 1}, waitingFor(call, bytes));
+  waiter_.fail({&req, 1}, "waiting for " + icall + " of " + std::to_string(bytes) + " bytes");
 }
 
 void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerElement) {
@@ -74,64 +91,72 @@ void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerEl
 void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t bytes = count * elementSize(dt);
   if (!library(OpKind::AllReduce, a, bytes)) return algorithms().allreduce(in, out, count, dt, op, a);
-  MPI_Request req;
-  check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, mpi::count(count, "MPI_Iallreduce"), reductionType(dt),
-                       reductionOp(op), comm_.get(), &req),
-        "MPI_Iallreduce");
-  complete(req, "MPI_Iallreduce", bytes);
+  const int n = mpi::count(count, "MPI_Allreduce");
+  const void* send = in == out ? MPI_IN_PLACE : in;
+  collective(
+      "MPI_Allreduce", bytes, [&] { return MPI_Allreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iallreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get(), r); });
 }
 
 void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   const size_t bytes = count * elementSize(dt);
   if (!library(OpKind::ReduceScatter, a, bytes)) return algorithms().reduceScatter(in, out, count, dt, op, a);
-  MPI_Request req;
   if (count % size_t(size_) == 0) {  // equal blocks: the simpler call, which libraries tune best
-    check(MPI_Ireduce_scatter_block(in, out, mpi::count(count / size_t(size_), "MPI_Ireduce_scatter_block"),
-                                    reductionType(dt), reductionOp(op), comm_.get(), &req),
-          "MPI_Ireduce_scatter_block");
-    return complete(req, "MPI_Ireduce_scatter_block", bytes);
+    const int block = mpi::count(count / size_t(size_), "MPI_Reduce_scatter_block");
+    return collective(
+        "MPI_Reduce_scatter_block", bytes,
+        [&] { return MPI_Reduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get()); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get(), r); });
   }
-  partition(count, "MPI_Ireduce_scatter");
-  check(MPI_Ireduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get(), &req),
-        "MPI_Ireduce_scatter");
-  complete(req, "MPI_Ireduce_scatter", bytes);
+  partition(count, "MPI_Reduce_scatter");
+  collective(
+      "MPI_Reduce_scatter", bytes,
+      [&] { return MPI_Reduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ireduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get(), r); });
 }
 
 void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
   if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms().allGather(in, out, bytes, a);
-  Units u = units(bytes, "MPI_Iallgather");
-  MPI_Request req;
-  check(MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), &req), "MPI_Iallgather");
-  complete(req, "MPI_Iallgather", bytes * size_t(size_));
+  const Units u = units(bytes, "MPI_Allgather");
+  collective(
+      "MPI_Allgather", bytes * size_t(size_), [&] { return MPI_Allgather(in, u.count, u.type, out, u.count, u.type, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), r); });
 }
 
 void MpiCollectives::gather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms().gather(in, out, bytes, root, a);
-  MPI_Request req;
-  igather(in, out, bytes, root, &req);
-  complete(req, "MPI_Igather", bytes * size_t(size_));
+  const Units u = units(bytes, "MPI_Gather");
+  collective(
+      "MPI_Gather", bytes * size_t(size_), [&] { return MPI_Gather(in, u.count, u.type, out, u.count, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return igather(in, out, bytes, root, r); });
 }
 
-void MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
+int MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
   Units u = units(bytes, "MPI_Igather");
-  check(MPI_Igather(in, u.count, u.type, out, u.count, u.type, root, comm_.get(), req), "MPI_Igather");
+  return MPI_Igather(in, u.count, u.type, out, u.count, u.type, root, comm_.get(), req);
 }
 
-// An MPI_Igather in flight: completed by wait(), or stranded if it is dropped first (an earlier op failed).
+// An MPI_Igather in flight: completed by wait() (as the lane completes its collectives: MPI_Wait under the
+// watchdog, or the Waiter's polls where cores are shared), or stranded if it is dropped first (an earlier
+// op failed).
 class MpiCollectives::PostedRequest : public PostedOp {
  public:
-  PostedRequest(Waiter& waiter, Transport::Clock::time_point deadline, size_t bytes)
-      : waiter_(waiter), deadline_(deadline), bytes_(bytes) {}
-  ~PostedRequest() override { waiter_.settle({&req_, 1}); }
+  PostedRequest(MpiCollectives& lane, Transport::Clock::time_point deadline, size_t bytes)
+      : lane_(lane), deadline_(deadline), bytes_(bytes) {}
+  ~PostedRequest() override { lane_.waiter_.settle({&req_, 1}); }
   void wait() override {
     // Recorded as all peers when posted (postGather), like every library collective.
-    if (waiter_.poll({&req_, 1}, deadline_)) return;
-    waiter_.fail({&req_, 1}, waitingFor("MPI_Igather", bytes_));
+    if (!lane_.oversubscribed_) {
+      const Watchdog::Inside inside = lane_.watchdog_.enter(lane_.lane_, "MPI_Igather", bytes_, deadline_, lane_.flight());
+      return check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Igather)");
+    }
+    if (lane_.waiter_.poll({&req_, 1}, deadline_)) return;
+    lane_.waiter_.fail({&req_, 1}, "waiting for MPI_Igather of " + std::to_string(bytes_) + " bytes");
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
 
  private:
-  Waiter& waiter_;
+  MpiCollectives& lane_;
   Transport::Clock::time_point deadline_;
   size_t bytes_;
 };
@@ -141,48 +166,49 @@ std::unique_ptr<PostedOp> MpiCollectives::postGather(const void* in, void* out, 
     algorithms().gather(in, out, bytes, root, a);
     return std::make_unique<CompletedOp>();
   }
-  auto posted = std::make_unique<PostedRequest>(waiter_, *deadline_, bytes * size_t(size_));
+  auto posted = std::make_unique<PostedRequest>(*this, *deadline_, bytes * size_t(size_));
   flight().noteAllPeers();
-  igather(in, out, bytes, root, &posted->req_);
+  check(igather(in, out, bytes, root, &posted->req_), "MPI_Igather");
   return posted;
 }
 
 void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Broadcast, a, bytes)) return algorithms().broadcast(data, bytes, root, a);
-  Units u = units(bytes, "MPI_Ibcast");
-  MPI_Request req;
-  check(MPI_Ibcast(data, u.count, u.type, root, comm_.get(), &req), "MPI_Ibcast");
-  complete(req, "MPI_Ibcast", bytes);
+  const Units u = units(bytes, "MPI_Bcast");
+  collective(
+      "MPI_Bcast", bytes, [&] { return MPI_Bcast(data, u.count, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ibcast(data, u.count, u.type, root, comm_.get(), r); });
 }
 
 void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
   const size_t bytes = count * elementSize(dt);
   if (!library(OpKind::Reduce, a, bytes)) return algorithms().reduce(in, out, count, dt, op, root, a);
   const void* send = rank_ == root && in == out ? MPI_IN_PLACE : in;
-  MPI_Request req;
-  check(MPI_Ireduce(send, out, mpi::count(count, "MPI_Ireduce"), reductionType(dt), reductionOp(op), root, comm_.get(), &req),
-        "MPI_Ireduce");
-  complete(req, "MPI_Ireduce", bytes);
+  const int n = mpi::count(count, "MPI_Reduce");
+  collective(
+      "MPI_Reduce", bytes, [&] { return MPI_Reduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ireduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get(), r); });
 }
 
 void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
   if (!library(OpKind::Scatter, a, count * esize)) return algorithms().scatter(in, out, count, esize, root, a);
-  const Units u = units(esize, "MPI_Iscatterv");
-  partition(count, "MPI_Iscatterv", size_t(u.count));
-  MPI_Request req;
-  check(MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, counts_[size_t(rank_)], u.type, root, comm_.get(), &req),
-        "MPI_Iscatterv");
-  complete(req, "MPI_Iscatterv", count * esize);
+  const Units u = units(esize, "MPI_Scatterv");
+  partition(count, "MPI_Scatterv", size_t(u.count));
+  const int mine = counts_[size_t(rank_)];
+  collective(
+      "MPI_Scatterv", count * esize,
+      [&] { return MPI_Scatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get(), r); });
 }
 
 void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
   // Block j of the input goes to rank j; every rank sends this rank its block r, so each arrives with
   // this rank's block length, rank-major. Elements travel as the units units() picks for one element, so
   // elements of any size work (the estimating ops exchange records of hundreds of bytes).
-  const Units u = units(esize, "MPI_Ialltoallv");
-  partition(count, "MPI_Ialltoallv", size_t(u.count));
+  const Units u = units(esize, "MPI_Alltoallv");
+  partition(count, "MPI_Alltoallv", size_t(u.count));
   const int mine = counts_[size_t(rank_)];
-  mpi::count(size_t(mine) * size_t(size_), "MPI_Ialltoallv");
+  mpi::count(size_t(mine) * size_t(size_), "MPI_Alltoallv");
   recvCounts_.assign(size_t(size_), mine);
   recvDispls_.resize(size_t(size_));
   for (int j = 0; j < size_; ++j) recvDispls_[size_t(j)] = j * mine;
@@ -191,9 +217,9 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
 
 void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
   if (!library(OpKind::AllToAllv, a, c.sent() * esize)) return algorithms().allToAllv(in, out, c, esize, a);
-  const Units u = units(esize, "MPI_Ialltoallv");
+  const Units u = units(esize, "MPI_Alltoallv");
   // Every offset fits once the totals do (validation refuses larger matrices for this backend first).
-  mpi::count(std::max(c.sent(), c.received()) * size_t(u.count), "MPI_Ialltoallv");
+  mpi::count(std::max(c.sent(), c.received()) * size_t(u.count), "MPI_Alltoallv");
   const auto ints = [&](const std::vector<size_t>& from, std::vector<int>& to) {
     to.resize(from.size());
     for (size_t j = 0; j < from.size(); ++j) to[j] = int(from[j] * size_t(u.count));
@@ -205,26 +231,32 @@ void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts&
   alltoallv(in, out, u.type, c.sent() * esize);
 }
 
+/** Both all-to-alls, with the counts and displacements already in counts_, displs_, recvCounts_ and recvDispls_. */
 void MpiCollectives::alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes) {
-  MPI_Request req;
-  check(MPI_Ialltoallv(in, counts_.data(), displs_.data(), type, out, recvCounts_.data(), recvDispls_.data(), type, comm_.get(), &req),
-        "MPI_Ialltoallv");
-  complete(req, "MPI_Ialltoallv", bytes);
+  const int *sc = counts_.data(), *sd = displs_.data(), *rc = recvCounts_.data(), *rd = recvDispls_.data();
+  collective(
+      "MPI_Alltoallv", bytes, [&] { return MPI_Alltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get()); },
+      [&](MPI_Request* r) { return MPI_Ialltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get(), r); });
 }
 
 void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
-  // MPI_Sendrecv as its two nonblocking halves, so the Waiter bounds it like every other op.
   if (to == rank_ && from == rank_) {
     if (bytes) std::memcpy(out, in, bytes);
     return;
   }
-  Units u = units(bytes, "MPI_Isend");
-  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  check(MPI_Irecv(out, u.count, u.type, from, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
-  check(MPI_Isend(in, u.count, u.type, to, 0, comm_.get(), &reqs[1]), "MPI_Isend");
+  const Units u = units(bytes, "MPI_Sendrecv");
   const SendSpec send{to, in, bytes};
   const RecvSpec recv{from, out, bytes};
   flight().notePeers({&send, 1}, {&recv, 1});
+  if (!oversubscribed_) {
+    return blocking("MPI_Sendrecv", bytes, [&] {
+      return MPI_Sendrecv(in, u.count, u.type, to, 0, out, u.count, u.type, from, 0, comm_.get(), MPI_STATUS_IGNORE);
+    });
+  }
+  // Where cores are shared: its two nonblocking halves, polled by the Waiter like the collectives.
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  check(MPI_Irecv(out, u.count, u.type, from, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
+  check(MPI_Isend(in, u.count, u.type, to, 0, comm_.get(), &reqs[1]), "MPI_Isend");
   if (waiter_.poll(reqs, *deadline_)) return;
   waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
                [](size_t i) { return i == 0; });
@@ -235,13 +267,12 @@ std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
   // completes every rank is alive and about to split.
   barrier();
   return std::unique_ptr<Collectives>(
-      new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, oversubscribed_, deadline_, flight_));
+      new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, watchdog_, oversubscribed_, deadline_, flight_));
 }
 
 void MpiCollectives::barrier() {
-  MPI_Request req;
-  check(MPI_Ibarrier(comm_.get(), &req), "MPI_Ibarrier");
-  complete(req, "MPI_Ibarrier", 0);
+  collective(
+      "MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_.get(), r); });
 }
 
 }  // namespace spmd::mpi

@@ -1,11 +1,15 @@
-// One lane of the MPI backend. Auto runs the MPI library's own collective (nonblocking, completed by the
-// Waiter so deadlines and aborts hold); a job that names ring, tree or direct gets the shared algorithm
-// over MpiTransport, so the same algorithm can be compared across backends.
+// One lane of the MPI backend. Auto runs the MPI library's own collective. Where the rank has a core of
+// its own (mpirun's default binding, or no more ranks than cores), that is the blocking call on the lane's
+// thread, as an MPI program runs it, with the Watchdog holding its deadline; where ranks share cores (8 on
+// 2), the nonblocking form polled by the Waiter with sleeps, so a waiting rank leaves the core to the
+// ranks with work (MPI's blocking calls spin). igather is nonblocking either way: overlap is its point. A job that names ring, tree or direct gets the shared
+// algorithm over MpiTransport, so the same algorithm can be compared across backends.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "backends/mpi/mpi_transport.h"
+#include "backends/mpi/watchdog.h"
 #include "runtime/transport_collectives.h"
 
 namespace spmd::mpi {
@@ -13,7 +17,7 @@ namespace spmd::mpi {
 class MpiCollectives : public Collectives {
  public:
   // `comm`: lane `lane`'s own communicator (a lane's ops may run beside the other lane's).
-  MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed);
+  MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -42,14 +46,21 @@ class MpiCollectives : public Collectives {
   using Deadline = std::shared_ptr<Transport::Clock::time_point>;
   // A lane's split: shares the lane's deadline cell, so the deadline the executor sets on the lane holds,
   // and records into the lane's recorder (`laneFlight`; null for a lane itself).
-  MpiCollectives(int lane, Comm comm, Faults& faults, bool oversubscribed, Deadline deadline, FlightRecorder* laneFlight);
+  MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, Deadline deadline,
+                 FlightRecorder* laneFlight);
   class PostedRequest;
   // The shared algorithms, their deadline brought up to date (a split's may have changed on its lane).
   TransportCollectives& algorithms();
   bool library(OpKind kind, Algo a, size_t bytes) const { return resolve(kind, a, bytes) == Algo::Mpi; }
-  // Waits for a library collective's request; `call` and `bytes` name it if the wait fails.
-  void complete(MPI_Request& req, const char* call, size_t bytes);
-  void igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);
+  // Runs `mpiCall` (the library's blocking `call`, moving `bytes`) under the watchdog; an abort noticed
+  // before it starts ends the op here instead.
+  template <typename MpiCall>
+  void blocking(const char* call, size_t bytes, MpiCall&& mpiCall);
+  // A collective over every rank of the communicator: blocking(call, bytes, wait) where the rank has a
+  // core of its own, else `post(&request)` (its nonblocking form) completed by the Waiter.
+  template <typename Blocking, typename Posting>
+  void collective(const char* call, size_t bytes, Blocking&& wait, Posting&& post);
+  int igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);  // MPI's return code
   // Partition{count, W} as MPI counts and displacements, for the v-variants, in units of which an element
   // holds `unitsPerElement`.
   void partition(size_t count, const char* call, size_t unitsPerElement = 1);
@@ -59,6 +70,7 @@ class MpiCollectives : public Collectives {
   Comm comm_;
   int rank_, size_;
   Faults& faults_;
+  Watchdog& watchdog_;
   bool oversubscribed_;
   Waiter waiter_;
   MpiTransport transport_;

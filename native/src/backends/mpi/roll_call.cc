@@ -8,8 +8,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Long enough for a waiting rank to notice the probe between its sleeps (at most 128 us) even on a busy
-// machine; short, since it delays the error of every rank that times out.
+// Long enough for a rank's watchdog to notice the probe between its ticks (10 ms) even on a busy machine;
+// short, since it delays the error of every rank that times out.
 constexpr auto kLimit = std::chrono::milliseconds(1000);
 constexpr auto kPause = std::chrono::milliseconds(1);
 // How long close() lets answers in flight finish (they are small: MPI sends them eagerly).

@@ -1,8 +1,8 @@
 // Who is where, asked over MPI when a deadline passes. MPI cannot say which rank is missing from a
 // collective, so the rank whose deadline passed asks every other rank for its place in the op sequence
-// (a probe on a communicator of its own) and waits a bounded time for the answers. Ranks answer from their
-// wait loops, so a rank that is stopped, or busy outside communication (a long compute stage), does not
-// answer: that silence is the finding.
+// (a probe on a communicator of its own) and waits a bounded time for the answers. Ranks answer from the
+// watchdog's thread (and from the waits of the bootstrap), so a rank that is stopped does not answer: that
+// silence is the finding.
 #pragma once
 #include <array>
 #include <list>

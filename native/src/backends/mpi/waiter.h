@@ -1,6 +1,8 @@
-// How a thread waits for MPI requests: never inside a blocking MPI call, but polling MPI_Testsome, first
-// yielding the core and then sleeping longer and longer. Ranks that share cores (8 ranks on 2) leave them
-// to the ranks with work, and the deadline, an abort notice or an interrupt can end the wait.
+// How a thread waits for MPI requests where no watchdog holds the deadline (the bootstrap's exchanges, the
+// named algorithms' point-to-point messages, requests given up on): never inside a blocking MPI call, but
+// polling MPI_Testsome, first yielding the core and then sleeping longer and longer. Ranks that share cores
+// (8 ranks on 2) leave them to the ranks with work, and the deadline, an abort notice or an interrupt can
+// end the wait. The backend's library collectives do not wait here: see watchdog.h.
 #pragma once
 #include <chrono>
 #include <functional>

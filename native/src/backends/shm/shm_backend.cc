@@ -9,6 +9,7 @@ ShmBackend::ShmBackend(const ShmOptions& o)
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
+    if (o.sharesCores) t->shareCores(*o.sharesCores);
     collectives_[i] = std::make_unique<SharedCollectives>(segment_, *t, i, [t](const std::string& why) { t->abort(why); });
     FlightRecorder& flight = collectives_[i]->flight();
     flight.mirrorTo(&segment_.presence(i, o.rank));

@@ -2,6 +2,7 @@
 // shm's own shared algorithms and the transport algorithms.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backends/shm/segment.h"
@@ -19,6 +20,9 @@ struct ShmOptions {
   size_t channelBytes = 256 * 1024;
   size_t slotBytes = 256 * 1024;
   int slots = 4;
+  // This rank's CPUs are shared with other ranks, as the ranks found from their bindings; unset: judged
+  // from this process's CPU count alone (ShmTransport).
+  std::optional<bool> sharesCores;
 };
 
 class ShmBackend : public Backend {

@@ -25,8 +25,14 @@ constexpr int64_t kSleepSliceNs = 50'000'000;
 ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks)
     : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
-  // Spinning only pays when every rank has a core; oversubscribed ranks yield the core at once.
-  spinLimit_ = unsigned(seg.worldSize()) > usableCores() ? 2 : 4000;
+  // Without word from the ranks' bindings: as if every rank may run on every CPU this one may.
+  shareCores(unsigned(seg.worldSize()) > usableCores());
+}
+
+void ShmTransport::shareCores(bool shares) {
+  // Spinning only pays when this rank has a core of its own (mpirun's default binding gives it one, though
+  // it sees a single CPU); ranks that share cores yield them at once.
+  spinLimit_ = shares ? 2 : 4000;
 }
 
 size_t ShmTransport::push(int to, const uint8_t* src, size_t bytes) {

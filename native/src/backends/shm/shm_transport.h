@@ -17,6 +17,8 @@ class ShmTransport : public InterruptibleTransport {
   // `rank`: this process's place in the segment. `jobRanks[i]`: the job's rank of segment member i, for
   // messages, when the segment holds only this host's ranks of the job (empty: the same numbers).
   ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks = {});
+  // Whether this rank's CPUs are shared with other ranks: its waits then yield at once instead of spinning.
+  void shareCores(bool shares);
   int rank() const override { return rank_; }
   int size() const override { return seg_.worldSize(); }
   void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override;
