@@ -5,6 +5,7 @@ import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
 import { compareCommand } from "./commands/compare.js";
 import { doctorCommand } from "./commands/doctor.js";
+import { expCommand } from "./commands/exp.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
 import { runCommand } from "./commands/run.js";
@@ -30,9 +31,10 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
       .command(infoCommand)
       .command(compareCommand)
       .command(doctorCommand)
+      .command(expCommand)
       .command(buildCommand)
       .strict()
-      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, build)")
+      .demandCommand(1, "give a job file: node runner JOB.json (or a command: run, launch, validate, info, doctor, compare, exp, build)")
       .version(VERSION)
       .help()
       .wrap(Math.min(120, process.stdout.columns ?? 100))

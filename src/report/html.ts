@@ -1,6 +1,6 @@
 import type { DoctorResult, ResultDocument } from "../results.js";
 
-const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+export const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 function doctorOutliers(d: DoctorResult): string {
   const items = d.outliers.map((o) => (o.kind === "link" ? `link ${o.hosts.join(" ↔ ")}: ${o.gbps.toFixed(3)} GB/s` : `host ${o.host}: ${o.why}`));

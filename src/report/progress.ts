@@ -14,8 +14,8 @@ export const PROGRESS_FD_ENV = "SPMD_PROGRESS_FD";
 
 const none: Progress = { update: () => {}, stop: () => {} };
 
-/** A progress bar on stderr that appears once a run has lasted a couple of seconds. */
-export function progressBar(): Progress {
+/** A progress bar on stderr that appears once a run has lasted a couple of seconds; `unit` names what it counts. */
+export function progressBar(unit = "steps"): Progress {
   const started = Date.now();
   let bar: cliProgress.SingleBar | undefined;
   return {
@@ -23,7 +23,7 @@ export function progressBar(): Progress {
       if (!bar && Date.now() - started < SHOW_AFTER_MS) return;
       if (!bar) {
         bar = new cliProgress.SingleBar(
-          { format: "steps [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}", stream: process.stderr, hideCursor: true },
+          { format: `${unit} [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}`, stream: process.stderr, hideCursor: true },
           cliProgress.Presets.shades_classic,
         );
         bar.start(total, done);

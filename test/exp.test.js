@@ -1,0 +1,246 @@
+// Experiment campaigns (`runner exp`): plan, run with a failing point and --fail-fast, resume, status, query,
+// report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { PNG } from "pngjs";
+import { findProcesses, survivors } from "./helpers/procs.js";
+import { RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
+import { withTempDir } from "./helpers/tmp.js";
+
+const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
+const exp = (args, timeoutMs = 300_000) => runNode([RUNNER, "exp", ...args], {}, timeoutMs);
+
+const tinyJob = {
+  name: "tiny", iterations: 3, warmup: 1, check: true,
+  tensors: { t: { dtype: "float32", count: 4096 } },
+  stages: [{ id: "ar", op: "allreduce", input: "t" }],
+  sweep: { count: [256, 4096] },
+};
+
+/** Writes job.json and exp.jsonc (the experiment, with a comment and a trailing comma: JSON with comments) into `dir`. */
+function campaign(dir, experiment, job = tinyJob) {
+  writeFileSync(path.join(dir, "job.json"), JSON.stringify(job));
+  const file = path.join(dir, "exp.jsonc");
+  const text = JSON.stringify({ name: "t", jobs: ["job.json"], ...experiment }, null, 2);
+  writeFileSync(file, `// a test campaign\n${text.replace(/\n}$/, ",\n}")}\n`);
+  return { file, dir: path.join(dir, "campaign") };
+}
+
+const pointIds = (stdout) => [...stdout.matchAll(/^([0-9a-f]{12}) /gm)].map((m) => m[1]);
+const statusOf = async (c) => JSON.parse((await exp(["status", c.file, "--dir", c.dir, "--json"])).stdout);
+const byVariant = (s, variant, w) => s.points.find((p) => p.params.variant === variant && p.params.world_size === w);
+
+test("plan: one line per point with its id and parameters, the exclusions and counts; the same ids every time", async () => {
+  await withTempDir("spmd-exp-plan-", async (tmp) => {
+    const c = campaign(tmp, {
+      matrix: { backend: ["shm"], world_size: [2, 3], variant: { a: {}, b: { env: { X: "1" } } } },
+      exclude: [{ world_size: 3, variant: "b" }], repetitions: 2,
+    });
+    const p = await exp(["plan", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stdout, /^# t: 3 points, 1 excluded, 2 repetitions each \(6 runs, order interleaved, executor local\)/);
+    assert.match(p.stdout, /# 3 points in .*: 3 pending/);
+    assert.match(p.stdout, /\nexcluded: job=tiny backend=shm world_size=3 hosts=1 variant=b\n/);
+    const ids = pointIds(p.stdout);
+    assert.equal(new Set(ids).size, 3);
+    assert.deepEqual(pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout), ids, "ids are a function of the experiment");
+  });
+});
+
+test("bad experiment files: exit 2 before anything runs, one line naming the key or the point", async () => {
+  await withTempDir("spmd-exp-bad-", async (tmp) => {
+    const matrix = { backend: ["shm"], world_size: [2] };
+    const cases = [
+      [{ matrix, repetition: 2 }, /exp\.jsonc: line \d+ column \d+: unknown key "repetition" \(did you mean "repetitions"\?\)/],
+      [{ matrix: { ...matrix, world_size: [] } }, /matrix\.world_size: expected at least 1 item, got 0/],
+      [{ matrix: { ...matrix, colour: ["red"] } }, /matrix: unknown key "colour"/],
+      [{ matrix: { ...matrix, world_size: [2, 3] }, zip: [["backend", "world_size"]] }, /zip\[0\]: zipped axes need as many values each: backend has 1, world_size 2/],
+      [{ matrix, exclude: [{ backend: "tcp" }] }, /exclude\[0\]: matches no point/],
+      [{ matrix, exclude: [{ world_size: 2 }] }, /every point is excluded/],
+      [{ matrix: { ...matrix, hosts: [2] } }, /point job=tiny backend=shm world_size=2 hosts=2 variant=base: the local executor starts every rank on this host/],
+    ];
+    for (const [experiment, expected] of cases) {
+      const c = campaign(tmp, experiment);
+      const p = await exp(["plan", c.file, "--dir", c.dir]);
+      assert.equal(p.code, 2, `${JSON.stringify(experiment)}: ${p.stderr}`);
+      assert.match(p.stderr, expected);
+      assert.equal(p.stderr.trim().split("\n").length, 1, p.stderr);
+    }
+    // A job that would not validate at the point's world size: a root that only exists at W = 3.
+    const rooted = { ...tinyJob, stages: [{ id: "b", op: "broadcast", input: "t", root: 2 }] };
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [3, 2] } }, rooted);
+    const p = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: .*exp\.jsonc: point job=tiny backend=shm world_size=2 hosts=1 variant=base: .*root/);
+    assert.ok(!existsSync(c.dir), "nothing ran");
+    writeFileSync(c.file, '{ "name": "t", "jobs": ["job.json"] "matrix": {} }');
+    assert.match((await exp(["plan", c.file])).stderr, /exp\.jsonc: line 1 column 37: invalid JSON: CommaExpected/);
+  });
+});
+
+test("run: a failing point does not stop the others (--fail-fast does); status, query, report and compare", async (t) => {
+  await withTempDir("spmd-exp-run-", async (tmp) => {
+    const c = campaign(tmp, {
+      matrix: { backend: ["shm"], world_size: [2, 3], variant: { base: {}, broken: { env: { NODE_OPTIONS: "--require=/nonexistent-spmd-module.js" } } } },
+      exclude: [{ world_size: 3, variant: "broken" }], repetitions: 2,
+    });
+    // Interleaved: base W=2 runs, then broken W=2 fails and --fail-fast stops there.
+    let p = await exp(["run", c.file, "--dir", c.dir, "--fail-fast"]);
+    assert.equal(p.code, 1, p.stderr);
+    let s = await statusOf(c);
+    assert.deepEqual([byVariant(s, "base", 2).reps_done, byVariant(s, "broken", 2).state, byVariant(s, "base", 3).attempts], [1, "failed", 0]);
+
+    p = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 1, "a point failed");
+    s = await statusOf(c);
+    assert.deepEqual(s.counts, { pending: 0, running: 0, done: 2, failed: 1, stale: 0 });
+    const broken = byVariant(s, "broken", 2);
+    assert.equal(broken.exit_code, 1);
+    assert.equal(broken.attempts, 3, "tried once under --fail-fast, then both repetitions");
+    assert.match(broken.log_tail, /nonexistent-spmd-module/);
+    assert.equal(byVariant(s, "base", 2).attempts, 2, "the repetition done before was not run again");
+    const text = (await exp(["status", "--dir", c.dir])).stdout;
+    assert.match(text, /: 2 done, 1 failed\n/);
+    assert.match(text, /failed .* variant=broken exit 1\n( {4}\| .*\n)*? {4}\| Error: Cannot find module .\/nonexistent-spmd-module/);
+
+    // query: every row of every repetition, as the files have it.
+    const rows = JSON.parse((await exp(["query", "SELECT r.*, p.world_size FROM rows r JOIN points p USING (point_id) ORDER BY p.world_size, rep, size", "--dir", c.dir, "--format", "json"])).stdout);
+    assert.equal(rows.length, 2 * 2 * 2, "2 points x 2 repetitions x 2 sizes");
+    for (const r of rows) {
+      const doc = JSON.parse(readFileSync(path.join(c.dir, "points", r.point_id, `rep-${r.rep}`, "results.json"), "utf8"));
+      const row = doc.results.find((x) => x.size === r.size);
+      assert.deepEqual([r.stage, r.op, r.busbw, r.p50_us, r.wrong, r.algorithm], [row.stage, row.op, row.busbw, row.time.p50_us, row.wrong, row.algorithm]);
+    }
+    const csv = (await exp(["query", "SELECT state, count(*) AS n FROM points GROUP BY state ORDER BY state", "--dir", c.dir, "--format", "csv"])).stdout;
+    assert.equal(csv, "state,n\ndone,2\nfailed,1\n");
+    const env = JSON.parse((await exp(["query", "SELECT value FROM env JOIN points USING (point_id) WHERE key = 'NODE_OPTIONS'", "--dir", c.dir, "--format", "json"])).stdout);
+    assert.deepEqual(env, [{ value: "--require=/nonexistent-spmd-module.js" }]);
+    const bad = await exp(["query", "DELETE FROM rows", "--dir", c.dir]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /^runner: exp query: .*read-only/);
+
+    await t.test("report: a sortable table of every row and charts, drawn in headless Chromium", () => reportChecks(c, tmp));
+    await t.test("compare: direction-aware; exit 1 on a regression beyond tolerance and noise", () => compareChecks(c, tmp));
+  });
+});
+
+async function reportChecks(c, tmp) {
+  const p = await exp(["report", c.file, "--dir", c.dir]);
+  assert.equal(p.code, 0, p.stderr);
+  const html = readFileSync(path.join(c.dir, "report.html"), "utf8");
+  const table = html.split("<h2>Every row")[1];
+  assert.match(table, /<table class="sortable"><thead><tr><th>point_id<\/th>/);
+  assert.equal((table.match(/<tr>/g) ?? []).length, 1 + 8, "a heading and 8 rows");
+  assert.ok((html.match(/<svg /g) ?? []).length >= 2, "busbw by size, and scaling over world sizes");
+  assert.match(html, /<td>variant<\/td><td>base, broken<\/td>|<td>world_size<\/td><td>2, 3<\/td>/, "what differs between points");
+  assert.doesNotMatch(html, /https?:\/\/(?!www\.w3\.org)/, "nothing fetched");
+  assert.match(readFileSync(path.join(c.dir, "report.md"), "utf8"), /^# Campaign t\n/);
+  if (!CHROMIUM) return;
+  const png = path.join(tmp, "report.png");
+  spawnSync(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", `--user-data-dir=${path.join(tmp, "profile")}`,
+    "--window-size=1200,1600", `--screenshot=${png}`, `file://${path.join(c.dir, "report.html")}`], { timeout: 120_000 });
+  const img = PNG.sync.read(readFileSync(png));
+  let ink = 0, colour = 0;
+  for (let i = 0; i < img.data.length; i += 4) {
+    const [r, g, b] = [img.data[i], img.data[i + 1], img.data[i + 2]];
+    if (r < 200 || g < 200 || b < 200) ink++;
+    if (Math.max(r, g, b) - Math.min(r, g, b) > 60) colour++;
+  }
+  assert.ok(ink / (img.width * img.height) > 0.01, "the page has ink");
+  assert.ok(colour > 500, `only ${colour} coloured pixels: the charts did not render`);
+}
+
+/**
+ * A copy of the campaign in which every repetition holds repetition 1's results (no spread) times
+ * `factor(rep)`: as fast, or slower by that much.
+ */
+function copyWith(c, tmp, name, factor) {
+  const to = path.join(tmp, name);
+  cpSync(c.dir, to, { recursive: true });
+  for (const id of readdirSync(path.join(to, "points"))) {
+    const first = path.join(to, "points", id, "rep-1", "results.json");
+    if (!existsSync(first)) continue;
+    const text = readFileSync(first, "utf8");
+    for (const rep of [1, 2]) {
+      const doc = JSON.parse(text);
+      for (const r of doc.results) {
+        r.busbw *= factor(rep);
+        r.algbw *= factor(rep);
+        for (const k of Object.keys(r.time)) r.time[k] /= factor(rep);
+      }
+      writeFileSync(path.join(to, "points", id, `rep-${rep}`, "results.json"), JSON.stringify(doc));
+    }
+  }
+  return to;
+}
+
+async function compareChecks(c, tmp) {
+  const same = await exp(["compare", c.dir, c.dir]);
+  assert.equal(same.code, 0, same.stdout);
+  assert.match(same.stdout, /# 0 regressions, 0 improvements over 8 comparisons/, "2 points x 2 sizes x 2 metrics");
+  const base = copyWith(c, tmp, "base", () => 1);
+  const slower = copyWith(c, tmp, "slower", () => 0.2);
+  const worse = await exp(["compare", base, slower]);
+  assert.equal(worse.code, 1, worse.stdout);
+  assert.match(worse.stdout, /^REGRESSION +busbw +tiny ar \(allreduce\) size \d+ W=\d shm\/base: .* \(80\.0% worse\)/m);
+  assert.match(worse.stdout, /^REGRESSION +time\.avg_us .* \(80\.0% worse\)/m, "a time 5x as long is worse: lower is better");
+  assert.match(worse.stdout, /# 8 regressions, 0 improvements over 8 comparisons/);
+  const better = await exp(["compare", slower, base]);
+  assert.equal(better.code, 0, better.stdout);
+  assert.match(better.stdout, /# 0 regressions, 8 improvements/);
+  // One repetition as fast as before, one 5x slower: 40% worse in the median, but within the repetitions' spread.
+  const noisy = copyWith(c, tmp, "noisy", (rep) => (rep === 1 ? 1 : 0.2));
+  const noise = await exp(["compare", base, noisy]);
+  assert.equal(noise.code, 0, noise.stdout);
+  assert.equal((noise.stdout.match(/^WITHIN NOISE .* \(40\.0% worse\)/gm) ?? []).length, 4, noise.stdout);
+  assert.match(noise.stdout, /# 0 regressions, 0 improvements/);
+}
+
+test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {
+  await withTempDir("spmd-exp-int-", async (tmp) => {
+    const tag = `exp-int-${process.pid}`;
+    const slowJob = { name: "slow", iterations: 4, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 400_000 }] };
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2], variant: { a: { env: { TAG: tag } }, b: { env: { TAG: tag } } } } }, slowJob);
+    const ids = pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout);
+    const run = spawnRunner(["exp", "run", c.file, "--dir", c.dir]);
+    await run.seen(/\[1\/2\] \w+ .* rep 1: done/);
+    const ranks = async () => {
+      for (let i = 0; i < 100 && findProcesses(path.join(c.dir, "points"), "TAG", tag).length < 3; i++) await new Promise((r) => setTimeout(r, 50));
+      return findProcesses(path.join(c.dir, "points"), "TAG", tag);
+    };
+    const running = await ranks();
+    assert.ok(running.length >= 3, "the launcher and its 2 ranks run");
+    run.child.kill("SIGINT");
+    const ended = await run.exited;
+    assert.equal(ended.code, 130, ended.stderr);
+    assert.match(ended.stderr, /interrupted by SIGINT; run again to resume/);
+    assert.deepEqual(await survivors(running), [], "no rank left running");
+    let s = await statusOf(c);
+    assert.deepEqual(s.points.map((p) => p.state), ["done", "pending"], "the interrupted point is not done");
+    const doneLog = path.join(c.dir, "points", s.points[0].point_id, "rep-1", "log.txt");
+    const before = statSync(doneLog).mtimeMs;
+
+    const resumed = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.match(resumed.stderr, /exp: 1 repetition to run of 2 points/);
+    s = await statusOf(c);
+    assert.deepEqual(s.points.map((p) => [p.point_id, p.state, p.attempts]), [[ids[0], "done", 1], [ids[1], "done", 2]]);
+    assert.equal(statSync(doneLog).mtimeMs, before, "the done point was not run again");
+
+    // Editing the job changes every point's id: the old points are stale, and running again sets them aside.
+    writeFileSync(path.join(tmp, "job.json"), JSON.stringify({ ...slowJob, stages: [{ id: "work", op: "compute", us: 1000 }] }));
+    const plan = await exp(["plan", c.file, "--dir", c.dir]);
+    assert.match(plan.stdout, /: 2 stale\n/);
+    assert.match(plan.stdout, new RegExp(`stale .* \\(replaces ${ids[0]}\\)`));
+    const rerun = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.match(rerun.stderr, new RegExp(`replaces stale ${ids[0]} .* old results kept in .*stale`));
+    s = await statusOf(c);
+    assert.deepEqual(s.counts.done, 2);
+    assert.ok(!s.points.some((p) => ids.includes(p.point_id)));
+    assert.equal(readdirSync(path.join(c.dir, "stale")).length, 2, "the old results kept aside");
+  });
+});
