@@ -12,7 +12,7 @@ import { pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, w
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
-import { activeJobs, batchScripts, cancel, submit } from "./slurm.js";
+import { activeJobs, batchScripts, cancel, drained, submit } from "./slurm.js";
 import { syncStore } from "./store.js";
 
 export interface RunOptions {
@@ -110,6 +110,8 @@ async function runHere(s: Session): Promise<{ failed: number; stop?: NodeJS.Sign
 }
 
 const POLL_MS = 1000;
+/** SLURM's KillWait (30 s by default) and then some: how long a cancelled job may take to go. */
+const CANCEL_WAIT_MS = 45_000;
 
 /** Submits the batch jobs and waits for them, counting markers; a signal cancels them. */
 async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Signals }> {
@@ -127,6 +129,8 @@ async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Sig
       s.bar?.update(marked().length, s.tasks.length);
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
+    // Cancelled: the jobs' traps mark the repetitions they interrupt once SLURM has signalled them.
+    if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
   } finally {
     signals.release();
   }

@@ -31,7 +31,7 @@ mark() { ${q(node)} -e ${q(MARK)} "$current" "$@" "$started"; }
 on_signal() { [ -n "$current" ] && [ ! -f "$current/marker.json" ] && mark failed "$1"; exit "$1"; }
 trap 'on_signal 143' TERM
 trap 'on_signal 130' INT
-rep() { # DIR ENV... -- COMMAND...
+rep() { # DIR [NAME=VALUE...] COMMAND...
   current=$1; shift; started=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
   rm -rf "$current"; mkdir -p "$current"
   env "$@" > "$current/log.txt" 2>&1 &
@@ -111,4 +111,9 @@ export function activeJobs(ids: string[]): string[] {
 
 export function cancel(ids: string[]): void {
   if (ids.length) spawnSync("scancel", ids, { stdio: "ignore" });
+}
+
+/** Waits until SLURM holds none of `ids` (their traps have marked what they interrupted), or `withinMs` passed. */
+export async function drained(ids: string[], withinMs: number, pollMs: number): Promise<void> {
+  for (const until = Date.now() + withinMs; activeJobs(ids).length && Date.now() < until;) await new Promise((r) => setTimeout(r, pollMs));
 }
