@@ -40,8 +40,15 @@ const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /** better-sqlite3 is loaded here only, by the controller: a rank never needs it. */
 async function openDatabase(file: string, readonly = false): Promise<Database> {
-  const { default: Sqlite } = await import("better-sqlite3");
-  const db = new Sqlite(file, { readonly, timeout: 10_000 });
+  const [{ default: Sqlite }, { sqliteBinding }] = await Promise.all([import("better-sqlite3"), import("../build/sqlite.js")]);
+  let db: Database;
+  try {
+    db = new Sqlite(file, { readonly, timeout: 10_000, nativeBinding: sqliteBinding() });
+  } catch (err) {
+    // Its compiled part is missing (npm never runs a bundled dependency's install script) or was built for another Node.
+    if (!/bindings file|NODE_MODULE_VERSION|ERR_DLOPEN/.test(`${(err as Error).message} ${(err as NodeJS.ErrnoException).code}`)) throw err;
+    throw Object.assign(new Error(`the SQLite addon (better-sqlite3) does not load: run \`runner build --sqlite\` (${(err as Error).message.split("\n")[0]})`), { exitCode: 2 });
+  }
   if (!readonly) db.pragma("journal_mode = DELETE");
   return db;
 }
