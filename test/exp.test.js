@@ -1,12 +1,13 @@
 // Experiment campaigns (`runner exp`): plan, run with a failing point and --fail-fast, resume, status, query,
 // report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
 import { findProcesses, survivors } from "./helpers/procs.js";
-import { REPO, RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
+import { envForMpi, REPO, RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
 import { withTempDir } from "./helpers/tmp.js";
 
 const exp = (args, timeoutMs = 300_000) => runNode([RUNNER, "exp", ...args], {}, timeoutMs);
@@ -183,6 +184,11 @@ async function compareChecks(c, tmp) {
   assert.equal(noise.code, 0, noise.stdout);
   assert.equal((noise.stdout.match(/^WITHIN NOISE .* \(40\.0% worse\)/gm) ?? []).length, 4, noise.stdout);
   assert.match(noise.stdout, /# 0 regressions, 0 improvements/);
+  // The report against a baseline lists the changes, each in its metric's direction.
+  assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
+  const html = readFileSync(path.join(slower, "report.html"), "utf8");
+  assert.match(html, /<h2>Against the baseline<\/h2>/);
+  assert.equal((html.match(/<tr><td>regression<\/td><td>time\.avg_us<\/td>/g) ?? []).length, 4);
 }
 
 test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {
@@ -242,5 +248,20 @@ test("the example campaign experiments/backends.json runs with the local executo
     const rows = JSON.parse((await exp(["query", "SELECT count(*) AS n, sum(wrong) AS wrong FROM rows", "--dir", dir, "--format", "json"])).stdout);
     assert.deepEqual(rows, [{ n: 5 * 2 * 2 * 3, wrong: 0 }], "5 points x 2 repetitions x 2 stages x 3 sizes, every element right");
     assert.equal((await exp(["report", file, "--dir", dir])).code, 0);
+  });
+});
+
+const mpiBuilt = /\bmpi=built\b/.test(spawnSync(process.execPath, [RUNNER, "info"], { cwd: REPO, encoding: "utf8" }).stdout);
+
+test("the mpirun executor runs each repetition as mpirun -np W", { skip: mpiBuilt || process.env.CI ? false : "the addon was built without MPI" }, async () => {
+  await withTempDir("spmd-exp-mpirun-", async (tmp) => {
+    const c = campaign(tmp, { matrix: { backend: ["mpi"], world_size: [2] }, executor: { kind: "mpirun", args: ["--allow-run-as-root", "--oversubscribe"] } });
+    assert.match((await exp(["run", c.file, "--dir", c.dir, "--dry-run"])).stdout, /^mpirun -np 2 --allow-run-as-root --oversubscribe \S+node \S+runner\/index\.js \S+job\.json --backend mpi /);
+    const p = await runNode([RUNNER, "exp", "run", c.file, "--dir", c.dir], envForMpi());
+    assert.equal(p.code, 0, p.stderr);
+    const [id] = readdirSync(path.join(c.dir, "points"));
+    const doc = JSON.parse(readFileSync(path.join(c.dir, "points", id, "rep-1", "results.json"), "utf8"));
+    assert.deepEqual([doc.backend, doc.world_size, doc.results.every((r) => r.wrong === 0)], ["mpi", 2, true]);
+    assert.match(doc.manifest.library, /MPI/);
   });
 });
