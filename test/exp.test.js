@@ -205,6 +205,7 @@ test("SIGINT during a run stops its ranks and marks nothing; run again resumes w
     };
     const running = await ranks();
     assert.ok(running.length >= 3, "the launcher and its 2 ranks run");
+    assert.deepEqual((await statusOf(c)).points.map((p) => p.state), ["done", "running"]);
     run.child.kill("SIGINT");
     const ended = await run.exited;
     assert.equal(ended.code, 130, ended.stderr);

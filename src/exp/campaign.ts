@@ -1,11 +1,12 @@
 // The campaign folder, the truth every index is rebuilt from: DIR/points/<id>/point.json (what the point is),
 // job.json (the job as run) and rep-<k>/ per repetition, with results.json, log.txt and marker.json, written
 // when the repetition ends (by the controller, or by a batch job's trap). Stale points move to DIR/stale/.
-import { existsSync, readdirSync, readFileSync, renameSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { Params, Point } from "./plan.js";
+import { activeJobs } from "./slurm.js";
 
 export type PointState = "pending" | "running" | "done" | "failed" | "stale";
 
@@ -75,10 +76,40 @@ export function preparePoint(dir: string, point: Point, record: PointRecord): st
   return jobFile;
 }
 
-/** A point's state from its markers: done when every repetition is, failed when one failed. */
-export function pointState(dir: string, record: Pick<PointRecord, "id" | "repetitions">): { state: PointState; markers: (Marker | undefined)[] } {
+/** DIR/run.json while `exp run` works on the campaign: its pid, and the SLURM jobs it submitted. */
+export interface RunRecord {
+  pid: number;
+  jobs: string[];
+}
+
+const runFile = (dir: string) => path.join(dir, "run.json");
+export const writeRunRecord = (dir: string, r: RunRecord) => writeFileAtomic(runFile(dir), JSON.stringify(r) + "\n");
+export const clearRunRecord = (dir: string) => rmSync(runFile(dir), { force: true });
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Whether repetitions of the campaign may be running now: its `exp run` lives, or SLURM still holds its jobs. */
+export function campaignActive(dir: string): boolean {
+  const r = readJson<RunRecord>(runFile(dir));
+  return r !== undefined && (alive(r.pid) || activeJobs(r.jobs).length > 0);
+}
+
+/**
+ * A point's state from its markers: done when every repetition is, failed when one failed, running while the
+ * campaign is active and a repetition has started (it has a log) without ending.
+ */
+export function pointState(dir: string, record: Pick<PointRecord, "id" | "repetitions">, active = false): { state: PointState; markers: (Marker | undefined)[] } {
   const markers = Array.from({ length: record.repetitions }, (_, k) => readMarker(dir, record.id, k + 1));
-  const state = markers.every((m) => m?.state === "done") ? "done" : markers.some((m) => m?.state === "failed") ? "failed" : "pending";
+  const started = (k: number) => markers[k] === undefined && existsSync(path.join(repDir(dir, record.id, k + 1), "log.txt"));
+  const state = markers.every((m) => m?.state === "done") ? "done" : markers.some((m) => m?.state === "failed") ? "failed"
+    : active && markers.some((_, k) => started(k)) ? "running" : "pending";
   return { state, markers };
 }
 

@@ -8,7 +8,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory } from "../report/write-atomic.js";
-import { pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, type PointRecord } from "./campaign.js";
+import { clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -121,6 +121,7 @@ async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Sig
     rmSync(repDir(s.opts.dir, point.id, rep), { recursive: true, force: true }); // a failed attempt's marker must not count
   }
   const ids = submit(batchScripts(s.exp, slurm, s.tasks, s.opts.dir), slurm);
+  writeRunRecord(s.opts.dir, { pid: process.pid, jobs: ids });
   s.say(`exp: submitted SLURM job${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`);
   const signals = stopOnSignals(() => cancel(ids));
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
@@ -148,10 +149,12 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
   say(`exp: ${tasks.length} repetition${tasks.length === 1 ? "" : "s"} to run of ${plan.points.length} points, in ${opts.dir}`);
   const session: Session = { exp, plan, opts, tasks, records, jobFiles, say, bar };
   let outcome: { failed: number; stop?: NodeJS.Signals };
+  writeRunRecord(opts.dir, { pid: process.pid, jobs: [] });
   try {
     outcome = await (exp.executor.kind === "slurm" ? runSlurm(session) : runHere(session));
   } finally {
     bar?.stop();
+    clearRunRecord(opts.dir);
     for (const r of records.values()) writePointRecord(opts.dir, r);
     (await syncStore(opts.dir)).close();
   }

@@ -1,7 +1,7 @@
 // What `exp plan` and `exp status` print: every point with its state (from the files), the exclusions, the
 // stale points, and counts; `exp query`'s result in a table, CSV or JSON.
 import { csvCell } from "../report/csv.js";
-import { pointState, recordedPoints, stalePoints, type PointRecord, type PointState } from "./campaign.js";
+import { campaignActive, pointState, recordedPoints, stalePoints, type PointRecord, type PointState } from "./campaign.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, type Params, type Plan } from "./plan.js";
 
@@ -25,8 +25,8 @@ export interface CampaignStatus {
   excluded: Params[];
 }
 
-function fromRecord(dir: string, r: Pick<PointRecord, "id" | "params" | "attempts" | "repetitions">): PointStatus {
-  const { state, markers } = pointState(dir, r);
+function fromRecord(dir: string, r: Pick<PointRecord, "id" | "params" | "attempts" | "repetitions">, active: boolean): PointStatus {
+  const { state, markers } = pointState(dir, r, active);
   const failed = markers.filter((m) => m?.state === "failed").at(-1);
   return {
     point_id: r.id, params: r.params, state, attempts: r.attempts, reps_done: markers.filter((m) => m?.state === "done").length,
@@ -40,15 +40,16 @@ function fromRecord(dir: string, r: Pick<PointRecord, "id" | "params" | "attempt
  */
 export function campaignStatus(dir: string, plan?: Plan, exp?: Pick<LoadedExperiment, "repetitions">): CampaignStatus {
   let points: PointStatus[];
+  const active = campaignActive(dir);
   if (plan && exp) {
     const stale = stalePoints(dir, plan.points);
     const recorded = new Map(recordedPoints(dir).map((r) => [r.id, r]));
     points = plan.points.map((p) => {
       const old = stale.get(p.id);
-      if (old) return { ...fromRecord(dir, old), point_id: p.id, state: "stale", replaces: old.id };
-      return fromRecord(dir, { id: p.id, params: p.params, attempts: recorded.get(p.id)?.attempts ?? 0, repetitions: exp.repetitions });
+      if (old) return { ...fromRecord(dir, old, false), point_id: p.id, state: "stale", replaces: old.id };
+      return fromRecord(dir, { id: p.id, params: p.params, attempts: recorded.get(p.id)?.attempts ?? 0, repetitions: exp.repetitions }, active);
     });
-  } else points = recordedPoints(dir).map((r) => fromRecord(dir, r));
+  } else points = recordedPoints(dir).map((r) => fromRecord(dir, r, active));
   const counts: Record<PointState, number> = { pending: 0, running: 0, done: 0, failed: 0, stale: 0 };
   for (const p of points) counts[p.state]++;
   return { dir, counts, points, excluded: plan?.excluded ?? [] };

@@ -7,7 +7,7 @@ import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { flatten } from "../report/csv.js";
 import type { ResultDocument } from "../results.js";
-import { pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
+import { campaignActive, pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
 
 export type Database = BetterSqlite3.Database;
 
@@ -68,8 +68,8 @@ interface Indexed {
 }
 
 /** One point's files as the index's rows: its state, every result row of every finished repetition, its env. */
-function indexPoint(dir: string, record: PointRecord): Indexed {
-  const { state, markers } = pointState(dir, record);
+function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed {
+  const { state, markers } = pointState(dir, record, active);
   const done = markers.map((m, k) => [m, k + 1] as const).filter((e): e is readonly [Marker, number] => e[0]?.state === "done");
   const failed = markers.filter((m) => m?.state === "failed").at(-1);
   const rows: Map<string, unknown>[] = [];
@@ -96,7 +96,8 @@ function indexPoint(dir: string, record: PointRecord): Indexed {
 
 /** Rebuilds the whole index from the folder's files, in one transaction; returns it open. */
 export async function syncStore(dir: string): Promise<Database> {
-  const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r));
+  const active = campaignActive(dir);
+  const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r, active));
   const columns = [...new Set(["point_id", "rep", ...indexed.flatMap((i) => i.rows.flatMap((r) => [...r.keys()]))].map(column))];
   const db = await openDatabase(path.join(dir, DB_FILE));
   db.transaction(() => {
