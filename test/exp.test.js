@@ -2,7 +2,7 @@
 // report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
@@ -46,6 +46,24 @@ test("plan: one line per point with its id and parameters, the exclusions and co
     const ids = pointIds(p.stdout);
     assert.equal(new Set(ids).size, 3);
     assert.deepEqual(pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout), ids, "ids are a function of the experiment");
+
+    // The order repetitions run in, as --dry-run prints them (nothing runs).
+    let n = 0;
+    const order = async (extra) => {
+      const sub = path.join(tmp, `order-${n++}`);
+      mkdirSync(sub);
+      const o = campaign(sub, { matrix: { backend: ["shm"], world_size: [2, 3] }, repetitions: 2, ...extra });
+      const p = await exp(["run", o.file, "--dir", o.dir, "--dry-run"]);
+      assert.equal(p.code, 0, p.stderr);
+      assert.ok(!existsSync(o.dir), "a dry run writes nothing");
+      return [...p.stdout.matchAll(/ -n (\d) .*\/rep-(\d)\/results\.json/g)].map((m) => `W${m[1]}r${m[2]}`).join(" ");
+    };
+    assert.equal(await order({ order: "interleaved" }), "W2r1 W3r1 W2r2 W3r2");
+    assert.equal(await order({ order: "blocked" }), "W2r1 W2r2 W3r1 W3r2");
+    const shuffled = await Promise.all([1, 2, 3, 4, 5].map((seed) => order({ order: "randomized", seed })));
+    assert.equal(await order({ order: "randomized", seed: 3 }), shuffled[2], "the same seed, the same order");
+    assert.ok(new Set(shuffled).size > 1, "other seeds, other orders");
+    assert.ok(shuffled.every((o) => o.split(" ").sort().join(" ") === "W2r1 W2r2 W3r1 W3r2"));
   });
 });
 
@@ -117,6 +135,7 @@ test("run: a failing point does not stop the others (--fail-fast does); status, 
     assert.equal(csv, "state,n\ndone,2\nfailed,1\n");
     const env = JSON.parse((await exp(["query", "SELECT value FROM env JOIN points USING (point_id) WHERE key = 'NODE_OPTIONS'", "--dir", c.dir, "--format", "json"])).stdout);
     assert.deepEqual(env, [{ value: "--require=/nonexistent-spmd-module.js" }]);
+    assert.equal((await exp(["query", "PRAGMA journal_mode", "--dir", c.dir, "--format", "csv"])).stdout, "journal_mode\ndelete\n", "not WAL: NFS and Lustre");
     const bad = await exp(["query", "DELETE FROM rows", "--dir", c.dir]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /^runner: exp query: .*read-only/);
