@@ -7,8 +7,8 @@
 //    one. A failed build must not fail the install: the first command then says in one line what to run. npm
 //    11 may hold this script back until the user allows it; the same line covers that.
 //  Both also build the SQLite addon of `runner exp` (better-sqlite3) where neither its own build nor the packed
-//  one loads: npm never runs a bundled dependency's install script, so the package runs it (`runner build`,
-//  src/build/sqlite.ts).
+//  one loads: npm 11 may hold back a bundled dependency's install script (allowScripts cannot approve one),
+//  so the package runs it (`runner build`, src/build/sqlite.ts).
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import path from "node:path";

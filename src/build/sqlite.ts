@@ -1,6 +1,6 @@
 // The SQLite addon `runner exp` indexes campaigns with (better-sqlite3). The package bundles its dependencies,
-// and npm never runs a bundled dependency's install script (nor lets one be allowed): the packed package
-// carries the binding built where it was packed (prebuilds/<platform>/, like the runner's addon), and where
+// and npm 11 may hold back a bundled dependency's install script (allowScripts cannot approve one): the packed
+// package carries the binding built where it was packed (prebuilds/<platform>/, like the runner's addon), and where
 // that does not load (another Node), the package runs better-sqlite3's install script itself, from its own
 // lifecycle script and from `runner build`.
 import { spawnSync } from "node:child_process";

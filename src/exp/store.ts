@@ -45,7 +45,7 @@ async function openDatabase(file: string, readonly = false): Promise<Database> {
   try {
     db = new Sqlite(file, { readonly, timeout: 10_000, nativeBinding: sqliteBinding() });
   } catch (err) {
-    // Its compiled part is missing (npm never runs a bundled dependency's install script) or was built for another Node.
+    // Its compiled part is missing (npm held back its install script) or was built for another Node.
     if (!/bindings file|NODE_MODULE_VERSION|ERR_DLOPEN/.test(`${(err as Error).message} ${(err as NodeJS.ErrnoException).code}`)) throw err;
     throw Object.assign(new Error(`the SQLite addon (better-sqlite3) does not load: run \`runner build --sqlite\` (${(err as Error).message.split("\n")[0]})`), { exitCode: 2 });
   }
