@@ -225,6 +225,9 @@ test("SIGINT during a run stops its ranks and marks nothing; run again resumes w
     const running = await ranks();
     assert.ok(running.length >= 3, "the launcher and its 2 ranks run");
     assert.deepEqual((await statusOf(c)).points.map((p) => p.state), ["done", "running"]);
+    const second = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(second.code, 2);
+    assert.match(second.stderr, /another exp run is working on this campaign/);
     run.child.kill("SIGINT");
     const ended = await run.exited;
     assert.equal(ended.code, 130, ended.stderr);

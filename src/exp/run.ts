@@ -8,7 +8,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory } from "../report/write-atomic.js";
-import { clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
+import { campaignActive, clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -31,6 +31,9 @@ function logTail(file: string): string {
   }
 }
 
+/** A shell's exit code for death by `signal`: 128 + its number. */
+const signalCode = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] ?? 0);
+
 /** Runs one repetition to its end; the exit code, or the signal's 128 + n. */
 function runRepetition(argv: string[], env: Record<string, string>, log: string, onChild: (kill: (s: NodeJS.Signals) => void) => void): Promise<number> {
   const fd = openSync(log, "w");
@@ -40,14 +43,14 @@ function runRepetition(argv: string[], env: Record<string, string>, log: string,
   onChild((signal) => child.pid !== undefined && child.exitCode === null && child.kill(signal));
   return new Promise((resolve) => {
     child.on("error", () => resolve(127)); // could not start: no exit event follows
-    child.on("exit", (code, signal) => resolve(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1)));
+    child.on("exit", (code, signal) => resolve(signal ? signalCode(signal) : (code ?? 1)));
   });
 }
 
 /** The repetitions still to run, in the experiment's order; stale points' old files set aside first. */
 function pendingTasks(exp: LoadedExperiment, plan: Plan, dir: string, say: (line: string) => void): { tasks: Task[]; records: Map<string, PointRecord> } {
   for (const [id, old] of stalePoints(dir, plan.points)) say(`exp: point ${id} replaces stale ${old.id} (${describeParams(old.params)}); old results kept in ${setAside(dir, old)}`);
-  const records = new Map(plan.points.map((p) => [p.id, { ...pointRecord(dir, p, exp.repetitions), repetitions: exp.repetitions }]));
+  const records = new Map(plan.points.map((p) => [p.id, pointRecord(dir, p, exp.repetitions)]));
   const tasks = taskOrder(exp, plan.points).filter((t) => readMarker(dir, t.point.id, t.rep)?.state !== "done");
   return { tasks, records };
 }
@@ -143,6 +146,7 @@ async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Sig
 /** Runs what is pending; the process's exit code: 0 all done, 1 a point failed, 128 + n interrupted by signal n. */
 export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: RunOptions): Promise<number> {
   const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
+  if (campaignActive(opts.dir)) throw Object.assign(new Error(`--dir ${opts.dir}: another exp run is working on this campaign (${path.join(opts.dir, "run.json")})`), { exitCode: 2 });
   const { tasks, records } = pendingTasks(exp, plan, opts.dir, say);
   const jobFiles = new Map(plan.points.map((p) => [p.id, preparePoint(opts.dir, p, records.get(p.id)!)]));
   const bar = interactive(opts.quiet) ? progressBar("repetitions") : undefined;
@@ -160,7 +164,7 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
   }
   if (outcome.stop) {
     say(`exp: interrupted by ${outcome.stop}; run again to resume`);
-    return 128 + (constants.signals[outcome.stop] ?? 0);
+    return signalCode(outcome.stop);
   }
   if (outcome.failed) say(`exp: ${outcome.failed} repetition${outcome.failed === 1 ? "" : "s"} failed (runner exp status shows their logs)`);
   return outcome.failed ? 1 : 0;
