@@ -203,6 +203,11 @@ async function compareChecks(c, tmp) {
   assert.equal(noise.code, 0, noise.stdout);
   assert.equal((noise.stdout.match(/^WITHIN NOISE .* \(40\.0% worse\)/gm) ?? []).length, 4, noise.stdout);
   assert.match(noise.stdout, /# 0 regressions, 0 improvements/);
+  // One experiment against its compare.baseline, with its metrics and tolerances: busbw alone here.
+  const withBaseline = campaign(path.join(tmp, "base"), { matrix: { backend: ["shm"], world_size: [2] }, metrics: { busbw: "higher" }, compare: { baseline: ".", tolerance: { busbw: "90%" } } });
+  const tolerated = await exp(["compare", withBaseline.file, "--dir", slower]);
+  assert.equal(tolerated.code, 0, tolerated.stdout);
+  assert.match(tolerated.stdout, /^# 0 regressions, 0 improvements over 4 comparisons/m, "80% worse is within a 90% tolerance");
   // The report against a baseline lists the changes, each in its metric's direction.
   assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
   const html = readFileSync(path.join(slower, "report.html"), "utf8");
