@@ -28,17 +28,17 @@ function bandwidthSpec(op: string, groups: Group[], axes: readonly string[]): Sp
   } as Spec;
 }
 
-/** busbw at each stage's largest count (elements per rank, the same at every world size) against world size, a panel per op. */
+/** busbw at each stage's largest size at each world size (its sweep's top) against world size, a panel per op. */
 function scalingSpec(groups: Group[], axes: readonly string[]): Spec | undefined {
-  const count = (g: Group) => Number(g.first.count);
+  const at = (g: Group) => `${g.first.stage} ${g.first.world_size}`;
   const largest = new Map<string, number>();
-  for (const g of groups) largest.set(g.first.stage, Math.max(largest.get(g.first.stage) ?? 0, count(g)));
-  const data = groups.filter((g) => count(g) === largest.get(g.first.stage))
+  for (const g of groups) largest.set(at(g), Math.max(largest.get(at(g)) ?? 0, g.first.size));
+  const data = groups.filter((g) => g.first.size === largest.get(at(g)))
     .map((g) => ({ op: g.first.op, stage: g.first.stage, series: seriesOf(g.first, axes), world_size: g.first.world_size, ...spread(g) }));
   if (new Set(data.map((d) => d.world_size)).size < 2) return undefined;
   return {
     background: "white",
-    title: "Scaling: busbw at each stage's largest count by world size (bars: min..max)",
+    title: "Scaling: busbw at each stage's largest size by world size (bars: min..max)",
     data: { values: data },
     facet: { column: { field: "op", type: "nominal", title: null } },
     spec: {
