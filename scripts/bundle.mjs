@@ -28,6 +28,8 @@ const bundle = (entry, plugins) => build({
   inject: [path.join(root, "scripts/import-meta-url.js")],
   // import() of the charts becomes require(): code compiled from a cache (vm.Script) has no import().
   supported: { "dynamic-import": false },
+  // A native addon that finds its .node file from its own folder: required from node_modules, by `runner exp` only.
+  external: ["better-sqlite3"],
   plugins,
   // Less to parse at every start; names stay, for stack traces and code that reads them.
   minifyWhitespace: true,

@@ -6,6 +6,9 @@
 //    (none packed for this platform, or the packed one misses a library such as this machine's libmpi), build
 //    one. A failed build must not fail the install: the first command then says in one line what to run. npm
 //    11 may hold this script back until the user allows it; the same line covers that.
+//  Both also build the SQLite addon of `runner exp` (better-sqlite3) where neither its own build nor the packed
+//  one loads: npm 11 may hold back a bundled dependency's install script (allowScripts cannot approve one),
+//  so the package runs it (`runner build`, src/build/sqlite.ts).
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
@@ -26,9 +29,12 @@ if (process.env.npm_lifecycle_event === "prepare" && checkout) {
     const dir = path.join(root, "prebuilds", `${process.platform}-${process.arch}`);
     mkdirSync(dir, { recursive: true });
     copyFileSync(path.join(root, "native/build/Release/spmd_native.node"), path.join(dir, "spmd_native.node"));
+    // And better-sqlite3's binding, which the bundled copy of it (its own files only) would not carry.
+    copyFileSync(path.join(root, "node_modules/better-sqlite3/build/Release/better_sqlite3.node"), path.join(dir, "better_sqlite3.node"));
   }
 } else if (process.env.npm_lifecycle_event === "install" && !checkout) {
-  if (spawnSync(process.execPath, [runner, "info"], { stdio: "ignore" }).status === 2 && run(process.execPath, [runner, "build"]) !== 0) {
+  const addon = spawnSync(process.execPath, [runner, "info"], { stdio: "ignore" }).status !== 2;
+  if (run(process.execPath, [runner, "build", ...(addon ? ["--sqlite"] : [])]) !== 0) {
     console.warn("spmd-runner: the addon did not build; `spmd-runner build` says why");
   }
 }

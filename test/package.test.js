@@ -52,7 +52,8 @@ test("the package holds the compiled CLI, schema, jobs, configs, scripts, README
   for (const f of ["runner/index.js", "dist/bundle/index.cjs", "dist/bundle/index.cjs.v8cache", "dist/bundle/charts.cjs", "dist/cli/index.js", "dist/cli/commands/build.js", "schema/job.schema.json",
     "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md", "docs/DESIGN.md",
     "native/CMakeLists.txt", "native/cmake/spmd_parts.cmake", "native/src/backends/shm/shm_transport.cc",
-    "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, "node_modules/yargs/package.json",
+    "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, `prebuilds/${PLATFORM}/better_sqlite3.node`,
+    "node_modules/better-sqlite3/package.json", "experiments/backends.json", "node_modules/yargs/package.json",
     "node_modules/cmake-js/package.json", "node_modules/node-addon-api/package.json"]) {
     assert.ok(files.includes(f), `${f} is not in the package`);
   }
@@ -75,6 +76,11 @@ test("installed globally with no registry, `spmd-runner launch -n 4` runs the in
   // The packed code cache, made by this Node: the installed ranks compile their bundle from it.
   const { loadBundle } = await import(pathToFileURL(path.join(GLOBAL, "lib/node_modules/spmd-runner/runner/bundle.js")).href);
   assert.equal(loadBundle().cached, true, "the installed bundle compiles from the packed code cache");
+  // A campaign indexed in SQLite with the binding the package carries: npm runs no bundled dependency's install script.
+  writeFileSync(path.join(TMP, "tiny.json"), JSON.stringify({ name: "tiny", iterations: 1, warmup: 0, tensors: { t: { dtype: "float32", count: 16 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }] }));
+  writeFileSync(path.join(TMP, "exp.json"), JSON.stringify({ name: "tiny", jobs: ["tiny.json"], matrix: { backend: ["shm"], world_size: [2] } }));
+  run(bin, ["exp", "run", path.join(TMP, "exp.json"), "--dir", path.join(TMP, "campaign")], { timeout: 300_000 });
+  assert.equal(run(bin, ["exp", "query", "SELECT count(*) AS n FROM rows", "--dir", path.join(TMP, "campaign"), "--format", "csv"]).stdout, "n\n1\n");
 });
 
 test("installed in a project, npx runs it; with no addon that loads, the first command says in one line what to run, exit 2", () => {

@@ -1,16 +1,14 @@
 // The run directory's writers: CSV, comms summary, and report.html, rendered in headless Chromium
 // and checked not to be blank.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { PNG } from "pngjs";
 import { formatCsv } from "../dist/report/csv.js";
+import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
 import { RUNNER, runNode } from "./helpers/ranks.js";
 
-const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
 
 const job = {
   name: "report", iterations: 3, warmup: 1, check: true,
@@ -204,23 +202,7 @@ test("report.html renders in headless Chromium to a picture that is not blank", 
   }
   const { dir, run } = await runReport();
   try {
-    const png = path.join(dir, "report.png");
-    const p = spawnSync(CHROMIUM, [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", `--user-data-dir=${path.join(dir, "profile")}`,
-      "--window-size=1200,1400", `--screenshot=${png}`, `file://${path.join(run, "report.html")}`,
-    ], { encoding: "utf8", timeout: 120_000 });
-    assert.ok(existsSync(png), `no screenshot: ${p.stderr}`);
-    const img = PNG.sync.read(readFileSync(png));
-    let ink = 0, colour = 0;
-    for (let i = 0; i < img.data.length; i += 4) {
-      const [r, g, b] = [img.data[i], img.data[i + 1], img.data[i + 2]];
-      if (r < 200 || g < 200 || b < 200) ink++;
-      if (Math.max(r, g, b) - Math.min(r, g, b) > 60) colour++;
-    }
-    const pixels = img.width * img.height;
-    assert.ok(ink / pixels > 0.01, `only ${(100 * ink / pixels).toFixed(2)}% of the page has ink`);
-    assert.ok(colour > 500, `only ${colour} coloured pixels: the charts did not render`);
+    assertRenders(path.join(run, "report.html"), dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -6,6 +6,7 @@ import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
 import { compareCommand } from "./commands/compare.js";
 import { doctorCommand } from "./commands/doctor.js";
+import { expCommand } from "./commands/exp.js";
 import { infoCommand } from "./commands/info.js";
 import { launchCommand } from "./commands/launch.js";
 import { runCommand } from "./commands/run.js";
@@ -25,7 +26,7 @@ function fail(err: unknown): never {
 
 // One list registers the commands and names them in messages, so a new command is never missing from either.
 // (Each module's argument type differs; yargs takes them one at a time, so the list forgets them.)
-const COMMANDS: readonly CommandModule<object, any>[] = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, buildCommand, traceCommand];
+const COMMANDS: readonly CommandModule<object, any>[] = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, expCommand, buildCommand, traceCommand];
 const COMMAND_NAMES = COMMANDS.map((c) => String([c.command].flat()[0]).split(" ")[0]!);
 
 /** Levenshtein distance, for the command a mistyped word was most likely meant to be. */

@@ -130,7 +130,8 @@ function parseJsonText(body: string, file: string): unknown {
 function positionOf(body: string, path: readonly PropertyKey[], unknownKey: string | undefined): string | undefined {
   let root: jsonc.Node | undefined;
   try {
-    root = jsonc.parseTree(body, [], { disallowComments: true });
+    // Comments allowed: a JSON file has none (JSON.parse passed it), a JSONC file may.
+    root = jsonc.parseTree(body, [], { disallowComments: false, allowTrailingComma: true });
   } catch {
     return undefined;  // nested too deep for the parser's recursion: the message still names the path
   }
@@ -152,7 +153,23 @@ function parseWith<S extends z.ZodType>(schema: S, text: string, file: string): 
   return result.data;
 }
 
-function readText(file: string): string {
+/**
+ * JSON with comments and trailing commas (experiment files): the first syntax error, or the first schema
+ * problem, as one line naming the file, its position and the JSON path.
+ */
+export function parseCommentedWith<S extends z.ZodType>(schema: S, text: string, file: string): z.output<S> {
+  const body = withoutBom(text);
+  const errors: jsonc.ParseError[] = [];
+  const data: unknown = jsonc.parse(body, errors, { allowTrailingComma: true });
+  if (errors.length) {
+    throw new ConfigError(file, "", `invalid JSON: ${jsonc.printParseErrorCode(errors[0]!.error)}`, lineColumn(body, errors[0]!.offset));
+  }
+  const result = schema.safeParse(data, { error: issueMessage });
+  if (!result.success) throw configErrorFromZod(file, result.error, (path, unknownKey) => positionOf(body, path, unknownKey));
+  return result.data;
+}
+
+export function readText(file: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (error) {

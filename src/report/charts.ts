@@ -154,6 +154,11 @@ async function toSvg(spec: Spec): Promise<string> {
   }
 }
 
+/** Vega-Lite specs as standalone SVG strings (the campaign report's charts, drawn here with vega). */
+export async function renderSpecs(specs: Spec[]): Promise<string[]> {
+  return Promise.all(specs.map(toSvg));
+}
+
 /** The report's charts as standalone SVG strings (rendered here, so the page needs nothing online). */
 export async function renderCharts(rows: ResultRow[]): Promise<string[]> {
   const specs = [bandwidthSpec(rows), errorSpec(rows), overlapSpec(rows), timelineSpec(rows), traceSpec(rows)].filter((s): s is Spec => s !== undefined);

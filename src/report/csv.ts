@@ -6,7 +6,8 @@ const LEADING = [
   "avg_us", "p50_us", "p95_us", "p99_us", "stddev_us", "min_us", "max_us", "algbw", "busbw", "wrong", "wire_bytes", "rel_error",
 ] as const;
 
-function cell(v: unknown): string {
+/** One RFC 4180 cell: empty for null or absent, quoted where it holds a comma, quote or line break. */
+export function csvCell(v: unknown): string {
   if (v === null || v === undefined) return "";
   const s = String(v);
   return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
@@ -16,7 +17,7 @@ function cell(v: unknown): string {
  * Every field of a row as a cell: the time statistics as their own columns (avg_us, ...), other objects'
  * fields as parent.field (params.bits, overlap.overlap_pct), arrays as their values joined by ";".
  */
-function flatten(row: ResultRow): Map<string, unknown> {
+export function flatten(row: ResultRow): Map<string, unknown> {
   const cells = new Map<string, unknown>();
   const put = (key: string, v: unknown): void => {
     if (Array.isArray(v)) cells.set(key, v.map((x) => x ?? "").join(";"));
@@ -37,7 +38,7 @@ function flatten(row: ResultRow): Map<string, unknown> {
 export function formatCsv(doc: ResultDocument): string {
   const rows = doc.results.map(flatten);
   const columns = [...new Set<string>([...LEADING, ...rows.flatMap((r) => [...r.keys()])])];
-  const lines = [columns.map(cell).join(",")];
-  for (const r of rows) lines.push(columns.map((c) => cell(r.get(c))).join(","));
+  const lines = [columns.map(csvCell).join(",")];
+  for (const r of rows) lines.push(columns.map((c) => csvCell(r.get(c))).join(","));
   return lines.join("\n") + "\n";
 }

@@ -3,7 +3,7 @@ import type { DoctorResult, ResultDocument } from "../results.js";
 import { judgedBy, outlierText } from "./doctor.js";
 import { interruptedLine, tableParts } from "./table.js";
 
-const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+export const escape = (s: string) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
 
 function doctorOutliers(d: DoctorResult): string {
   const items = d.outliers.map((o) => `<li>${escape(outlierText(o))}</li>`).join("") || "<li>none</li>";

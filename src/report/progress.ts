@@ -20,9 +20,9 @@ const RESTORE_TERMINAL = "\x1b[?25h\x1b[?7h\n";
 /**
  * A progress bar on stderr that appears once a run has lasted a couple of seconds. A fault in drawing it
  * (its own redraw timer included) turns it off with one line and the terminal restored: the bar is never
- * worth failing a run for, nor worth the launcher dying and leaving its ranks behind.
+ * worth failing a run for, nor worth the launcher dying and leaving its ranks behind. `unit` names what it counts.
  */
-export function progressBar(): Progress {
+export function progressBar(unit = "steps"): Progress {
   const started = Date.now();
   let bar: cliProgress.SingleBar | undefined;
   let broken = false;
@@ -40,7 +40,7 @@ export function progressBar(): Progress {
   };
   const start = (total: number, done: number) => {
     bar = new cliProgress.SingleBar(
-      { format: "steps [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}", stream: process.stderr, hideCursor: true },
+      { format: `${unit} [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}`, stream: process.stderr, hideCursor: true },
       cliProgress.Presets.shades_classic,
     );
     // The bar redraws itself from a timer too, which calls this property.

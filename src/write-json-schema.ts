@@ -1,16 +1,18 @@
 // Build step: regenerate schema/*.schema.json from the zod schemas so editors can validate
-// and complete job and run-configuration files ("$schema": "../schema/job.schema.json").
+// and complete job, run-configuration and experiment files ("$schema": "../schema/job.schema.json").
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import * as z from "zod";
-import { jobSchema } from "./job.js";
-import { runConfigSchema } from "./run-config.js";
+import { jobSchema } from "./config/job.js";
+import { runConfigSchema } from "./config/run-config.js";
+import { experimentSchema } from "./exp/file.js";
 
-const outDir = new URL("../../schema/", import.meta.url);
+const outDir = new URL("../schema/", import.meta.url);
 mkdirSync(outDir, { recursive: true });
 
 const targets: [string, z.ZodType, string][] = [
   ["job.schema.json", jobSchema, "spmd-runner job"],
   ["run-config.schema.json", runConfigSchema, "spmd-runner run configuration"],
+  ["experiment.schema.json", experimentSchema, "spmd-runner experiment"],
 ];
 
 for (const [fileName, schema, title] of targets) {

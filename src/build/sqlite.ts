@@ -1,0 +1,66 @@
+// The SQLite addon `runner exp` indexes campaigns with (better-sqlite3). The package bundles its dependencies,
+// and npm 11 may hold back a bundled dependency's install script (allowScripts cannot approve one): the packed
+// package carries the binding built where it was packed (prebuilds/<platform>/, like the runner's addon), and where
+// that does not load (another Node), the package runs better-sqlite3's install script itself, from its own
+// lifecycle script and from `runner build`.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { PLATFORM } from "../comm/native.js";
+import { PACKAGE_ROOT } from "../version.js";
+
+const require = createRequire(import.meta.url);
+
+export const SQLITE_BINDING = "better_sqlite3.node";
+
+/** better-sqlite3's own build, where its install script puts it. */
+export const builtSqliteBinding = () => path.join(path.dirname(require.resolve("better-sqlite3/package.json")), "build/Release", SQLITE_BINDING);
+
+/** The binding to open databases with: better-sqlite3's own build, else the one the package carries for this platform. */
+export function sqliteBinding(): string | undefined {
+  const prebuilt = path.join(PACKAGE_ROOT, "prebuilds", PLATFORM, SQLITE_BINDING);
+  return !existsSync(builtSqliteBinding()) && existsSync(prebuilt) ? prebuilt : undefined;
+}
+
+/** Whether better-sqlite3's compiled part loads here (its JS alone loads without it). */
+export function sqliteLoads(): boolean {
+  try {
+    const Database = require("better-sqlite3") as new (file: string, o: object) => { close(): void };
+    new Database(":memory:", { nativeBinding: sqliteBinding() }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** npm's own folder: the npm running this script, else the one installed beside this Node. */
+function npmRoot(): string {
+  const cli = process.env.npm_execpath;
+  return cli ? path.resolve(path.dirname(cli), "..") : path.resolve(path.dirname(process.execPath), "../lib/node_modules/npm");
+}
+
+/** Runs better-sqlite3's install script (a prebuilt binary where one can be fetched, else a build); its exit code. */
+export function buildSqlite(): number {
+  const dir = path.dirname(require.resolve("better-sqlite3/package.json"));
+  const { scripts } = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")) as { scripts: { install: string } };
+  // As npm runs a script: prebuild-install from node_modules/.bin, and `node-gyp` as npm's (its shim runs
+  // $npm_config_node_gyp); better-sqlite3 carries SQLite's sources.
+  const npm = npmRoot();
+  // Node's headers beside its binary (Debian's and nodejs.org's layouts): node-gyp then downloads nothing.
+  const prefix = path.resolve(path.dirname(process.execPath), "..");
+  const nodedir = process.env.npm_config_nodedir ?? (existsSync(path.join(prefix, "include/node/node.h")) ? prefix : undefined);
+  const bin = [path.join(PACKAGE_ROOT, "node_modules/.bin"), path.join(npm, "node_modules/@npmcli/run-script/lib/node-gyp-bin"), path.dirname(process.execPath)];
+  const run = spawnSync("sh", ["-c", scripts.install], {
+    cwd: dir,
+    stdio: "inherit",
+    env: {
+      ...process.env,
+      PATH: [...bin, process.env.PATH].join(path.delimiter),
+      npm_config_node_gyp: process.env.npm_config_node_gyp ?? path.join(npm, "node_modules/node-gyp/bin/node-gyp.js"),
+      ...(nodedir && { npm_config_nodedir: nodedir }),
+    },
+  });
+  if (run.error) throw run.error;
+  return run.status ?? 1;
+}

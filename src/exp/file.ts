@@ -1,0 +1,114 @@
+// The experiment file (DESIGN.md, "Experiments"): JSON with comments naming jobs, a matrix of backends, world
+// sizes, hosts and variants, and how to run, repeat, measure and compare them.
+import path from "node:path";
+import * as z from "zod";
+import { parseCommentedWith, readText } from "../config/load.js";
+import { runConfigSchema } from "../config/run-config.js";
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+const name = (what: string) => z.string().regex(NAME, { error: (i) => `expected a ${what} name (a letter or "_", then letters, digits, "_", "." or "-"), got ${JSON.stringify(i.input)}` });
+
+export const variantSchema = z.strictObject({
+  /** Set in every rank's environment. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Merged into the job's JSON (objects key by key, anything else replaced) before it is validated. */
+  overrides: z.record(z.string(), z.unknown()).default({}),
+});
+
+const backend = runConfigSchema.shape.backend.unwrap();
+const axis = <T extends z.ZodType>(item: T) => z.array(item).min(1);
+
+export const AXES = ["job", "backend", "world_size", "hosts", "variant"] as const;
+export type Axis = (typeof AXES)[number];
+/** The axes a matrix can cross (jobs come from "jobs"). */
+const MATRIX_AXES = ["backend", "world_size", "hosts", "variant"] as const;
+
+const matrixSchema = z.strictObject({
+  backend: axis(backend).default(["auto"]),
+  world_size: axis(z.int().min(1)),
+  hosts: axis(z.int().min(1)).default([1]),
+  variant: z.record(name("variant"), variantSchema).default({ base: { env: {}, overrides: {} } }),
+});
+
+const percent = z.union([
+  z.number().min(0),
+  z.string().regex(/^\d+(\.\d+)?%$/, { error: (i) => `expected a fraction or a percentage like "5%", got ${JSON.stringify(i.input)}` }),
+]).transform((v) => (typeof v === "number" ? v : Number(v.slice(0, -1)) / 100));
+
+/** Executors (DESIGN.md, "Experiments"): where and how a point's ranks are started. */
+const executorSchema = z.discriminatedUnion("kind", [
+  z.strictObject({ kind: z.literal("local") }),
+  z.strictObject({
+    kind: z.literal("mpirun"),
+    /** The mpirun to run (mpirun, mpiexec.mpich, a full path). */
+    command: z.string().min(1).default("mpirun"),
+    hostfile: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+  }),
+  z.strictObject({
+    kind: z.literal("slurm"),
+    mode: z.enum(["pack", "array"]).default("pack"),
+    /** Array mode: at most this many array tasks at once (`%throttle`). */
+    throttle: z.int().min(1).default(4),
+    /** Chains the campaign's batch jobs with afterany, so that no two share the network. */
+    serialize: z.boolean().default(false),
+    partition: z.string().min(1).optional(),
+    /** The batch job's time limit, as sbatch --time takes it. */
+    time: z.string().min(1).default("00:30:00"),
+    /** More sbatch options, one per item (["--account=x"]). */
+    sbatch: z.array(z.string()).default([]),
+  }),
+]);
+
+export const experimentSchema = z.strictObject({
+  $schema: z.string().optional(),
+  name: name("campaign"),
+  /** Job files, relative to the experiment file. */
+  jobs: z.array(z.string().min(1)).min(1),
+  matrix: matrixSchema,
+  /** Axes that advance together instead of crossing: [["world_size", "hosts"]]. */
+  zip: z.array(z.array(z.enum(MATRIX_AXES)).min(2)).default([]),
+  /** Points to leave out: every key given must match. */
+  exclude: z.array(z.strictObject({
+    job: z.string().optional(),
+    backend: backend.optional(),
+    world_size: z.int().optional(),
+    hosts: z.int().optional(),
+    variant: z.string().optional(),
+  })).default([]),
+  repetitions: z.int().min(1).default(1),
+  order: z.enum(["interleaved", "randomized", "blocked"]).default("interleaved"),
+  /** The randomized order's seed: the same seed, the same order. */
+  seed: z.int().min(0).default(0),
+  executor: executorSchema.default({ kind: "local" }),
+  /** Metrics of a row (busbw, algbw, time.p50_us, rel_error, ...) and which way is better. */
+  metrics: z.record(z.string(), z.enum(["higher", "lower"])).default({ busbw: "higher", "time.avg_us": "lower" }),
+  compare: z.strictObject({
+    /** A campaign directory to compare against, relative to the experiment file. */
+    baseline: z.string().min(1).optional(),
+    /** Per metric: a change smaller than this is no change. */
+    tolerance: z.record(z.string(), percent).default({}),
+  }).default({ tolerance: {} }),
+});
+
+export type Experiment = z.output<typeof experimentSchema>;
+export type Variant = z.output<typeof variantSchema>;
+export type Executor = Experiment["executor"];
+
+/** An experiment file with its paths resolved against its own folder. */
+export interface LoadedExperiment extends Experiment {
+  file: string;
+  jobPaths: string[];
+  baselineDir?: string;
+}
+
+export function loadExperiment(file: string): LoadedExperiment {
+  const exp = parseCommentedWith(experimentSchema, readText(file), file);
+  const here = path.dirname(path.resolve(file));
+  return {
+    ...exp,
+    file,
+    jobPaths: exp.jobs.map((j) => path.resolve(here, j)),
+    baselineDir: exp.compare.baseline === undefined ? undefined : path.resolve(here, exp.compare.baseline),
+  };
+}

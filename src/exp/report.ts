@@ -1,0 +1,146 @@
+// `exp report`: one self-contained HTML file (and its Markdown twin) for the whole campaign: what differs
+// between points, every row in a sortable table, busbw by size per op, scaling, the crossover table, and the
+// changes against a baseline.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { escape as escapeHtml } from "../report/html.js";
+import type { ResultDocument } from "../results.js";
+import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignRow, type Change, type Crossover } from "./analyze.js";
+import { repDir } from "./campaign.js";
+import { campaignSpecs } from "./plots.js";
+import type { Database } from "./store.js";
+
+const TABLE_COLUMNS = ["point_id", "rep", "job", "backend", "world_size", "hosts", "variant", "stage", "op", "size", "count", "type", "algorithm",
+  "avg_us", "p50_us", "p99_us", "algbw", "busbw", "wrong", "rel_error"];
+
+/** Each point's coordinates, env and manifest leaves: "backend", "env.NCCL_ALGO", "manifest.node". */
+function pointFacts(dir: string, db: Database): Map<string, Map<string, string>> {
+  const facts = new Map<string, Map<string, string>>();
+  const points = db.prepare("SELECT p.*, (SELECT min(rep) FROM rows r WHERE r.point_id = p.point_id) AS rep FROM points p").all() as (Record<string, unknown> & { point_id: string; rep: number | null })[];
+  for (const p of points) {
+    const f = new Map<string, string>(["job", "backend", "world_size", "hosts", "variant"].map((k) => [k, String(p[k])]));
+    for (const e of db.prepare("SELECT key, value FROM env WHERE point_id = ?").all(p.point_id) as { key: string; value: string }[]) f.set(`env.${e.key}`, e.value);
+    if (p.rep !== null) {
+      try {
+        const m = (JSON.parse(readFileSync(path.join(repDir(dir, p.point_id, p.rep), "results.json"), "utf8")) as ResultDocument).manifest;
+        for (const k of ["runner", "git", "node", "library"] as const) f.set(`manifest.${k}`, String(m?.[k] ?? ""));
+        f.set("manifest.addon", JSON.stringify(m?.addon ?? null));
+        f.set("manifest.hosts", (m?.hosts ?? []).map((h) => h.name).join(","));
+      } catch {
+        // a repetition whose results went missing: its coordinates still count
+      }
+    }
+    facts.set(p.point_id, f);
+  }
+  return facts;
+}
+
+/** The facts that differ between points (with their values) and those every point shares. */
+export function differences(dir: string, db: Database): { varying: [string, string[]][]; same: [string, string][] } {
+  const facts = [...pointFacts(dir, db).values()];
+  const keys = [...new Set(facts.flatMap((f) => [...f.keys()]))].sort();
+  const varying: [string, string[]][] = [], same: [string, string][] = [];
+  for (const k of keys) {
+    const seen = [...new Set(facts.map((f) => f.get(k) ?? "(absent)"))];
+    if (seen.length > 1) varying.push([k, seen]);
+    else same.push([k, seen[0]!]);
+  }
+  return { varying, same };
+}
+
+const cell = (v: unknown) => (v === null || v === undefined ? "" : typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(5) : String(v));
+
+function htmlTable(head: string[], rows: unknown[][], sortable: boolean): string {
+  const th = head.map((h) => `<th>${escapeHtml(h)}</th>`).join("");
+  const body = rows.map((r) => `<tr>${r.map((v) => `<td${typeof v === "number" ? ` data-v="${v}"` : ""}>${escapeHtml(cell(v))}</td>`).join("")}</tr>`).join("\n");
+  return `<table${sortable ? ' class="sortable"' : ""}><thead><tr>${th}</tr></thead><tbody>\n${body}\n</tbody></table>`;
+}
+
+function markdownTable(head: string[], rows: unknown[][]): string {
+  const line = (r: unknown[]) => `| ${r.map((v) => cell(v).replace(/\|/g, "\\|")).join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
+}
+
+const pct = (x: number | undefined) => (x === undefined ? "" : `${(x * 100).toFixed(1)}%`);
+const crossoverHead = ["job", "stage", "op", "size", "world size", "best", "busbw (GB/s)", "runner-up", "lead"];
+const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, x.size, x.world_size, x.best, x.value, x.runnerUp ?? "", pct(x.margin)]);
+const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
+const changeRows = (c: Change[]) => c.filter((x) => x.verdict !== "within tolerance")
+  .map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]);
+
+/** One row per point and stage and size: the medians over repetitions, for the Markdown summary. */
+function medianRows(rows: CampaignRow[]): unknown[][] {
+  const axes = seriesAxes(rows);
+  return groupRows(rows).map((g) => [g.first.job, g.first.stage, g.first.op, g.first.size, g.first.world_size, seriesOf(g.first, axes), g.rows.length, median(values(g, "busbw")), median(values(g, "avg_us"))]);
+}
+
+const SORT_SCRIPT = `document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], asc = th.dataset.dir !== "asc";
+  th.dataset.dir = asc ? "asc" : "desc";
+  const key = (tr) => tr.cells[i].dataset.v ?? tr.cells[i].textContent;
+  const rows = [...body.rows].sort((a, b) => {
+    const x = key(a), y = key(b), c = a.cells[i].dataset.v !== undefined && b.cells[i].dataset.v !== undefined ? x - y : x.localeCompare(y);
+    return asc ? c : -c;
+  });
+  body.append(...rows);
+}));`;
+
+export interface CampaignReport {
+  html: string;
+  markdown: string;
+}
+
+/** The report of the campaign in `dir` (its index open in `db`), with `changes` against a baseline where one was given. */
+export async function campaignReport(name: string, dir: string, db: Database, changes?: Change[]): Promise<CampaignReport> {
+  const rows = campaignRows(db);
+  const axes = seriesAxes(rows);
+  const groups = groupRows(rows);
+  const { renderSpecs } = await import("../report/charts.js");
+  const charts = await renderSpecs(campaignSpecs(groups, axes));
+  const diff = differences(dir, db);
+  const cross = crossovers(groups, axes);
+  const counts = db.prepare("SELECT state, count(*) AS n FROM points GROUP BY state").all() as { state: string; n: number }[];
+  const countLine = counts.map((c) => `${c.n} ${c.state}`).join(", ");
+  const varyingItems = diff.varying.map(([k, v]) => [k, v.join(", ")]);
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>${escapeHtml(name)} — spmd-runner campaign</title>
+<style>
+  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; background: #fff; }
+  h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+  table { border-collapse: collapse; font-size: 0.8rem; } th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap; }
+  th { background: #f0f0f0; position: sticky; top: 0; } table.sortable th { cursor: pointer; }
+  .regression { color: #b00; } .improvement { color: #070; }
+  .charts figure { margin: 0 0 1.5rem 0; }
+</style>
+</head>
+<body>
+<h1>Campaign ${escapeHtml(name)}</h1>
+<p>${escapeHtml(countLine)} points · ${rows.length} rows · series by ${escapeHtml(axes.join(" / "))}</p>
+<h2>What differs between points</h2>
+${htmlTable(["", "values"], varyingItems, false)}
+<details><summary>Shared by every point</summary>${htmlTable(["", "value"], diff.same, false)}</details>
+${changes ? `<h2>Against the baseline</h2>\n${htmlTable(changeHead, changeRows(changes), true)}` : ""}
+<h2>Charts</h2>
+<div class="charts">
+${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
+</div>
+<h2>Crossover: the best ${escapeHtml(axes.join(" / "))} per op, size and world size</h2>
+${htmlTable(crossoverHead, crossoverRows(cross), true)}
+<h2>Every row (click a heading to sort)</h2>
+${htmlTable(TABLE_COLUMNS, rows.map((r) => TABLE_COLUMNS.map((c) => r[c])), true)}
+<script>${SORT_SCRIPT}</script>
+</body>
+</html>
+`;
+  const markdown = [
+    `# Campaign ${name}`, "", `${countLine} points, ${rows.length} rows, series by ${axes.join(" / ")}.`, "",
+    "## What differs between points", "", markdownTable(["", "values"], varyingItems), "",
+    ...(changes ? ["## Against the baseline", "", markdownTable(changeHead, changeRows(changes)), ""] : []),
+    "## Crossover", "", markdownTable(crossoverHead, crossoverRows(cross)), "",
+    "## Medians over repetitions", "", markdownTable(["job", "stage", "op", "size", "world size", "series", "reps", "busbw (GB/s)", "avg (us)"], medianRows(rows)), "",
+  ].join("\n");
+  return { html, markdown };
+}

@@ -1,0 +1,184 @@
+// `runner exp run`: the controller. It runs the repetitions not yet done, one at a time, each as a child
+// process (the executor's command), and marks each done or failed when it ends. Resuming is running it again.
+// A SIGINT or SIGTERM goes to the running repetition (whose launcher stops its ranks); the controller waits
+// for it, marks nothing, and exits: an unfinished repetition is never done.
+import { spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
+import { constants } from "node:os";
+import path from "node:path";
+import { interactive, progressBar, type Progress } from "../report/progress.js";
+import { makeDirectory } from "../report/write-atomic.js";
+import { campaignActive, clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
+import { repetitionCommand } from "./executors.js";
+import type { LoadedExperiment } from "./file.js";
+import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
+import { activeJobs, batchScripts, cancel, drained, submit } from "./slurm.js";
+import { syncStore } from "./store.js";
+
+export interface RunOptions {
+  dir: string;
+  failFast: boolean;
+  quiet: boolean;
+}
+
+const TAIL_LINES = 20;
+
+function logTail(file: string): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-TAIL_LINES).join("\n");
+  } catch {
+    return "";
+  }
+}
+
+/** A shell's exit code for death by `signal`: 128 + its number. */
+const signalCode = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] ?? 0);
+
+/** Runs one repetition to its end; the exit code, or the signal's 128 + n. */
+function runRepetition(argv: string[], env: Record<string, string>, log: string, onChild: (kill: (s: NodeJS.Signals) => void) => void): Promise<number> {
+  const fd = openSync(log, "w");
+  const [program, ...args] = argv;
+  const child = spawn(program!, args, { env: { ...process.env, ...env }, stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  onChild((signal) => child.pid !== undefined && child.exitCode === null && child.kill(signal));
+  return new Promise((resolve) => {
+    child.on("error", () => resolve(127)); // could not start: no exit event follows
+    child.on("exit", (code, signal) => resolve(signal ? signalCode(signal) : (code ?? 1)));
+  });
+}
+
+/** The repetitions still to run, in the experiment's order; stale points' old files set aside first. */
+function pendingTasks(exp: LoadedExperiment, plan: Plan, dir: string, say: (line: string) => void): { tasks: Task[]; records: Map<string, PointRecord> } {
+  for (const [id, old] of stalePoints(dir, plan.points)) say(`exp: point ${id} replaces stale ${old.id} (${describeParams(old.params)}); old results kept in ${setAside(dir, old)}`);
+  const records = new Map(plan.points.map((p) => [p.id, pointRecord(dir, p, exp.repetitions)]));
+  const tasks = taskOrder(exp, plan.points).filter((t) => readMarker(dir, t.point.id, t.rep)?.state !== "done");
+  return { tasks, records };
+}
+
+/** Stops at SIGINT, SIGTERM or SIGHUP: `onStop` gets the signal; the process does not exit by itself meanwhile. */
+function stopOnSignals(onStop: (signal: NodeJS.Signals) => void): { stopped: () => NodeJS.Signals | undefined; release: () => void } {
+  let stop: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stop ??= signal;
+    onStop(signal);
+  };
+  const signals: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const s of signals) process.on(s, onSignal);
+  return { stopped: () => stop, release: () => signals.forEach((s) => process.off(s, onSignal)) };
+}
+
+interface Session {
+  exp: LoadedExperiment;
+  plan: Plan;
+  opts: RunOptions;
+  tasks: Task[];
+  records: Map<string, PointRecord>;
+  jobFiles: Map<string, string>;
+  say: (line: string) => void;
+  bar?: Progress;
+}
+
+/** One repetition after another on this machine (local launcher or mpirun); how many failed, and the signal that stopped it. */
+async function runHere(s: Session): Promise<{ failed: number; stop?: NodeJS.Signals }> {
+  let killChild: ((sig: NodeJS.Signals) => void) | undefined;
+  const signals = stopOnSignals((sig) => killChild?.(sig));
+  let failed = 0;
+  try {
+    for (const [n, { point, rep }] of s.tasks.entries()) {
+      if (signals.stopped()) break;
+      const record = s.records.get(point.id)!;
+      const dir = repDir(s.opts.dir, point.id, rep);
+      rmSync(dir, { recursive: true, force: true }); // a failed or interrupted attempt's files
+      preparePoint(s.opts.dir, point, { ...record, attempts: ++record.attempts });
+      makeDirectory(dir);
+      const started = new Date().toISOString();
+      const log = path.join(dir, "log.txt");
+      const code = await runRepetition(repetitionCommand(s.exp.executor, point, s.jobFiles.get(point.id)!, dir), point.env, log, (k) => (killChild = k));
+      killChild = undefined;
+      if (signals.stopped()) break; // ended by our signal: neither done nor failed
+      const ended = new Date().toISOString();
+      if (code === 0) writeMarker(s.opts.dir, point.id, rep, { state: "done", exit_code: 0, started, ended });
+      else {
+        failed++;
+        writeMarker(s.opts.dir, point.id, rep, { state: "failed", exit_code: code, started, ended, tail: logTail(log) });
+      }
+      if (s.bar) s.bar.update(n + 1, s.tasks.length);
+      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${code === 0 ? "done" : `FAILED (exit ${code}; ${log})`}`);
+      if (code !== 0 && s.opts.failFast) break;
+    }
+  } finally {
+    signals.release();
+  }
+  return { failed, stop: signals.stopped() };
+}
+
+const POLL_MS = 1000;
+/** SLURM's KillWait (30 s by default) and then some: how long a cancelled job may take to go. */
+const CANCEL_WAIT_MS = 45_000;
+
+/** Submits the batch jobs and waits for them, counting markers; a signal cancels them. */
+async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Signals }> {
+  const slurm = s.exp.executor as Extract<LoadedExperiment["executor"], { kind: "slurm" }>;
+  for (const { point, rep } of s.tasks) {
+    s.records.get(point.id)!.attempts++;
+    rmSync(repDir(s.opts.dir, point.id, rep), { recursive: true, force: true }); // a failed attempt's marker must not count
+  }
+  const ids = submit(batchScripts(s.exp, slurm, s.tasks, s.opts.dir), slurm);
+  writeRunRecord(s.opts.dir, { pid: process.pid, jobs: ids });
+  s.say(`exp: submitted SLURM job${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`);
+  const signals = stopOnSignals(() => cancel(ids));
+  const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
+  try {
+    while (activeJobs(ids).length && !signals.stopped()) {
+      s.bar?.update(marked().length, s.tasks.length);
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+    // Cancelled: the jobs' traps mark the repetitions they interrupt once SLURM has signalled them.
+    if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
+  } finally {
+    signals.release();
+  }
+  const markers = marked();
+  if (markers.length < s.tasks.length && !signals.stopped()) s.say(`exp: ${s.tasks.length - markers.length} repetitions left no marker (the job was killed outright? see ${path.join(s.opts.dir, "slurm")})`);
+  return { failed: markers.filter((m) => m.state === "failed").length, stop: signals.stopped() };
+}
+
+/** Runs what is pending; the process's exit code: 0 all done, 1 a point failed, 128 + n interrupted by signal n. */
+export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: RunOptions): Promise<number> {
+  const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
+  if (campaignActive(opts.dir)) throw Object.assign(new Error(`--dir ${opts.dir}: another exp run is working on this campaign (${path.join(opts.dir, "run.json")})`), { exitCode: 2 });
+  const { tasks, records } = pendingTasks(exp, plan, opts.dir, say);
+  const jobFiles = new Map(plan.points.map((p) => [p.id, preparePoint(opts.dir, p, records.get(p.id)!)]));
+  const bar = interactive(opts.quiet) ? progressBar("repetitions") : undefined;
+  say(`exp: ${tasks.length} repetition${tasks.length === 1 ? "" : "s"} to run of ${plan.points.length} points, in ${opts.dir}`);
+  const session: Session = { exp, plan, opts, tasks, records, jobFiles, say, bar };
+  let outcome: { failed: number; stop?: NodeJS.Signals };
+  writeRunRecord(opts.dir, { pid: process.pid, jobs: [] });
+  try {
+    outcome = await (exp.executor.kind === "slurm" ? runSlurm(session) : runHere(session));
+  } finally {
+    bar?.stop();
+    clearRunRecord(opts.dir);
+    for (const r of records.values()) writePointRecord(opts.dir, r);
+    (await syncStore(opts.dir)).close();
+  }
+  if (outcome.stop) {
+    say(`exp: interrupted by ${outcome.stop}; run again to resume`);
+    return signalCode(outcome.stop);
+  }
+  if (outcome.failed) say(`exp: ${outcome.failed} repetition${outcome.failed === 1 ? "" : "s"} failed (runner exp status shows their logs)`);
+  return outcome.failed ? 1 : 0;
+}
+
+const shellWord = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
+
+/** What `exp run` would start, one command line per pending repetition; nothing is written. */
+export function dryRun(exp: LoadedExperiment, plan: Plan, dir: string): string {
+  const tasks = taskOrder(exp, plan.points).filter((t) => readMarker(dir, t.point.id, t.rep)?.state !== "done");
+  if (exp.executor.kind === "slurm") return batchScripts(exp, exp.executor, tasks, dir).map((b) => `# ${b.file}\n${b.text}`).join("\n");
+  return tasks.map(({ point, rep }) => {
+    const env = Object.entries(point.env).map(([k, v]) => `${k}=${shellWord(v)} `).join("");
+    const jobFile = path.join(dir, "points", point.id, "job.json");
+    return `${env}${repetitionCommand(exp.executor, point, jobFile, repDir(dir, point.id, rep)).map(shellWord).join(" ")}\n`;
+  }).join("");
+}

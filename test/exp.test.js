@@ -1,0 +1,295 @@
+// Experiment campaigns (`runner exp`): plan, run with a failing point and --fail-fast, resume, status, query,
+// report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
+import { findProcesses, survivors } from "./helpers/procs.js";
+import { envForMpi, REPO, RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
+import { withTempDir } from "./helpers/tmp.js";
+
+const exp = (args, timeoutMs = 300_000) => runNode([RUNNER, "exp", ...args], {}, timeoutMs);
+
+const tinyJob = {
+  name: "tiny", iterations: 3, warmup: 1, check: true,
+  tensors: { t: { dtype: "float32", count: 4096 } },
+  stages: [{ id: "ar", op: "allreduce", input: "t" }],
+  sweep: { count: [256, 4096] },
+};
+
+/** Writes job.json and exp.jsonc (the experiment, with a comment and a trailing comma: JSON with comments) into `dir`. */
+function campaign(dir, experiment, job = tinyJob) {
+  writeFileSync(path.join(dir, "job.json"), JSON.stringify(job));
+  const file = path.join(dir, "exp.jsonc");
+  const text = JSON.stringify({ name: "t", jobs: ["job.json"], ...experiment }, null, 2);
+  writeFileSync(file, `// a test campaign\n${text.replace(/\n}$/, ",\n}")}\n`);
+  return { file, dir: path.join(dir, "campaign") };
+}
+
+const pointIds = (stdout) => [...stdout.matchAll(/^([0-9a-f]{12}) /gm)].map((m) => m[1]);
+const statusOf = async (c) => JSON.parse((await exp(["status", c.file, "--dir", c.dir, "--json"])).stdout);
+const byVariant = (s, variant, w) => s.points.find((p) => p.params.variant === variant && p.params.world_size === w);
+
+test("plan: one line per point with its id and parameters, the exclusions and counts; the same ids every time", async () => {
+  await withTempDir("spmd-exp-plan-", async (tmp) => {
+    const c = campaign(tmp, {
+      matrix: { backend: ["shm"], world_size: [2, 3], variant: { a: {}, b: { env: { X: "1" } } } },
+      exclude: [{ world_size: 3, variant: "b" }], repetitions: 2,
+    });
+    const p = await exp(["plan", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stdout, /^# t: 3 points, 1 excluded, 2 repetitions each \(6 runs, order interleaved, executor local\)/);
+    assert.match(p.stdout, /# 3 points in .*: 3 pending/);
+    assert.match(p.stdout, /\nexcluded: job=tiny backend=shm world_size=3 hosts=1 variant=b\n/);
+    const ids = pointIds(p.stdout);
+    assert.equal(new Set(ids).size, 3);
+    assert.deepEqual(pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout), ids, "ids are a function of the experiment");
+
+    // The order repetitions run in, as --dry-run prints them (nothing runs).
+    let n = 0;
+    const order = async (extra) => {
+      const sub = path.join(tmp, `order-${n++}`);
+      mkdirSync(sub);
+      const o = campaign(sub, { matrix: { backend: ["shm"], world_size: [2, 3] }, repetitions: 2, ...extra });
+      const p = await exp(["run", o.file, "--dir", o.dir, "--dry-run"]);
+      assert.equal(p.code, 0, p.stderr);
+      assert.ok(!existsSync(o.dir), "a dry run writes nothing");
+      return [...p.stdout.matchAll(/ -n (\d) .*\/rep-(\d)\/results\.json/g)].map((m) => `W${m[1]}r${m[2]}`).join(" ");
+    };
+    assert.equal(await order({ order: "interleaved" }), "W2r1 W3r1 W2r2 W3r2");
+    assert.equal(await order({ order: "blocked" }), "W2r1 W2r2 W3r1 W3r2");
+    const shuffled = await Promise.all([1, 2, 3, 4, 5].map((seed) => order({ order: "randomized", seed })));
+    assert.equal(await order({ order: "randomized", seed: 3 }), shuffled[2], "the same seed, the same order");
+    assert.ok(new Set(shuffled).size > 1, "other seeds, other orders");
+    assert.ok(shuffled.every((o) => o.split(" ").sort().join(" ") === "W2r1 W2r2 W3r1 W3r2"));
+  });
+});
+
+test("bad experiment files: exit 2 before anything runs, one line naming the key or the point", async () => {
+  await withTempDir("spmd-exp-bad-", async (tmp) => {
+    const matrix = { backend: ["shm"], world_size: [2] };
+    const cases = [
+      [{ matrix, repetition: 2 }, /exp\.jsonc: line \d+ column \d+: unknown key "repetition" \(did you mean "repetitions"\?\)/],
+      [{ matrix: { ...matrix, world_size: [] } }, /matrix\.world_size: expected at least 1 item, got 0/],
+      [{ matrix: { ...matrix, colour: ["red"] } }, /matrix: unknown key "colour"/],
+      [{ matrix: { ...matrix, world_size: [2, 3] }, zip: [["backend", "world_size"]] }, /zip\[0\]: zipped axes need as many values each: backend has 1, world_size 2/],
+      [{ matrix, exclude: [{ backend: "tcp" }] }, /exclude\[0\]: matches no point/],
+      [{ matrix, exclude: [{ world_size: 2 }] }, /every point is excluded/],
+      [{ matrix: { ...matrix, hosts: [2] } }, /point job=tiny backend=shm world_size=2 hosts=2 variant=base: the local executor starts every rank on this host/],
+    ];
+    for (const [experiment, expected] of cases) {
+      const c = campaign(tmp, experiment);
+      const p = await exp(["plan", c.file, "--dir", c.dir]);
+      assert.equal(p.code, 2, `${JSON.stringify(experiment)}: ${p.stderr}`);
+      assert.match(p.stderr, expected);
+      assert.equal(p.stderr.trim().split("\n").length, 1, p.stderr);
+    }
+    // A job that would not validate at the point's world size: a root that only exists at W = 3.
+    const rooted = { ...tinyJob, stages: [{ id: "b", op: "broadcast", input: "t", root: 2 }] };
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [3, 2] } }, rooted);
+    const p = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: .*exp\.jsonc: point job=tiny backend=shm world_size=2 hosts=1 variant=base: .*root/);
+    assert.ok(!existsSync(c.dir), "nothing ran");
+    writeFileSync(c.file, '{ "name": "t", "jobs": ["job.json"] "matrix": {} }');
+    assert.match((await exp(["plan", c.file])).stderr, /exp\.jsonc: line 1 column 37: invalid JSON: CommaExpected/);
+  });
+});
+
+test("run: a failing point does not stop the others (--fail-fast does); status, query, report and compare", async (t) => {
+  await withTempDir("spmd-exp-run-", async (tmp) => {
+    const c = campaign(tmp, {
+      matrix: { backend: ["shm"], world_size: [2, 3], variant: { base: {}, broken: { env: { NODE_OPTIONS: "--require=/nonexistent-spmd-module.js" } } } },
+      exclude: [{ world_size: 3, variant: "broken" }], repetitions: 2,
+    });
+    // Interleaved: base W=2 runs, then broken W=2 fails and --fail-fast stops there.
+    let p = await exp(["run", c.file, "--dir", c.dir, "--fail-fast"]);
+    assert.equal(p.code, 1, p.stderr);
+    let s = await statusOf(c);
+    assert.deepEqual([byVariant(s, "base", 2).reps_done, byVariant(s, "broken", 2).state, byVariant(s, "base", 3).attempts], [1, "failed", 0]);
+
+    p = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(p.code, 1, "a point failed");
+    s = await statusOf(c);
+    assert.deepEqual(s.counts, { pending: 0, running: 0, done: 2, failed: 1, stale: 0 });
+    const broken = byVariant(s, "broken", 2);
+    assert.equal(broken.exit_code, 1);
+    assert.equal(broken.attempts, 3, "tried once under --fail-fast, then both repetitions");
+    assert.match(broken.log_tail, /nonexistent-spmd-module/);
+    assert.equal(byVariant(s, "base", 2).attempts, 2, "the repetition done before was not run again");
+    const text = (await exp(["status", "--dir", c.dir])).stdout;
+    assert.match(text, /: 2 done, 1 failed\n/);
+    assert.match(text, /failed .* variant=broken exit 1\n( {4}\| .*\n)*? {4}\| Error: Cannot find module .\/nonexistent-spmd-module/);
+
+    // query: every row of every repetition, as the files have it.
+    const rows = JSON.parse((await exp(["query", "SELECT r.*, p.world_size FROM rows r JOIN points p USING (point_id) ORDER BY p.world_size, rep, size", "--dir", c.dir, "--format", "json"])).stdout);
+    assert.equal(rows.length, 2 * 2 * 2, "2 points x 2 repetitions x 2 sizes");
+    for (const r of rows) {
+      const doc = JSON.parse(readFileSync(path.join(c.dir, "points", r.point_id, `rep-${r.rep}`, "results.json"), "utf8"));
+      const row = doc.results.find((x) => x.size === r.size);
+      assert.deepEqual([r.stage, r.op, r.busbw, r.p50_us, r.wrong, r.algorithm], [row.stage, row.op, row.busbw, row.time.p50_us, row.wrong, row.algorithm]);
+    }
+    const csv = (await exp(["query", "SELECT state, count(*) AS n FROM points GROUP BY state ORDER BY state", "--dir", c.dir, "--format", "csv"])).stdout;
+    assert.equal(csv, "state,n\ndone,2\nfailed,1\n");
+    const env = JSON.parse((await exp(["query", "SELECT value FROM env JOIN points USING (point_id) WHERE key = 'NODE_OPTIONS'", "--dir", c.dir, "--format", "json"])).stdout);
+    assert.deepEqual(env, [{ value: "--require=/nonexistent-spmd-module.js" }]);
+    assert.equal((await exp(["query", "PRAGMA journal_mode", "--dir", c.dir, "--format", "csv"])).stdout, "journal_mode\ndelete\n", "not WAL: NFS and Lustre");
+    const bad = await exp(["query", "DELETE FROM rows", "--dir", c.dir]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /^runner: exp query: .*read-only/);
+
+    await t.test("report: a sortable table of every row and charts, drawn in headless Chromium", () => reportChecks(c, tmp));
+    await t.test("compare: direction-aware; exit 1 on a regression beyond tolerance and noise", () => compareChecks(c, tmp));
+  });
+});
+
+async function reportChecks(c, tmp) {
+  const p = await exp(["report", c.file, "--dir", c.dir]);
+  assert.equal(p.code, 0, p.stderr);
+  const html = readFileSync(path.join(c.dir, "report.html"), "utf8");
+  const table = html.split("<h2>Every row")[1];
+  assert.match(table, /<table class="sortable"><thead><tr><th>point_id<\/th>/);
+  assert.equal((table.match(/<tr>/g) ?? []).length, 1 + 8, "a heading and 8 rows");
+  assert.ok((html.match(/<svg /g) ?? []).length >= 2, "busbw by size, and scaling over world sizes");
+  assert.match(html, /<td>variant<\/td><td>base, broken<\/td>|<td>world_size<\/td><td>2, 3<\/td>/, "what differs between points");
+  assert.doesNotMatch(html, /https?:\/\/(?!www\.w3\.org)/, "nothing fetched");
+  assert.match(readFileSync(path.join(c.dir, "report.md"), "utf8"), /^# Campaign t\n/);
+  if (CHROMIUM || process.env.CI) assertRenders(path.join(c.dir, "report.html"), tmp, "1200,1600");
+}
+
+/**
+ * A copy of the campaign in which every repetition holds repetition 1's results (no spread) times
+ * `factor(rep)`: as fast, or slower by that much.
+ */
+function copyWith(c, tmp, name, factor) {
+  const to = path.join(tmp, name);
+  cpSync(c.dir, to, { recursive: true });
+  for (const id of readdirSync(path.join(to, "points"))) {
+    const first = path.join(to, "points", id, "rep-1", "results.json");
+    if (!existsSync(first)) continue;
+    const text = readFileSync(first, "utf8");
+    for (const rep of [1, 2]) {
+      const doc = JSON.parse(text);
+      for (const r of doc.results) {
+        r.busbw *= factor(rep);
+        r.algbw *= factor(rep);
+        for (const k of Object.keys(r.time)) r.time[k] /= factor(rep);
+      }
+      writeFileSync(path.join(to, "points", id, `rep-${rep}`, "results.json"), JSON.stringify(doc));
+    }
+  }
+  return to;
+}
+
+async function compareChecks(c, tmp) {
+  const same = await exp(["compare", c.dir, c.dir]);
+  assert.equal(same.code, 0, same.stdout);
+  assert.match(same.stdout, /# 0 regressions, 0 improvements over 8 comparisons/, "2 points x 2 sizes x 2 metrics");
+  const base = copyWith(c, tmp, "base", () => 1);
+  const slower = copyWith(c, tmp, "slower", () => 0.2);
+  const worse = await exp(["compare", base, slower]);
+  assert.equal(worse.code, 1, worse.stdout);
+  assert.match(worse.stdout, /^REGRESSION +busbw +tiny ar \(allreduce\) size \d+ W=\d shm\/base: .* \(80\.0% worse\)/m);
+  assert.match(worse.stdout, /^REGRESSION +time\.avg_us .* \(80\.0% worse\)/m, "a time 5x as long is worse: lower is better");
+  assert.match(worse.stdout, /# 8 regressions, 0 improvements over 8 comparisons/);
+  const better = await exp(["compare", slower, base]);
+  assert.equal(better.code, 0, better.stdout);
+  assert.match(better.stdout, /# 0 regressions, 8 improvements/);
+  // One repetition as fast as before, one 5x slower: 40% worse in the median, but within the repetitions' spread.
+  const noisy = copyWith(c, tmp, "noisy", (rep) => (rep === 1 ? 1 : 0.2));
+  const noise = await exp(["compare", base, noisy]);
+  assert.equal(noise.code, 0, noise.stdout);
+  assert.equal((noise.stdout.match(/^WITHIN NOISE .* \(40\.0% worse\)/gm) ?? []).length, 4, noise.stdout);
+  assert.match(noise.stdout, /# 0 regressions, 0 improvements/);
+  // One experiment against its compare.baseline, with its metrics and tolerances: busbw alone here.
+  const withBaseline = campaign(path.join(tmp, "base"), { matrix: { backend: ["shm"], world_size: [2] }, metrics: { busbw: "higher" }, compare: { baseline: ".", tolerance: { busbw: "90%" } } });
+  const tolerated = await exp(["compare", withBaseline.file, "--dir", slower]);
+  assert.equal(tolerated.code, 0, tolerated.stdout);
+  assert.match(tolerated.stdout, /^# 0 regressions, 0 improvements over 4 comparisons/m, "80% worse is within a 90% tolerance");
+  // The report against a baseline lists the changes, each in its metric's direction.
+  assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
+  const html = readFileSync(path.join(slower, "report.html"), "utf8");
+  assert.match(html, /<h2>Against the baseline<\/h2>/);
+  assert.equal((html.match(/<tr><td>regression<\/td><td>time\.avg_us<\/td>/g) ?? []).length, 4);
+}
+
+test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {
+  await withTempDir("spmd-exp-int-", async (tmp) => {
+    const tag = `exp-int-${process.pid}`;
+    const slowJob = { name: "slow", iterations: 4, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 400_000 }] };
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2], variant: { a: { env: { TAG: tag } }, b: { env: { TAG: tag } } } } }, slowJob);
+    const ids = pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout);
+    const run = spawnRunner(["exp", "run", c.file, "--dir", c.dir]);
+    await run.seen(/\[1\/2\] \w+ .* rep 1: done/);
+    const ranks = async () => {
+      for (let i = 0; i < 100 && findProcesses(path.join(c.dir, "points"), "TAG", tag).length < 3; i++) await new Promise((r) => setTimeout(r, 50));
+      return findProcesses(path.join(c.dir, "points"), "TAG", tag);
+    };
+    const running = await ranks();
+    assert.ok(running.length >= 3, "the launcher and its 2 ranks run");
+    assert.deepEqual((await statusOf(c)).points.map((p) => p.state), ["done", "running"]);
+    const second = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(second.code, 2);
+    assert.match(second.stderr, /another exp run is working on this campaign/);
+    run.child.kill("SIGINT");
+    const ended = await run.exited;
+    assert.equal(ended.code, 130, ended.stderr);
+    assert.match(ended.stderr, /interrupted by SIGINT; run again to resume/);
+    assert.deepEqual(await survivors(running), [], "no rank left running");
+    let s = await statusOf(c);
+    assert.deepEqual(s.points.map((p) => p.state), ["done", "pending"], "the interrupted point is not done");
+    const doneLog = path.join(c.dir, "points", s.points[0].point_id, "rep-1", "log.txt");
+    const before = statSync(doneLog).mtimeMs;
+
+    const resumed = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.match(resumed.stderr, /exp: 1 repetition to run of 2 points/);
+    s = await statusOf(c);
+    assert.deepEqual(s.points.map((p) => [p.point_id, p.state, p.attempts]), [[ids[0], "done", 1], [ids[1], "done", 2]]);
+    assert.equal(statSync(doneLog).mtimeMs, before, "the done point was not run again");
+
+    // Editing the job changes every point's id: the old points are stale, and running again sets them aside.
+    writeFileSync(path.join(tmp, "job.json"), JSON.stringify({ ...slowJob, stages: [{ id: "work", op: "compute", us: 1000 }] }));
+    const plan = await exp(["plan", c.file, "--dir", c.dir]);
+    assert.match(plan.stdout, /: 2 stale\n/);
+    assert.match(plan.stdout, new RegExp(`stale .* \\(replaces ${ids[0]}\\)`));
+    const rerun = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.match(rerun.stderr, new RegExp(`replaces stale ${ids[0]} .* old results kept in .*stale`));
+    s = await statusOf(c);
+    assert.deepEqual(s.counts.done, 2);
+    assert.ok(!s.points.some((p) => ids.includes(p.point_id)));
+    assert.equal(readdirSync(path.join(c.dir, "stale")).length, 2, "the old results kept aside");
+  });
+});
+
+test("the example campaign experiments/backends.json runs with the local executor, every element right, and its report is written", async () => {
+  await withTempDir("spmd-exp-example-", async (tmp) => {
+    const file = path.join(REPO, "experiments/backends.json");
+    const dir = path.join(tmp, "backends");
+    const p = await exp(["run", file, "--dir", dir]);
+    assert.equal(p.code, 0, p.stderr);
+    const s = JSON.parse((await exp(["status", file, "--dir", dir, "--json"])).stdout);
+    assert.deepEqual([s.counts.done, s.points.length, s.excluded.length], [5, 5, 3]);
+    const rows = JSON.parse((await exp(["query", "SELECT count(*) AS n, sum(wrong) AS wrong FROM rows", "--dir", dir, "--format", "json"])).stdout);
+    assert.deepEqual(rows, [{ n: 5 * 2 * 2 * 3, wrong: 0 }], "5 points x 2 repetitions x 2 stages x 3 sizes, every element right");
+    assert.equal((await exp(["report", file, "--dir", dir])).code, 0);
+  });
+});
+
+const mpiBuilt = /\bmpi=built\b/.test(spawnSync(process.execPath, [RUNNER, "info"], { cwd: REPO, encoding: "utf8" }).stdout);
+
+test("the mpirun executor runs each repetition as mpirun -np W", { skip: mpiBuilt || process.env.CI ? false : "the addon was built without MPI" }, async () => {
+  await withTempDir("spmd-exp-mpirun-", async (tmp) => {
+    const c = campaign(tmp, { matrix: { backend: ["mpi"], world_size: [2] }, executor: { kind: "mpirun", args: ["--allow-run-as-root", "--oversubscribe"] } });
+    assert.match((await exp(["run", c.file, "--dir", c.dir, "--dry-run"])).stdout, /^mpirun -np 2 --allow-run-as-root --oversubscribe \S+node \S+runner\/index\.js \S+job\.json --backend mpi /);
+    const p = await runNode([RUNNER, "exp", "run", c.file, "--dir", c.dir], envForMpi());
+    assert.equal(p.code, 0, p.stderr);
+    const [id] = readdirSync(path.join(c.dir, "points"));
+    const doc = JSON.parse(readFileSync(path.join(c.dir, "points", id, "rep-1", "results.json"), "utf8"));
+    assert.deepEqual([doc.backend, doc.world_size, doc.results.every((r) => r.wrong === 0)], ["mpi", 2, true]);
+    assert.match(doc.manifest.library, /MPI/);
+  });
+});
