@@ -25,6 +25,10 @@ function run(command, args) {
 if (process.env.npm_lifecycle_event === "prepare" && checkout) {
   const status = run("npm", ["run", "build"]);
   if (status !== 0) process.exit(status ?? 1);
+  // npm's own run of better-sqlite3's install script (`npm ci` here) leaves the build's objects, which npm pack
+  // would carry.
+  const { pruneSqliteBuild } = await import("../dist/build/sqlite.js");
+  pruneSqliteBuild();
   if (process.env.npm_command === "pack") {
     const dir = path.join(root, "prebuilds", `${process.platform}-${process.arch}`);
     mkdirSync(dir, { recursive: true });

@@ -1,6 +1,7 @@
 // The run directory's writers: CSV, comms summary, and report.html, rendered in headless Chromium
 // and checked not to be blank.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";

@@ -4,11 +4,12 @@
 // that does not load (another Node), the package runs better-sqlite3's install script itself, from its own
 // lifecycle script and from `runner build`.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { PLATFORM } from "../comm/native.js";
 import { PACKAGE_ROOT } from "../version.js";
+import { withNodeHeaders } from "./addon.js";
 
 const require = createRequire(import.meta.url);
 
@@ -47,20 +48,27 @@ export function buildSqlite(): number {
   // As npm runs a script: prebuild-install from node_modules/.bin, and `node-gyp` as npm's (its shim runs
   // $npm_config_node_gyp); better-sqlite3 carries SQLite's sources.
   const npm = npmRoot();
-  // Node's headers beside its binary (Debian's and nodejs.org's layouts): node-gyp then downloads nothing.
-  const prefix = path.resolve(path.dirname(process.execPath), "..");
-  const nodedir = process.env.npm_config_nodedir ?? (existsSync(path.join(prefix, "include/node/node.h")) ? prefix : undefined);
   const bin = [path.join(PACKAGE_ROOT, "node_modules/.bin"), path.join(npm, "node_modules/@npmcli/run-script/lib/node-gyp-bin"), path.dirname(process.execPath)];
   const run = spawnSync("sh", ["-c", scripts.install], {
     cwd: dir,
     stdio: "inherit",
-    env: {
+    // Node's own headers, as for the runner's addon: node-gyp then downloads nothing.
+    env: withNodeHeaders({
       ...process.env,
       PATH: [...bin, process.env.PATH].join(path.delimiter),
       npm_config_node_gyp: process.env.npm_config_node_gyp ?? path.join(npm, "node_modules/node-gyp/bin/node-gyp.js"),
-      ...(nodedir && { npm_config_nodedir: nodedir }),
-    },
+    }),
   });
   if (run.error) throw run.error;
+  if (run.status === 0) pruneSqliteBuild();
   return run.status ?? 1;
+}
+
+/**
+ * Removes better-sqlite3's objects and test extension (15 MB) once its binding is linked: nothing loads them,
+ * and npm packs a bundled dependency's folder as it lies, so they would double the package's size.
+ */
+export function pruneSqliteBuild(): void {
+  const release = path.dirname(builtSqliteBinding());
+  for (const f of ["obj", "obj.target", ".deps", "sqlite3.a", "test_extension.node"]) rmSync(path.join(release, f), { recursive: true, force: true });
 }
