@@ -70,6 +70,12 @@ export interface Comparison {
   regression: string | undefined;
   /** Slower beyond the threshold, but not beyond the noise: why not. */
   noise?: string;
+  /**
+   * With fewer than MIN_RUNS runs a side: slower beyond the floor with every iteration slower, which the same
+   * job still shows against itself when the machine's load changes between two runs (a lane of CI's tests
+   * beside them: 43% on a 1 MiB allreduce). Marked, never a regression: only runs a side can say it is one.
+   */
+  suspect?: string;
 }
 
 // A parameter sweep's points are rows of their own (`ar[algorithm=tree]`), as in the table.
@@ -147,7 +153,7 @@ function compareRow(key: string, b: Row[], a: Row[], threshold: number): Compari
   const slower = `${((1 - ratio) * 100).toFixed(1)}% slower`;
   if (a.length < MIN_RUNS || b.length < MIN_RUNS) {
     const noise = fewRunsNoise(b, a, ratio);
-    return noise ? { ...base, regression: undefined, noise } : { ...base, regression: slower };
+    return noise ? { ...base, regression: undefined, noise } : { ...base, regression: undefined, suspect: slower };
   }
   const interval = bootstrapRatio(b.map(speed), a.map(speed));
   // Slower only when even the interval's fast end is slower: the difference exceeds the runs' spread.
@@ -187,8 +193,8 @@ function runsNote(runs: [number, number]): string[] {
   const n = (k: number) => `${k} run${k === 1 ? "" : "s"}`;
   const lines = [`# A: ${n(runs[0])}, B: ${n(runs[1])}; busbw and time are each side's medians over its runs, B/A the ratio of the medians`];
   if (Math.min(...runs) < MIN_RUNS) {
-    lines.push(`# fewer than ${MIN_RUNS} runs a side: run-to-run noise cannot be measured, so a row counts as slower only when all its`,
-      `#   iterations are slower and beyond a ${NOISE_FLOOR * 100}% noise floor (give ${MIN_RUNS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
+    lines.push(`# fewer than ${MIN_RUNS} runs a side: run-to-run noise cannot be measured, so no row is a regression for being slower;`,
+      `#   "slower?" marks one whose iterations are all slower, beyond a ${NOISE_FLOOR * 100}% floor (give ${MIN_RUNS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
   }
   return lines;
 }
@@ -201,11 +207,12 @@ export function formatComparison(rows: Comparison[], threshold: number, runs: [n
     `# ${"stage".padEnd(16)} ${"op".padEnd(14)} ${"count".padStart(12)} ${"busbw A".padStart(9)} ${"busbw B".padStart(9)} ${"time A".padStart(10)} ${"time B".padStart(10)} ${"B/A".padStart(6)}  verdict`,
     ...rows.map((c) => {
       const r = c.row;
-      const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
+      const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.suspect ? `slower? ${c.suspect} (unconfirmed)` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
       return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
   const regressions = rows.filter((c) => c.regression).length;
-  lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)`);
+  const suspects = rows.filter((c) => c.suspect).length;
+  lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)${suspects ? `; ${suspects} slower? (unconfirmed)` : ""}`);
   return lines.join("\n") + "\n";
 }
