@@ -1,6 +1,7 @@
 // `runner compare A.json B.json`, or several runs per side `runner compare A1 A2 A3 -- B1 B2 B3`: per-row
 // ratios, noise-aware with several runs; exit 1 on a regression (a CI gate).
 import type { Argv, CommandModule } from "yargs";
+import { badInput } from "../input.js";
 
 export interface CompareArgs {
   before: string[];
@@ -8,7 +9,6 @@ export interface CompareArgs {
   threshold: number;
 }
 
-const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
 
 /** The two sides: what comes before "--" and after it, or (without "--") exactly one file each. */
 function sides(a: CompareArgs): [string[], string[]] {
