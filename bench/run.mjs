@@ -75,7 +75,7 @@ async function main() {
   const machine = machineInfo();
   const cores = machine.cores;
   const groups = planGroups(s);
-  log(`${s.mode} run: W ${s.worldSizes.join(", ")}; ${s.ops.length} ops; ${s.sizes.length} sizes; ${s.repeats} pair(s); ${groups.length} invocations per peer per pair`);
+  log(`${s.mode} run: W ${s.worldSizes.join(", ")}; ${s.ops.length} ops; ${s.sizes.length} sizes; ${s.repeats} round(s); ${groups.length} invocations per peer per round; peers: ${peers.join(", ")}`);
 
   // memcpy bandwidth for every number of concurrent copiers the rows need (1 for gather, min(W, cores)).
   const ks = [...new Set([1, ...s.worldSizes.map((W) => copiers(W, cores))])].sort((a, b) => a - b);
