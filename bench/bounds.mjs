@@ -18,8 +18,8 @@
 //   all_to_all      2·W·S      W inputs of S read, W outputs of S written
 //   broadcast       W·S        the root's S read (in place), W − 1 outputs of S written
 // BW_mem(k) is memcpy's rate in bytes copied per second (1 byte copied = 1 read + 1 written, so 2 bytes of
-// traffic) with k processes copying at once, the best measured for any k' ≤ k: no more than min(W, cores)
-// ranks run at a time. Below 2 × the last-level cache the previous iteration's data can still be in cache,
+// traffic) with k processes copying at once, the best repeat measured for any k' ≤ k (other load only
+// slows a probe; no more than min(W, cores) ranks run at a time). Below 2 × the last-level cache the previous iteration's data can still be in cache,
 // so the bound does not hold there and rows get none.
 import { busbw } from "../dist/metrics/bandwidth.js";
 import { stageKind } from "../dist/stages/index.js";
@@ -90,17 +90,17 @@ export function formulaMarkdown(buffers = "256 MiB", cache = "the last-level cac
     "    bound_busbw = busFactor(op, W) × S / t_min",
     "",
     `where BW_mem(k) is the aggregate memcpy bandwidth of k processes copying ${buffers} buffers at once (bytes`,
-    "copied per second, median of the repeats, measured in the same run; one byte copied is two bytes of",
-    "traffic), the best measured for any k' ≤ k, since no more than min(W, cores) ranks run at once; busFactor",
-    "is the runner's own (allreduce 2(W−1)/W; reduce_scatter, all_gather, gather, all_to_all (W−1)/W;",
-    "broadcast 1). traffic is summed over the W ranks (divide by W for one rank's share):",
+    "copied per second; one byte copied is two bytes of traffic), the best repeat of the probes at the start and",
+    "the end of the run (other load only slows a probe) for any k' ≤ k, since no more than min(W, cores) ranks",
+    "run at once; busFactor is the runner's own (allreduce 2(W−1)/W; reduce_scatter, all_gather, gather,",
+    "all_to_all (W−1)/W; broadcast 1). traffic is summed over the W ranks (divide by W for one rank's share):",
     "",
     "| op | S | traffic(op, W, S) |",
     "|---|---|---|",
     ...rows,
     "",
     `The bound holds only once the traffic is at least ${CACHE_FACTOR} × ${cache}: below that the previous iteration's`,
-    "data can still be in cache, and those rows get no bound (—). No row can reach 100% of it unless the",
+    "data can still be in cache, and those rows get no bound (—). No row can exceed 100% of it unless the",
     "formula is wrong; a row above 100% is reported as such in the verdict, never clamped. What keeps a row",
     "below it is not counted: copies through cache (the staged path copies each byte in and out of the",
     "segment), reads for ownership on ordinary stores, the reduction's arithmetic, and W ranks sharing fewer",

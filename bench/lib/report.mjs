@@ -337,7 +337,7 @@ export function markdownSection(doc) {
     "",
     formulaMarkdown(formatSize(doc.memcpy.bytes), `the ${formatSize(doc.memcpy.cache_bytes)} last-level cache`),
     "",
-    `Measured in this run: ${bwText(doc.memcpy)} (${formatSize(doc.memcpy.bytes)} buffers, median of ${doc.memcpy.repeats}).`,
+    `Measured in this run: ${bwText(doc.memcpy)} (${formatSize(doc.memcpy.bytes)} buffers, the best of ${doc.memcpy.repeats} repeats at the start and ${doc.memcpy.repeats} at the end).`,
     END,
   ].join("\n");
 }
