@@ -144,6 +144,12 @@ test("OSU: sizes map to each benchmark's -m, runs chain by powers of two, and -f
 
   // A source that is not there is one line, which the bench prints before going on without OSU.
   assert.throws(() => prepareOsu("/nonexistent/osu.tar.gz", () => {}), /^Error: \/nonexistent\/osu\.tar\.gz not found$/);
+  const empty = mkdtempSync(path.join(os.tmpdir(), "bench-osu-"));
+  try {
+    assert.throws(() => prepareOsu(empty, () => {}), new RegExp(`^Error: ${empty} has neither the osu_\\* programs nor a configure script$`));
+  } finally {
+    rmSync(empty, { recursive: true, force: true });
+  }
 });
 
 test("the generated section replaces only what lies between its markers", () => {

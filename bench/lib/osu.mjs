@@ -91,8 +91,10 @@ function builtIn(dir) {
 function sh(cmd, args, cwd) {
   const r = spawnSync(cmd, args, { cwd, encoding: "utf8", timeout: 600_000 });
   if (r.error || r.status !== 0) {
-    const lines = (r.error?.message ?? `${r.stdout}\n${r.stderr}`).trim().split("\n").filter(Boolean);
-    const why = [...lines].reverse().find((l) => /error|not found|cannot/i.test(l)) ?? lines.at(-1) ?? `exit ${r.status}`;
+    // The first complaint names the cause (gzip's "not in gzip format", configure's "error:", the first
+    // compiler error); warnings before it are not the cause.
+    const lines = (text) => (text ?? "").split("\n").map((l) => l.trim()).filter(Boolean);
+    const why = r.error?.message ?? lines(r.stderr).find((l) => !/warning/i.test(l)) ?? lines(r.stdout).at(-1) ?? `exit ${r.status}`;
     throw new Error(`${cmd} ${args.join(" ")} failed: ${why}`);
   }
 }
