@@ -231,7 +231,7 @@ test("--smoke runs both peers and writes its JSON and Markdown only where told",
 
     // stdout: the table and one verdict line per target.
     const osuColumns = osu ? "osu µs\\s+vs osu \\(min–max\\)\\s+" : "";
-    assert.match(p.stdout, new RegExp(`^W\\s+op\\s+size\\s+algo\\s+ours µs\\s+ompi µs\\s+ours GB/s\\s+ompi GB/s\\s+ratio \\(min–max\\)\\s+${osuColumns}bound GB/s\\s+ours % of bound\\s+ompi % of bound\\s+ours RSS MiB`, "m"));
+    assert.match(p.stdout, new RegExp(`^W\\s+op\\s+size\\s+algo\\s+ours µs\\s+ompi µs\\s+ours GB/s\\s+ompi GB/s\\s+vs ompi \\(min–max\\)\\s+${osuColumns}bound GB/s\\s+ours % of bound\\s+ompi % of bound\\s+ours RSS MiB`, "m"));
     // Without OSU the bench says so in one line and goes on.
     assert.equal(p.stderr.match(/OSU 5\.3 unavailable, going on without its column: /g)?.length ?? 0, osu ? 0 : 1, p.stderr);
     assert.equal(p.stdout.match(/^(PASS|FAIL|N\/A) /gm)?.length, 5);

@@ -245,7 +245,7 @@ const COLUMNS = [
   { title: "ompi µs", cell: (r) => x(r.ompi.time_us.median, 1) },
   { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
   { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
-  { title: "ratio (min–max)", cell: (r) => withRange(r.ratio, r.pairs) },
+  { title: "vs ompi (min–max)", cell: (r) => withRange(r.ratio, r.pairs) },
   { title: "osu µs", osu: true, cell: (r) => x(r.osu?.time_us.median, 1) },
   { title: "vs osu (min–max)", osu: true, cell: (r) => (r.osu ? withRange(r.osu.ratio, r.osu.ratio.by_repeat.length) : "—") },
   { title: "bound GB/s", cell: (r) => (r.memory_bound ? g3(r.memory_bound.busbw) : "—") },
@@ -259,7 +259,7 @@ const COLUMNS = [
 const columnsFor = (rows) => COLUMNS.filter((c) => !c.osu || rows.some((r) => r.osu));
 
 export const tableNotes = (doc) => [
-  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; ratio = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
+  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; vs ompi = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
   doc.osu.programs
     ? "osu µs: OSU 5.3's Max Latency (-f: the slowest rank's mean over its iterations; it times each op alone between barriers, without one before it); vs osu: that over the same statistic of ours (the max over ranks of each rank's mean), per pair, median; > 1 means ours is faster."
     : `OSU 5.3: ${doc.osu.missing}.`,
