@@ -3,16 +3,18 @@
 // mpi backend under mpirun against the same (issue #32).
 //
 // For every world size, collective and message size it runs our runner (`runner launch --backend shm`, or
-// `mpirun -np W node runner --backend mpi` with mpirun's default binding) and Open MPI's own collective (bench/ompi_coll.c under mpirun) on the same points, alternating which
-// goes first, in repeated pairs; prints per row both busbw, the median ratio, the memcpy-implied ceiling
-// (bench/bounds.mjs, from a memcpy bandwidth measured in the same run) and both peak RSS; says per target
-// whether it holds; writes <out>/<UTC time>.json with every raw number and, on a full run, regenerates the
-// bench section of docs/PERFORMANCE.md. Missed targets are reported, not an error: the exit code is 0
-// unless an invocation failed (1) or the flags were bad (2).
+// `mpirun -np W node runner --backend mpi` with mpirun's default binding), Open MPI's own collective
+// (bench/ompi_coll.c under mpirun) and, where it builds, OSU micro-benchmarks 5.3 (bench/lib/osu.mjs, the
+// same mpirun) on the same points, rotating which goes first, in repeated rounds; prints per row the
+// busbw, the median ratios, the memory bound (bench/bounds.mjs, from a memcpy bandwidth measured in the
+// same run) and peak RSS; says per target whether it holds; writes <out>/<UTC time>.json with every raw
+// number and, on a full run, regenerates the bench section of docs/PERFORMANCE.md. Missed targets are
+// reported, not an error: the exit code is 0 unless an invocation failed (1) or the flags were bad (2).
 //
-//   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 pairs; bench/results + docs
-//   npm run bench -- --quick          # under 2 minutes; results to a temporary directory, no docs
+//   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 rounds; bench/results + docs
+//   npm run bench -- --quick          # a few minutes; results to a temporary directory, no docs
 //   npm run bench -- --quick --backend mpi   # the mpi backend: every row within 1.1x MPI's time + 1 us?
+//   npm run bench -- --osu DIR        # OSU from another tarball or tree; --no-osu runs without it
 //   node bench/run.mjs --help         # every option
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +23,7 @@ import path from "node:path";
 import { copiers } from "./bounds.mjs";
 import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
 import { buildTools, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs } from "./lib/peers.mjs";
+import { osuCommands, prepareOsu, runOsu } from "./lib/osu.mjs";
 import { planGroups } from "./lib/plan.mjs";
 import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs } from "./lib/report.mjs";
 
@@ -55,33 +58,50 @@ async function main() {
   const missing = mpiMissing();
   if (missing) throw Object.assign(new Error(`the Open MPI baseline cannot run: ${missing}`), { exitCode: 1 });
   buildTools();
+  let osuBin = null;
+  let osuMissing = s.osu === null ? "not run (--no-osu)" : null;
+  if (s.osu !== null) {
+    try {
+      osuBin = prepareOsu(s.osu, log);
+    } catch (e) {
+      osuMissing = `unavailable: ${e.message}`;
+      log(`OSU 5.3 unavailable, going on without its column: ${e.message}`);
+    }
+  }
+  const peers = ["ours", "ompi", ...(osuBin ? ["osu"] : [])];
 
   const startedAt = new Date();
   const t0 = performance.now();
   const machine = machineInfo();
   const cores = machine.cores;
   const groups = planGroups(s);
-  log(`${s.mode} run: W ${s.worldSizes.join(", ")}; ${s.ops.length} ops; ${s.sizes.length} sizes; ${s.repeats} pair(s); ${groups.length} invocations per peer per pair`);
+  log(`${s.mode} run: W ${s.worldSizes.join(", ")}; ${s.ops.length} ops; ${s.sizes.length} sizes; ${s.repeats} round(s); ${groups.length} invocations per peer per round; peers: ${peers.join(", ")}`);
 
-  // memcpy bandwidth for every number of concurrent copiers the rows need (1 for gather, min(W, cores)).
+  // memcpy bandwidth for 1 and every min(W, cores) copiers, probed at the start and again at the end: the
+  // memory bound takes the best repeat of either, since other load only ever slows a probe down.
   const ks = [...new Set([1, ...s.worldSizes.map((W) => copiers(W, cores))])].sort((a, b) => a - b);
-  const memcpyRuns = {};
-  for (const k of ks) memcpyRuns[k] = await memcpyBandwidth(s.memcpyBytes, k, s.memcpyRepeats);
-  const bwAgg = Object.fromEntries(ks.map((k) => [k, memcpyRuns[k].median_bytes_per_s]));
-  log(`memcpy ${ks.map((k) => `BW_agg(${k}) = ${(bwAgg[k] / 1e9).toFixed(2)} GB/s`).join(", ")}`);
+  const memcpyRuns = Object.fromEntries(ks.map((k) => [k, []]));
+  const probeMemcpy = async () => {
+    for (const k of ks) memcpyRuns[k].push(await memcpyBandwidth(s.memcpyBytes, k, s.memcpyRepeats));
+  };
+  const bestMemcpy = () => Object.fromEntries(ks.map((k) => [k, Math.max(...memcpyRuns[k].flatMap((r) => r.repeats_bytes_per_s))]));
+  await probeMemcpy();
+  const cacheBytes = machine.last_level_cache_bytes ?? ASSUMED_CACHE;
+  log(`memcpy ${ks.map((k) => `BW_agg(${k}) = ${(bestMemcpy()[k] / 1e9).toFixed(2)} GB/s`).join(", ")} (best repeat so far)`);
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), "spmd-bench-"));
   const invocations = [];
   let failures = 0;
   let n = 0;
-  const total = groups.length * s.repeats * 2;
+  const total = groups.length * s.repeats * peers.length;
   try {
     for (let rep = 0; rep < s.repeats; rep++) {
       for (const [gi, g] of groups.entries()) {
-        // Alternate who goes first, across groups and across repeats, so drift does not favour one peer.
-        const order = (rep + gi) % 2 === 0 ? ["ours", "ompi"] : ["ompi", "ours"];
+        // Rotate who goes first, across groups and across repeats, so drift does not favour one peer.
+        const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
         for (const peer of order) {
-          const r = peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : await runOmpi(g, s.timeoutSec);
+          const r =
+            peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "ompi" ? await runOmpi(g, s.timeoutSec) : await runOsu(g, s.timeoutSec, osuBin);
           n++;
           const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
           log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
@@ -104,7 +124,9 @@ async function main() {
       ompi: { max: idleOmpi.max_rss_kib ? Math.max(...idleOmpi.max_rss_kib) : null, median: idleOmpi.max_rss_kib ? median(idleOmpi.max_rss_kib) : null, per_rank_kib: idleOmpi.max_rss_kib ?? null },
     };
 
-    const rows = summarize(groups, invocations, { cores, bw: (k) => bwAgg[k] });
+    await probeMemcpy();
+    const bwAgg = bestMemcpy();
+    const rows = summarize(groups, invocations, { cores, bw: bwAgg, cacheBytes });
     const targets = evaluateTargets(rows, idle, s.backend);
     const finishedAt = new Date();
     const stamp = finishedAt.toISOString().replace(/[:.]/g, "-");
@@ -120,16 +142,19 @@ async function main() {
       wall_s: (performance.now() - t0) / 1000,
       settings: { ...s, docs: s.docs ? path.relative(REPO, s.docs) : null, out: s.out },
       machine: { ...machine, load_average_at_end: os.loadavg().map((v) => Number(v.toFixed(2))) },
+      osu: { source: s.osu, programs: osuBin, missing: osuMissing },
       memcpy: {
         bytes: s.memcpyBytes,
         repeats: s.memcpyRepeats,
         bw_agg_gbs: Object.fromEntries(ks.map((k) => [k, bwAgg[k] / 1e9])),
         runs: memcpyRuns,
+        cache_bytes: cacheBytes,
+        cache_from: machine.last_level_cache_bytes === null ? "assumed (sysfs gave no cache size)" : "sysfs",
       },
       idle_rss: idle,
       targets,
       rows,
-      groups: groups.map((g) => ({ ...g, ompi_command: ompiCommand(g).join(" ") })),
+      groups: groups.map((g) => ({ ...g, ompi_command: ompiCommand(g).join(" "), ...(osuBin && { osu_commands: osuCommands(g, osuBin).map((c) => c.argv.join(" ")) }) })),
       invocations: invocations.map(({ run_dir, ...v }) => (s.keepRuns ? { ...v, run_dir } : v)),
       results_file: path.relative(REPO, resultsFile).startsWith("..") ? resultsFile : path.relative(REPO, resultsFile),
     };
@@ -152,6 +177,9 @@ async function main() {
     if (!s.keepRuns) rmSync(tmp, { recursive: true, force: true });
   }
 }
+
+/** Where sysfs does not give the last-level cache: as large as any the bench has met, so rows lose a bound rather than get a wrong one. */
+const ASSUMED_CACHE = 64 * 1024 * 1024;
 
 const fmtMiB = (kib) => (kib === null ? "—" : (kib / 1024).toFixed(0));
 

@@ -1,18 +1,22 @@
-// `npm run bench` (bench/run.mjs): the harness runs end to end in its smoke mode against Open MPI, writes
-// its JSON where it is told, renders its Markdown section into a copy of docs/PERFORMANCE.md and leaves
-// the real one (and bench/results) alone; bad flags are one-line errors. Timing targets are reported by
-// the bench, never asserted here. Needs mpicc and mpirun; skipped with the reason without them, except in
-// CI (CI set), where that is a failure.
+// `npm run bench` (bench/run.mjs): the harness runs end to end in its smoke mode against Open MPI (and
+// OSU 5.3 where its tarball is at the default path: it builds in seconds), writes its JSON where it is
+// told, renders its Markdown section into a copy of docs/PERFORMANCE.md and leaves the real one (and
+// bench/results) alone; bad flags are one-line errors; the memory bound's formula and OSU's size mapping
+// and output parsing are checked against hand-worked values and a captured sample. Timing targets are
+// reported by the bench, never asserted here. Needs mpicc and mpirun; skipped with the reason without
+// them, except in CI (CI set), where that is a failure.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { ceiling, COPIES, formulaMarkdown } from "../bench/bounds.mjs";
+import { formulaMarkdown, memoryBound, OPS, TRAFFIC } from "../bench/bounds.mjs";
+import { OSU_DEFAULT } from "../bench/lib/options.mjs";
+import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, runOmpi, runOurs } from "../bench/lib/peers.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
-import { BEGIN, END, updateDocs } from "../bench/lib/report.mjs";
+import { aboveBound, BEGIN, END, updateDocs } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
@@ -49,7 +53,7 @@ test("bad flags are one line on stderr and exit code 2", async () => {
   }
 });
 
-test("sizes follow results.json; both peers get the same counts; the ceiling follows bench/bounds.mjs", () => {
+test("sizes follow results.json; both peers get the same counts", () => {
   // allreduce and broadcast: the tensor; reduce_scatter and all_to_all: input per rank, a multiple of W;
   // all_gather and gather: the whole output, W x the input.
   assert.deepEqual(pointFor("allreduce", 4, 1 << 20), { op: "allreduce", W: 4, nominal: 1 << 20, count: 1 << 18, bytes: 1 << 20 });
@@ -64,15 +68,88 @@ test("sizes follow results.json; both peers get the same counts; the ceiling fol
   assert.deepEqual(job.stages.map((st) => st.op), ["allreduce", "barrier", "gather", "barrier", "allreduce", "barrier", "gather"]);
   assert.equal(job.check, false);
 
-  const bw = (k) => (k === 1 ? 10e9 : 16e9);
-  // allreduce W=2: copies = 1 (read S, write S), so t_min = 2 * 1 * S / BW(2) and busbw = 1 * S / t_min = BW / 2.
-  assert.ok(Math.abs(ceiling({ op: "allreduce", W: 2, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 8) < 1e-9);
-  // gather W=4: the root alone, t_min = (1 + 1/4)/2 * S / BW(1); busbw = 3/4 * BW(1) / 0.625 = 12 GB/s.
-  assert.ok(Math.abs(ceiling({ op: "gather", W: 4, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 12) < 1e-9);
-  // broadcast W=8: copies 1/2, t_min = 8 * S / 2 / BW(2); busbw = S / t_min = BW(2) / 4.
-  assert.ok(Math.abs(ceiling({ op: "broadcast", W: 8, bytes: 1 << 26, algorithm: "shared", cores: 2, bw }).busbw - 4) < 1e-9);
-  assert.equal(ceiling({ op: "allreduce", W: 2, bytes: 1 << 26, algorithm: "ring", cores: 2, bw }), null);
-  for (const op of Object.keys(COPIES)) assert.ok(formulaMarkdown().includes(`| ${op} |`), op);
+});
+
+const MiB = 1024 * 1024;
+const near = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
+
+test("the memory bound counts every private input read and output written, at memcpy's best rate", () => {
+  // Traffic summed over ranks, by hand at W = 3, S = 12: allreduce 3 inputs + 3 outputs of 12; reduce_scatter
+  // 3 × 12 read + 3 × 4 written; all_gather 3 × 4 read + 3 × 12 written; gather 3 × 4 read + 12 at the root;
+  // all_to_all like allreduce; broadcast the root's 12 read + 2 × 12 written.
+  assert.deepEqual(Object.fromEntries(OPS.map((op) => [op, TRAFFIC[op].bytes(3, 12)])), { allreduce: 72, reduce_scatter: 48, all_gather: 48, gather: 24, all_to_all: 72, broadcast: 36 });
+
+  const S = 64 * MiB;
+  const bound = (op, W, extra = {}) => memoryBound({ op, W, bytes: S, cores: 2, bw: { 1: 10e9, 2: 16e9 }, cacheBytes: 32 * MiB, ...extra });
+  // One byte copied is two of traffic, so t_min = traffic / (2 × 16e9) with two copiers; busbw = factor × S / t_min.
+  // allreduce W=2: 4S / 32e9, factor 1: 8 GB/s.
+  near(bound("allreduce", 2).busbw, 8, "allreduce W=2");
+  near(bound("allreduce", 2).t_min_us, (4 * S) / 32e9 * 1e6, "allreduce W=2 t_min");
+  // reduce_scatter and all_gather W=4: 5S / 32e9, factor 3/4: 4.8 GB/s.
+  near(bound("reduce_scatter", 4).busbw, 4.8, "reduce_scatter W=4");
+  near(bound("all_gather", 4).busbw, 4.8, "all_gather W=4");
+  // gather W=4: 2S / 32e9, factor 3/4: 12 GB/s. all_to_all W=4: 8S / 32e9, factor 3/4: 3 GB/s.
+  near(bound("gather", 4).busbw, 12, "gather W=4");
+  near(bound("all_to_all", 4).busbw, 3, "all_to_all W=4");
+  // broadcast W=8: 8S / 32e9, factor 1: 4 GB/s.
+  near(bound("broadcast", 8).busbw, 4, "broadcast W=8");
+  // The best rate of any k ≤ min(W, cores): a faster single copier counts; a second copier needs a second core.
+  near(bound("allreduce", 2, { bw: { 1: 20e9, 2: 16e9 } }).busbw, 10, "best k");
+  near(bound("allreduce", 2, { cores: 1 }).busbw, 5, "one core");
+  // Under 2 × the last-level cache there is no bound: gather W=2 of 16 MiB touches 32 MiB; allreduce 64 MiB.
+  assert.equal(memoryBound({ op: "gather", W: 2, bytes: 16 * MiB, cores: 2, bw: { 1: 10e9 }, cacheBytes: 32 * MiB }), null);
+  assert.ok(memoryBound({ op: "allreduce", W: 2, bytes: 16 * MiB, cores: 2, bw: { 1: 10e9 }, cacheBytes: 32 * MiB }));
+  for (const op of OPS) assert.ok(formulaMarkdown().includes(`| ${op} |`), op);
+
+  // A row above its bound is named, with the peer, not clamped.
+  const row = (f) => ({ op: "allreduce", W: 2, bytes: S, ours: { fraction_of_bound: f }, ompi: { fraction_of_bound: 0.5 }, osu: null });
+  assert.deepEqual(aboveBound([row(0.9)]), []);
+  assert.deepEqual(aboveBound([row(1.2)]), ["ours allreduce W=2 64 MiB at 120%"]);
+});
+
+// What osu_allgather -f printed here (W = 2), with the header OSU writes.
+const OSU_SAMPLE = `
+# OSU MPI Allgather Latency Test v5.3
+# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations
+4                       0.61              0.27              0.95          10
+8                       0.52              0.31              0.73          10
+32768                  12.40             11.95             12.85         200
+`;
+
+test("OSU: sizes map to each benchmark's -m, runs chain by powers of two, and -f output parses", () => {
+  // Our S is the tensor for allreduce and broadcast and one rank's input for reduce_scatter (OSU: the float
+  // send buffer); the whole output for all_gather and gather, one rank's input for all_to_all (OSU: what one
+  // rank sends, or sends to each peer: S / W).
+  const W = 4;
+  const mapped = Object.fromEntries(OPS.map((op) => [op, osuSize(pointFor(op, W, MiB))]));
+  assert.deepEqual(mapped, { allreduce: MiB, reduce_scatter: MiB, all_gather: MiB / 4, gather: MiB / 4, all_to_all: MiB / 4, broadcast: MiB });
+  assert.equal(osuSize(pointFor("all_gather", 3, 8)), 4, "one float per rank at 8 B");
+  assert.deepEqual(osuChains([1024, 8, 64, 16, 256]), [{ min: 8, max: 1024 }]);
+  assert.deepEqual(osuChains([12, 40, 24]), [{ min: 12, max: 24 }, { min: 40, max: 40 }]);
+
+  const group = { id: "g", W: 2, warmup: 7, iterations: 11, points: [pointFor("all_gather", 2, 8), pointFor("all_gather", 2, 64 * 1024), pointFor("allreduce", 2, 8)] };
+  const cmds = osuCommands(group, "/osu");
+  assert.deepEqual(cmds.map((c) => [c.op, c.argv.slice(c.argv.indexOf("-np") + 1).join(" ")]), [
+    ["all_gather", "2 /osu/osu_allgather -f -m 4:32768 -i 11 -x 7"],
+    ["allreduce", "2 /osu/osu_allreduce -f -m 8:8 -i 11 -x 7"],
+  ]);
+  // Past OSU's 512 MiB default, -M asks for what the point needs (all_to_all: S / W to each of W peers).
+  const big = osuCommands({ id: "b", W: 2, warmup: 1, iterations: 1, points: [pointFor("all_to_all", 2, 1024 * MiB)] }, "/osu")[0].argv;
+  assert.deepEqual(big.slice(big.indexOf("-M")), ["-M", String(1024 * MiB)]);
+
+  const rows = parseOsu(OSU_SAMPLE);
+  assert.deepEqual([...rows.keys()], [4, 8, 32768]);
+  assert.deepEqual(rows.get(32768), { avg_us: 12.4, min_us: 11.95, max_us: 12.85, iterations: 200 });
+  assert.equal(parseOsu("# OSU MPI Allgather Latency Test v5.3\n").size, 0);
+
+  // A source that is not there is one line, which the bench prints before going on without OSU.
+  assert.throws(() => prepareOsu("/nonexistent/osu.tar.gz", () => {}), /^Error: \/nonexistent\/osu\.tar\.gz not found$/);
+  const empty = mkdtempSync(path.join(os.tmpdir(), "bench-osu-"));
+  try {
+    assert.throws(() => prepareOsu(empty, () => {}), new RegExp(`^Error: ${empty} has neither the osu_\\* programs nor a configure script$`));
+  } finally {
+    rmSync(empty, { recursive: true, force: true });
+  }
 });
 
 test("the generated section replaces only what lies between its markers", () => {
@@ -109,6 +186,8 @@ test("--smoke runs both peers and writes its JSON and Markdown only where told",
     const docsMtime = statSync(DOCS).mtimeMs;
     const resultsBefore = listing(RESULTS);
     const out = path.join(dir, "out");
+    // OSU builds into bench/build/osu in seconds (once) where its tarball is; elsewhere the bench goes on without it.
+    const osu = existsSync(OSU_DEFAULT);
     const p = await bench(["--smoke", "--out", out, "--docs", docs]);
     assert.equal(p.code, 0, p.stderr);
 
@@ -131,17 +210,30 @@ test("--smoke runs both peers and writes its JSON and Markdown only where told",
       assert.ok(Number.isFinite(r.time_ratio.median), `${name}: finite latency ratio`);
       assert.ok(r.ours.max_rss_kib.median > 1024 && r.ompi.max_rss_kib.median > 1024, `${name}: RSS both sides`);
       assert.ok(typeof r.algorithm === "string" && r.algorithm.length > 0, `${name}: our algorithm`);
-      if (r.algorithm !== "shared") assert.equal(r.ceiling, null, `${name}: no ceiling for ${r.algorithm}`);
+      // The report's bound is bench/bounds.mjs's from this run's memcpy rates and cache.
+      const bw = Object.fromEntries(Object.entries(doc.memcpy.bw_agg_gbs).map(([k, v]) => [k, v * 1e9]));
+      const expected = memoryBound({ op: r.op, W: r.W, bytes: r.bytes, cores: doc.machine.cores, bw, cacheBytes: doc.memcpy.cache_bytes });
+      assert.deepEqual(r.memory_bound, expected, `${name}: memory bound`);
+      if (expected) near(r.ours.fraction_of_bound, r.ours.busbw.median / expected.busbw, `${name}: % of bound`);
+      else assert.equal(r.ours.fraction_of_bound, null, `${name}: no bound, no fraction`);
+      if (osu) {
+        assert.equal(r.osu.ratio.by_repeat.length, 1, `${name}: one OSU pair`);
+        near(r.osu.ratio.median, r.osu.time_us.median / r.ours.max_rank_mean_us.median, `${name}: OSU's Max Latency over ours`);
+        assert.ok(r.osu.time_us.median > 0, `${name}: OSU time`);
+      } else assert.equal(r.osu, null, `${name}: no OSU`);
     }
     const peers = new Set(doc.invocations.map((v) => v.peer));
-    assert.deepEqual([...peers].sort(), ["ompi", "ours"]);
+    assert.deepEqual([...peers].sort(), osu ? ["ompi", "osu", "ours"] : ["ompi", "ours"]);
     assert.ok(doc.invocations.every((v) => !v.error), "no invocation failed");
     assert.ok(doc.idle_rss.ours.max > 0 && doc.idle_rss.ompi.max > 0, "idle RSS both sides");
-    assert.deepEqual(doc.targets.map((t) => t.id), ["busbw-w2-4", "busbw-w8", "latency", "ceiling", "memory"]);
+    assert.deepEqual(doc.targets.map((t) => t.id), ["busbw-w2-4", "busbw-w8", "latency", "memory-bound", "memory"]);
     for (const t of doc.targets) assert.ok(["PASS", "FAIL", "N/A"].includes(t.verdict), t.id);
 
     // stdout: the table and one verdict line per target.
-    assert.match(p.stdout, /^W\s+op\s+size\s+algo\s+ours µs\s+ompi µs\s+ours GB\/s\s+ompi GB\/s\s+ratio/m);
+    const osuColumns = osu ? "osu µs\\s+vs osu \\(min–max\\)\\s+" : "";
+    assert.match(p.stdout, new RegExp(`^W\\s+op\\s+size\\s+algo\\s+ours µs\\s+ompi µs\\s+ours GB/s\\s+ompi GB/s\\s+vs ompi \\(min–max\\)\\s+${osuColumns}bound GB/s\\s+ours % of bound\\s+ompi % of bound\\s+ours RSS MiB`, "m"));
+    // Without OSU the bench says so in one line and goes on.
+    assert.equal(p.stderr.match(/OSU 5\.3 unavailable, going on without its column: /g)?.length ?? 0, osu ? 0 : 1, p.stderr);
     assert.equal(p.stdout.match(/^(PASS|FAIL|N\/A) /gm)?.length, 5);
 
     // The section went into the copy, after the untouched 1-bit section; the real docs and bench/results
@@ -157,7 +249,9 @@ test("--smoke runs both peers and writes its JSON and Markdown only where told",
     assert.match(section, /## shm backend against Open MPI/);
     assert.match(section, /node bench\/run\.mjs --smoke/);
     assert.match(section, /\| W \| op \| size \| algo \|/);
-    assert.match(section, /t_min {9}= W × copies\(op, W\) × S \/ BW_agg\(min\(W, cores\)\)/);
+    assert.match(section, /t_min {7}= traffic\(op, W, S\) \/ \(2 × BW_mem\(min\(W, cores\)\)\)/);
+    assert.match(section, /\| bound GB\/s \| ours % of bound \| ompi % of bound \|/);
+    assert.match(section, osu ? /OSU micro-benchmarks 5\.3 \(built from/ : /OSU micro-benchmarks 5\.3 did not run: unavailable/);
     assert.match(section, /\*\*(PASS|FAIL|N\/A)\*\* 8-byte latency/);
     assert.equal(readFileSync(DOCS, "utf8"), docsBefore, "docs/PERFORMANCE.md untouched");
     assert.equal(statSync(DOCS).mtimeMs, docsMtime);

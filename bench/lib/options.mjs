@@ -10,6 +10,9 @@ import { OPS } from "../bounds.mjs";
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/** Where the OSU micro-benchmarks 5.3 tarball lies unless --osu says otherwise (bench/lib/osu.mjs). */
+export const OSU_DEFAULT = "/work/shared/peers/osu-micro-benchmarks-5.3.tar.gz";
+
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
@@ -100,6 +103,7 @@ const settingsSchema = z.strictObject({
   keepRuns: z.boolean(),
   timeoutSec: z.number().positive(),
   backend: z.enum(["shm", "mpi"]),
+  osu: z.string().min(1).nullable(),
 }).superRefine((s, ctx) => {
   if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
 });
@@ -117,13 +121,13 @@ export class UsageError extends Error {}
 export async function parseOptions(argv) {
   const a = await yargs(argv)
     .scriptName("npm run bench --")
-    .usage("$0 [options]\n\nThe shm backend against Open MPI: busbw, latency, memcpy-implied ceilings and peak RSS.")
-    .option("quick", { type: "boolean", describe: "A short run (W 2, 4, 8; 8 B to 64 MiB; one pair), under 2 minutes" })
+    .usage("$0 [options]\n\nOur backend against Open MPI (bench/ompi_coll.c) and OSU 5.3: busbw, latency, the memory bound and peak RSS.")
+    .option("quick", { type: "boolean", describe: "A short run (W 2, 4, 8; 8 B to 64 MiB; one round), a few minutes" })
     .option("smoke", { type: "boolean", describe: "A few seconds: W 2, allreduce and all_gather at 8 B and 64 KiB (for tests)" })
     .option("world-sizes", { type: "array", describe: "World sizes (default 2 4 8)" })
     .option("ops", { type: "array", describe: `Collectives (default all: ${OPS.join(" ")})` })
     .option("sizes", { type: "array", describe: "Message sizes in bytes, e.g. 8 64Ki 1Mi (default 8 B and ×4 from 16 B to 256 MiB)" })
-    .option("repeats", { type: "number", describe: "Pairs of runs (ours, Open MPI) per point; ratios are their medians" })
+    .option("repeats", { type: "number", describe: "Rounds of runs (ours, Open MPI, OSU) per point; ratios are medians of the per-round ones" })
     .option("budget", { type: "string", describe: "Bytes moved per measured point: iterations = budget / size, clamped" })
     .option("min-iters", { type: "number", describe: "Fewest timed iterations of a point" })
     .option("max-iters", { type: "number", describe: "Most timed iterations of a point" })
@@ -136,8 +140,11 @@ export async function parseOptions(argv) {
     .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
     .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
     .option("backend", { type: "string", default: "shm", describe: "Our side: shm (under `runner launch`) or mpi (under mpirun, its default binding)" })
+    .option("osu", { type: "string", describe: `OSU micro-benchmarks 5.3 as a second peer: a tarball, an unpacked tree or a built one (default ${OSU_DEFAULT}; built once into bench/build/osu)` })
+    .option("no-osu", { type: "boolean", describe: "Run without the OSU peer" })
     .conflicts("quick", "smoke")
     .conflicts("docs", "no-docs")
+    .conflicts("osu", "no-osu")
     .parserConfiguration({ "boolean-negation": false })
     .strict()
     .help()
@@ -171,6 +178,7 @@ export async function parseOptions(argv) {
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
     backend: a.backend,
+    osu: a["no-osu"] ? null : (a.osu ?? OSU_DEFAULT),
   };
   const parsed = settingsSchema.safeParse(raw);
   if (!parsed.success) throw new UsageError(describeIssue(parsed.error.issues[0]));
@@ -181,5 +189,6 @@ export async function parseOptions(argv) {
   // Results go to bench/results only on a full run or when asked (docs likewise, resolved above).
   s.out = path.resolve(s.out ?? (mode === "full" ? path.join(REPO, "bench/results") : path.join(os.tmpdir(), "spmd-bench")));
   if (s.docs !== undefined) s.docs = path.resolve(s.docs);
+  if (s.osu !== null) s.osu = path.resolve(s.osu);
   return s;
 }

@@ -1,4 +1,4 @@
-// Running the two peers (our runner over shm, Open MPI's collectives through bench/ompi_coll.c), the
+// Running our runner and Open MPI's collectives through bench/ompi_coll.c (OSU is bench/lib/osu.mjs), the
 // memcpy probe, and describing the machine.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -7,7 +7,7 @@ import path from "node:path";
 import { REPO } from "./options.mjs";
 import { jobFor, ompiArgsFor } from "./plan.mjs";
 
-const BUILD = path.join(REPO, "bench/build");
+export const BUILD = path.join(REPO, "bench/build");
 export const OMPI_COLL = path.join(BUILD, "ompi_coll");
 export const MEMCPY_BW = path.join(BUILD, "memcpy_bw");
 const RUNNER = path.join(REPO, "runner");
@@ -75,7 +75,7 @@ const firstLine = (text) => text.trim().split("\n").filter(Boolean).slice(-1)[0]
  * `mpirun -np W` as a user types it, with its default binding (a core per rank while there are cores to
  * go round): --oversubscribe lets W exceed the cores, and root needs leave to run.
  */
-function mpirunArgs(W) {
+export function mpirunArgs(W) {
   const root = typeof process.getuid === "function" && process.getuid() === 0 ? ["--allow-run-as-root"] : [];
   return ["mpirun", ...root, "--oversubscribe", "-np", String(W)];
 }
@@ -146,6 +146,24 @@ function run(cmd, args) {
   return r.error || r.status !== 0 ? null : r.stdout.trim();
 }
 
+/** The last-level cache's bytes (the highest cache level cpu0 has), or null where sysfs does not say. */
+function lastLevelCache() {
+  const dir = "/sys/devices/system/cpu/cpu0/cache";
+  let best = null;
+  try {
+    for (const index of readdirSync(dir).filter((d) => d.startsWith("index"))) {
+      const read = (f) => readFileSync(path.join(dir, index, f), "utf8").trim();
+      if (read("type") === "Instruction") continue;
+      const m = read("size").match(/^(\d+)([KMG]?)$/);
+      if (!m) continue;
+      const bytes = Number(m[1]) * { "": 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[m[2]];
+      const level = Number(read("level"));
+      if (!best || level > best.level) best = { level, bytes };
+    }
+  } catch {}
+  return best?.bytes ?? null;
+}
+
 /** What the numbers ran on. */
 export function machineInfo() {
   const lscpu = run("lscpu", []) ?? "";
@@ -159,6 +177,7 @@ export function machineInfo() {
     cores: os.availableParallelism(),
     threads_per_core: Number(field("Thread\\(s\\) per core")) || null,
     memory_gib: Number((os.totalmem() / 2 ** 30).toFixed(1)),
+    last_level_cache_bytes: lastLevelCache(),
     os: osName,
     kernel: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,

@@ -3,7 +3,8 @@
 import { readFileSync } from "node:fs";
 import { formatSize } from "../../dist/config/size.js";
 import { writeFileAtomic } from "../../dist/report/write-atomic.js";
-import { busBandwidth, ceiling, formulaMarkdown } from "../bounds.mjs";
+import { busBandwidth, CACHE_FACTOR, formulaMarkdown, memoryBound } from "../bounds.mjs";
+import { osuMarkdown } from "./osu.mjs";
 
 export const BEGIN = "<!-- bench:shm-vs-ompi:begin -->";
 export const END = "<!-- bench:shm-vs-ompi:end -->";
@@ -17,7 +18,7 @@ export const TARGETS = {
     { worlds: [8], minRatio: 1.0, from: 1 * MiB },
   ],
   latency: { nominal: 8, maxRatio: 1.5 },
-  ceiling: { from: 16 * MiB, minFraction: 0.7 },
+  bound: { from: 16 * MiB, minFraction: 0.7 },
   memory: { W: 8, nominal: 64 * MiB, tensors: 3, slackMiB: 100 },
   // Issue #32: the mpi backend runs MPI's own collectives, so it costs what MPI does, give or take the
   // runner's per-op bookkeeping.
@@ -47,41 +48,62 @@ const minOf = (v) => (v.length ? Math.min(...v) : null);
 const maxOf = (v) => (v.length ? Math.max(...v) : null);
 const spread = (v) => ({ median: median(v), min: minOf(v), max: maxOf(v), by_repeat: v });
 
-/** One side's numbers for a point over the repeats. */
-function side(op, W, bytes, samples) {
+/** The slowest rank's own mean (max over ranks of the per-rank average): what OSU's "Max Latency" is. */
+const maxRankMean = (point) => Math.max(...point.per_rank_avg_us);
+
+/** One side's numbers for a point over the repeats; OSU reports no per-rank means and no RSS. */
+function side(op, W, bytes, samples, bound) {
   const busbw = samples.map((s) => busBandwidth(op, W, bytes, s.point.time.avg_us));
+  const out = { time_us: spread(samples.map((s) => s.point.time.avg_us)), busbw: spread(busbw) };
+  out.fraction_of_bound = bound && out.busbw.median !== null ? out.busbw.median / bound.busbw : null;
+  if (samples.some((s) => !s.point.per_rank_avg_us)) return out;
   return {
-    time_us: spread(samples.map((s) => s.point.time.avg_us)),
-    // The slowest rank's own mean (max over ranks of the per-rank average), for comparison with avg_us.
-    max_rank_mean_us: median(samples.map((s) => Math.max(...s.point.per_rank_avg_us))),
-    busbw: spread(busbw),
+    ...out,
+    max_rank_mean_us: spread(samples.map((s) => maxRankMean(s.point))),
     max_rss_kib: spread(samples.map((s) => Math.max(...s.max_rss_kib))),
     algorithms: [...new Set(samples.map((s) => s.point.algorithm))],
   };
 }
 
+/** Per repeat of a group, our sample beside `peer`'s, where both ran. */
+function pairsWith(invocations, g, i, peer) {
+  const pairs = [];
+  const reps = new Set(invocations.filter((v) => v.group === g.id).map((v) => v.repeat));
+  for (const rep of reps) {
+    const get = (who) => invocations.find((v) => v.group === g.id && v.repeat === rep && v.peer === who);
+    const ours = get("ours"), theirs = get(peer);
+    if (!ours?.points || !theirs?.points) continue;
+    pairs.push({ ours: { point: ours.points[i], max_rss_kib: ours.max_rss_kib }, theirs: { point: theirs.points[i], max_rss_kib: theirs.max_rss_kib } });
+  }
+  return pairs;
+}
+
+/**
+ * Beside OSU: its Max Latency (the slowest rank's mean over its iterations) against the same statistic of
+ * ours, per pair; ratio > 1 means ours is faster. null where OSU did not run.
+ */
+function osuSide(op, W, bytes, pairs, bound) {
+  if (!pairs.length) return null;
+  const osu = side(op, W, bytes, pairs.map((p) => p.theirs), bound);
+  return { ...osu, ratio: spread(pairs.map((p) => p.theirs.point.time.avg_us / maxRankMean(p.ours.point))) };
+}
+
 /**
  * Rows, one per (W, op, size), from every invocation: ratios are taken per pair (the same repeat of the
- * same group) and summarised by their median.
+ * same group) and summarised by their median. `bw` maps k to memcpy's aggregate bandwidth of k processes
+ * (bytes/s), `cacheBytes` is the last-level cache (bench/bounds.mjs).
  */
-export function summarize(groups, invocations, { cores, bw }) {
+export function summarize(groups, invocations, { cores, bw, cacheBytes }) {
   const rows = [];
   for (const g of groups) {
     g.points.forEach((pt, i) => {
-      const pairs = [];
-      const reps = new Set(invocations.filter((v) => v.group === g.id).map((v) => v.repeat));
-      for (const rep of reps) {
-        const get = (peer) => invocations.find((v) => v.group === g.id && v.repeat === rep && v.peer === peer);
-        const ours = get("ours"), ompi = get("ompi");
-        if (!ours?.points || !ompi?.points) continue;
-        pairs.push({ ours: { point: ours.points[i], max_rss_kib: ours.max_rss_kib }, ompi: { point: ompi.points[i], max_rss_kib: ompi.max_rss_kib } });
-      }
-      const ours = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.ours));
-      const ompi = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.ompi));
+      const pairs = pairsWith(invocations, g, i, "ompi");
+      const bound = memoryBound({ op: pt.op, W: g.W, bytes: pt.bytes, cores, bw, cacheBytes });
+      const ours = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.ours), bound);
+      const ompi = side(pt.op, g.W, pt.bytes, pairs.map((p) => p.theirs), bound);
       const ratios = pairs.map((_, k) => ours.busbw.by_repeat[k] / ompi.busbw.by_repeat[k]);
       const timeRatios = pairs.map((_, k) => ours.time_us.by_repeat[k] / ompi.time_us.by_repeat[k]);
       const algorithm = ours.algorithms.join("/") || null;
-      const ceil = pairs.length ? ceiling({ op: pt.op, W: g.W, bytes: pt.bytes, algorithm, cores, bw }) : null;
       rows.push({
         W: g.W,
         op: pt.op,
@@ -96,10 +118,10 @@ export function summarize(groups, invocations, { cores, bw }) {
         algorithm,
         ours,
         ompi,
+        osu: osuSide(pt.op, g.W, pt.bytes, pairsWith(invocations, g, i, "osu"), bound),
         ratio: spread(ratios),
         time_ratio: spread(timeRatios),
-        ceiling: ceil,
-        fraction_of_ceiling: ceil && ours.busbw.median !== null ? ours.busbw.median / ceil.busbw : null,
+        memory_bound: bound,
       });
     });
   }
@@ -119,6 +141,14 @@ const mib = (kib) => (kib === null || kib === undefined ? "—" : (kib / 1024).t
 
 const LISTED = 6;
 
+const pct = (f) => (f === null || f === undefined ? "—" : `${(100 * f).toFixed(0)}%`);
+
+/** Every peer's row that beat its memory bound: a wrong formula, said, never clamped away. */
+export function aboveBound(rows) {
+  const peers = [["ours", (r) => r.ours], ["Open MPI", (r) => r.ompi], ["OSU", (r) => r.osu]];
+  return rows.flatMap((r) => peers.filter(([, get]) => get(r)?.fraction_of_bound > 1).map(([name, get]) => `${name} ${rowName(r)} at ${pct(get(r).fraction_of_bound)}`));
+}
+
 /** PASS when every checked row holds the target; a FAIL names the worst rows (all of them are in the JSON). */
 function verdict(checked, failing, describe, none) {
   if (!checked.length) return { verdict: "N/A", detail: none, failing: [] };
@@ -134,12 +164,11 @@ function verdict(checked, failing, describe, none) {
 
 /**
  * Where a ratio target asks for more than the memory allows: the target busbw (ratio × Open MPI's) above
- * the row's memcpy-implied ceiling cannot be reached on this machine by any algorithm that reads each
- * rank's input and writes its output once.
+ * the row's memory bound cannot be reached on this machine by any algorithm.
  */
-function beyondCeiling(r, ratio) {
+function beyondBound(r, ratio) {
   const need = ratio * r.ompi.busbw.median;
-  return r.ceiling && need > r.ceiling.busbw ? ` (needs ${g3(need)} GB/s, above the ${g3(r.ceiling.busbw)} GB/s ceiling)` : "";
+  return r.memory_bound && need > r.memory_bound.busbw ? ` (needs ${g3(need)} GB/s, above the ${g3(r.memory_bound.busbw)} GB/s memory bound)` : "";
 }
 
 /** Each target's verdict with its numbers. A missed target is reported, never an error. */
@@ -152,7 +181,7 @@ export function evaluateTargets(rows, idle, backend = "shm") {
     out.push({
       id: `busbw-w${t.worlds.join("-")}`,
       target: `busbw ≥ ${t.minRatio.toFixed(1)}× Open MPI's at W ∈ {${t.worlds.join(", ")}} for sizes ≥ ${formatSize(t.from)} (median of per-pair ratios)`,
-      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×${beyondCeiling(r, t.minRatio)}`, "no such rows in this run"),
+      ...verdict(checked, checked.filter((r) => !(r.ratio.median >= t.minRatio)), (r) => `${rowName(r)} ${g3(r.ratio.median)}×${beyondBound(r, t.minRatio)}`, "no such rows in this run"),
     });
   }
   {
@@ -170,27 +199,20 @@ export function evaluateTargets(rows, idle, backend = "shm") {
     });
   }
   {
-    const t = TARGETS.ceiling;
+    const t = TARGETS.bound;
     const large = measured.filter((r) => r.nominal >= t.from);
-    const checked = large.filter((r) => r.ceiling).sort((a, b) => a.fraction_of_ceiling - b.fraction_of_ceiling);
+    const checked = large.filter((r) => r.memory_bound).sort((a, b) => a.ours.fraction_of_bound - b.ours.fraction_of_bound);
     const unbounded = large.length - checked.length;
     const v = verdict(
       checked,
-      checked.filter((r) => !(r.fraction_of_ceiling >= t.minFraction)),
-      (r) => `${rowName(r)} ${g3(r.ours.busbw.median)} of ${g3(r.ceiling.busbw)} GB/s = ${(100 * r.fraction_of_ceiling).toFixed(0)}%`,
-      large.length
-        ? `none of the ${large.length} rows ≥ ${formatSize(t.from)} ran an algorithm with a bound (algorithms seen: ${[...new Set(large.map((r) => r.algorithm))].join(", ")})`
-        : `no rows ≥ ${formatSize(t.from)} in this run`,
+      checked.filter((r) => !(r.ours.fraction_of_bound >= t.minFraction)),
+      (r) => `${rowName(r)} ${g3(r.ours.busbw.median)} of ${g3(r.memory_bound.busbw)} GB/s = ${pct(r.ours.fraction_of_bound)}`,
+      large.length ? `none of the ${large.length} rows ≥ ${formatSize(t.from)} moves ${CACHE_FACTOR} × the last-level cache` : `no rows ≥ ${formatSize(t.from)} in this run`,
     );
-    if (checked.length && unbounded) v.detail += `; ${unbounded} rows ≥ ${formatSize(t.from)} ran an algorithm without a bound and are not counted`;
-    // A bound that rows beat is not a ceiling for them (data staged through cache-sized slots never pays
-    // DRAM bandwidth for every copy the formula counts): say so rather than let the PASS read as tight.
-    const above = checked.filter((r) => r.fraction_of_ceiling > 1);
-    if (above.length) {
-      const top = above[above.length - 1];
-      v.detail += `; ${above.length} of them run above their ceiling (up to ${(100 * top.fraction_of_ceiling).toFixed(0)}%: ${rowName(top)}), so for those the bound is not a ceiling`;
-    }
-    out.push({ id: "ceiling", target: `large-message busbw ≥ ${100 * t.minFraction}% of the memcpy-implied ceiling (sizes ≥ ${formatSize(t.from)})`, ...v });
+    if (checked.length && unbounded) v.detail += `; ${unbounded} rows ≥ ${formatSize(t.from)} move less than ${CACHE_FACTOR} × the last-level cache and have no bound`;
+    const above = aboveBound(measured);
+    if (above.length) v.detail += `; ${above.length} run above 100% of the bound, which no row can unless its formula is wrong: ${above.join("; ")}`;
+    out.push({ id: "memory-bound", target: `large-message busbw ≥ ${100 * t.minFraction}% of the memory bound (sizes ≥ ${formatSize(t.from)})`, ...v });
   }
   {
     const t = TARGETS.memory;
@@ -212,6 +234,8 @@ export function evaluateTargets(rows, idle, backend = "shm") {
   return out;
 }
 
+const withRange = (v, n) => (n > 1 ? `${g3(v.median)} (${g3(v.min)}–${g3(v.max)})` : g3(v.median));
+
 const COLUMNS = [
   { title: "W", cell: (r) => String(r.W) },
   { title: "op", left: true, cell: (r) => r.op },
@@ -221,27 +245,35 @@ const COLUMNS = [
   { title: "ompi µs", cell: (r) => x(r.ompi.time_us.median, 1) },
   { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
   { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
-  {
-    title: "ratio (min–max)",
-    cell: (r) => (r.pairs > 1 ? `${g3(r.ratio.median)} (${g3(r.ratio.min)}–${g3(r.ratio.max)})` : g3(r.ratio.median)),
-  },
-  { title: "ceiling GB/s", cell: (r) => (r.ceiling ? g3(r.ceiling.busbw) : "—") },
-  { title: "% ceil", cell: (r) => (r.fraction_of_ceiling === null ? "—" : `${(100 * r.fraction_of_ceiling).toFixed(0)}%`) },
+  { title: "vs ompi (min–max)", cell: (r) => withRange(r.ratio, r.pairs) },
+  { title: "osu µs", osu: true, cell: (r) => x(r.osu?.time_us.median, 1) },
+  { title: "vs osu (min–max)", osu: true, cell: (r) => (r.osu ? withRange(r.osu.ratio, r.osu.ratio.by_repeat.length) : "—") },
+  { title: "bound GB/s", cell: (r) => (r.memory_bound ? g3(r.memory_bound.busbw) : "—") },
+  { title: "ours % of bound", cell: (r) => pct(r.ours.fraction_of_bound) },
+  { title: "ompi % of bound", cell: (r) => pct(r.ompi.fraction_of_bound) },
   { title: "ours RSS MiB", cell: (r) => mib(r.ours.max_rss_kib.median) + (r.isolated ? "" : "*") },
   { title: "ompi RSS MiB", cell: (r) => mib(r.ompi.max_rss_kib.median) + (r.isolated ? "" : "*") },
 ];
 
+/** The table's columns: OSU's only where it ran. */
+const columnsFor = (rows) => COLUMNS.filter((c) => !c.osu || rows.some((r) => r.osu));
+
 export const tableNotes = (doc) => [
-  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; ratio = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
-  `ceiling: the memcpy-implied busbw for algorithm "shared" (${bwText(doc.memcpy)}); — where the row ran another algorithm.`,
+  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; vs ompi = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
+  doc.osu.programs
+    ? "osu µs: OSU 5.3's Max Latency (-f: the slowest rank's mean over its iterations; it times each op alone between barriers, without one before it); vs osu: that over the same statistic of ours (the max over ranks of each rank's mean), per pair, median; > 1 means ours is faster."
+    : `OSU 5.3: ${doc.osu.missing}.`,
+  `bound: the memory bound's busbw (the least traffic any implementation must cause, at memcpy's rate: ${bwText(doc.memcpy)}); — where the op moves less than ${CACHE_FACTOR} × the ${formatSize(doc.memcpy.cache_bytes)} last-level cache (${doc.memcpy.cache_from}). % of bound: each peer's busbw over it.`,
+  ...(aboveBound(doc.rows).length ? [`Above 100% of the bound (the formula is wrong for these): ${aboveBound(doc.rows).join("; ")}.`] : []),
   "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
 ];
 
 /** The stdout table, aligned like the runner's own (src/report/table.ts). */
 export function formatTable(rows) {
-  const cells = [COLUMNS.map((c) => c.title), ...rows.map((r) => COLUMNS.map((c) => c.cell(r)))];
-  const widths = COLUMNS.map((_, i) => Math.max(...cells.map((row) => row[i].length)));
-  const line = (row) => row.map((c, i) => (COLUMNS[i].left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  const columns = columnsFor(rows);
+  const cells = [columns.map((c) => c.title), ...rows.map((r) => columns.map((c) => c.cell(r)))];
+  const widths = columns.map((_, i) => Math.max(...cells.map((row) => row[i].length)));
+  const line = (row) => row.map((c, i) => (columns[i].left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
   const out = [];
   cells.forEach((row, k) => {
     // A blank line between world sizes keeps the table readable.
@@ -254,9 +286,10 @@ export function formatTable(rows) {
 export const formatVerdicts = (targets) => targets.map((t) => `${t.verdict.padEnd(4)} ${t.target}: ${t.detail}`).join("\n") + "\n";
 
 function markdownTable(rows) {
-  const head = `| ${COLUMNS.map((c) => c.title).join(" | ")} |`;
-  const rule = `|${COLUMNS.map((c) => (c.left ? "---" : "---:")).join("|")}|`;
-  return [head, rule, ...rows.map((r) => `| ${COLUMNS.map((c) => c.cell(r).replace(/\*$/, "\\*")).join(" | ")} |`)].join("\n");
+  const columns = columnsFor(rows);
+  const head = `| ${columns.map((c) => c.title).join(" | ")} |`;
+  const rule = `|${columns.map((c) => (c.left ? "---" : "---:")).join("|")}|`;
+  return [head, rule, ...rows.map((r) => `| ${columns.map((c) => c.cell(r).replace(/\*$/, "\\*")).join(" | ")} |`)].join("\n");
 }
 
 /** docs/PERFORMANCE.md's generated section, markers included. */
@@ -282,11 +315,13 @@ export function markdownSection(doc) {
     `MPI_Bcast through \`bench/ompi_coll.c\` under \`mpirun --oversubscribe -np W\`, float32, sum, root 0, for W ∈ {${s.worldSizes.join(", ")}}`,
     `(${m.cores} cores: W above that is oversubscribed). Both peers run the same points in the same invocations with the`,
     "same warmup and iteration counts (about the same bytes per point, at least 5 iterations, 3 from 128 MiB),",
-    `alternating which goes first, ${s.repeats} pair${s.repeats > 1 ? "s" : ""} per point. Per iteration every rank runs a barrier, then times the`,
+    `rotating which goes first, ${s.repeats} round${s.repeats > 1 ? "s" : ""} per point. Per iteration every rank runs a barrier, then times the`,
     "op alone (t0, op, t1); an iteration's time is the slowest rank's and a point's time the mean over its",
     "timed iterations (src/metrics/aggregate.ts; the baseline computes the same). Sizes are results.json's:",
     "all_gather and gather count the whole output, reduce_scatter and all_to_all one rank's input; at 8 B those",
     "that need one element per rank (or W) move W × 4 bytes instead.",
+    "",
+    doc.osu.programs ? osuMarkdown(s.osu) : `OSU micro-benchmarks 5.3 did not run: ${doc.osu.missing}.`,
     "",
     "### Targets",
     "",
@@ -298,11 +333,11 @@ export function markdownSection(doc) {
     "",
     ...tableNotes(doc).map((n) => `- ${n}`),
     "",
-    "### The ceiling",
+    "### The memory bound",
     "",
-    formulaMarkdown(formatSize(doc.memcpy.bytes)),
+    formulaMarkdown(formatSize(doc.memcpy.bytes), `the ${formatSize(doc.memcpy.cache_bytes)} last-level cache`),
     "",
-    `Measured in this run: ${bwText(doc.memcpy)} (${formatSize(doc.memcpy.bytes)} buffers, median of ${doc.memcpy.repeats}).`,
+    `Measured in this run: ${bwText(doc.memcpy)} (${formatSize(doc.memcpy.bytes)} buffers, the best of ${doc.memcpy.repeats} repeats at the start and ${doc.memcpy.repeats} at the end).`,
     END,
   ].join("\n");
 }
