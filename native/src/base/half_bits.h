@@ -36,8 +36,9 @@ SPMD_HOST_DEVICE inline uint16_t floatBitsToHalf(uint32_t x) {
   if (absx >= 0x477ff000u) return sign | 0x7c00u;  // overflow rounds to Inf
   if (absx < 0x38800000u) {                        // result is subnormal or zero
     if (absx < 0x33000000u) return sign;           // below half the smallest subnormal
+    // The float is man · 2^(e - 150) and a subnormal half counts units of 2^-24: man >> (126 - e).
     const uint32_t man = (absx & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - int(absx >> 23) + 14;  // 14..24
+    const int shift = 126 - int(absx >> 23);  // 14..24
     uint32_t half = man >> shift;
     const uint32_t rem = man & ((1u << shift) - 1);
     const uint32_t mid = 1u << (shift - 1);
