@@ -13,9 +13,13 @@ template <class Src, class Dst, class Convert>
 __device__ void convert(const ConvertArgs& a, Convert f) {
   const auto* src = static_cast<const Src*>(a.src);
   auto* dst = static_cast<Dst*>(a.dst);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < a.n; i += uint64_t(gridDim.x) * blockDim.x) {
-    dst[i] = f(src[i]);
-  }
+  streamGrid(a.n, [&](uint64_t i) { return src[i]; }, [&](uint64_t i, Src v) { dst[i] = f(v); });
+}
+
+template <class T>
+__device__ void divide(const DivideArgs& a, T d) {
+  auto* p = static_cast<T*>(a.data);
+  streamGrid(a.n, [&](uint64_t i) { return p[i]; }, [&](uint64_t i, T v) { p[i] = v / d; });
 }
 
 }  // namespace
@@ -43,12 +47,5 @@ extern "C" __global__ void __launch_bounds__(kBlock) spmd_f32_to_f64(ConvertArgs
   convert<float, double>(a, [](float f) { return double(f); });
 }
 
-extern "C" __global__ void __launch_bounds__(kBlock) spmd_divide_f32(DivideArgs a) {
-  auto* p = static_cast<float*>(a.data);
-  const float d = float(a.divisor);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < a.n; i += uint64_t(gridDim.x) * blockDim.x) p[i] /= d;
-}
-extern "C" __global__ void __launch_bounds__(kBlock) spmd_divide_f64(DivideArgs a) {
-  auto* p = static_cast<double*>(a.data);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < a.n; i += uint64_t(gridDim.x) * blockDim.x) p[i] /= a.divisor;
-}
+extern "C" __global__ void __launch_bounds__(kBlock) spmd_divide_f32(DivideArgs a) { divide(a, float(a.divisor)); }
+extern "C" __global__ void __launch_bounds__(kBlock) spmd_divide_f64(DivideArgs a) { divide(a, a.divisor); }

@@ -89,10 +89,9 @@ __device__ void unpackRecords(const UnpackRecordsArgs<T>& a) {
   const uint64_t len = min(a.chunk, a.n - start);
   const uint8_t* record = a.records + k * a.stride;
   const T s = loadUnaligned<T>(record + a.chunk / 8);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < len; i += uint64_t(gridDim.x) * blockDim.x) {
-    const bool positive = record[i / 8] & (0x80u >> (i & 7));
-    a.out[start + i] = s * (positive ? T(1) : T(-1));
-  }
+  streamGrid(
+      len, [&](uint64_t i) { return bool(record[i / 8] & (0x80u >> (i & 7))); },
+      [&](uint64_t i, bool positive) { a.out[start + i] = s * (positive ? T(1) : T(-1)); });
 }
 
 }  // namespace
