@@ -54,10 +54,10 @@ crossTest("the C++ tests pass on aarch64 under qemu, and the CPU kernels give x8
   assert.equal(elfMachine(path.join(CROSS, "kernel_digest")), 183, "the cross build did not make aarch64 code");
   const ctest = run("ctest", ["--test-dir", CROSS, "--output-on-failure"]);
   console.log(ctest.trim());
-  for (const name of ["algorithms_w3", "flight", "tcp", "shared", "onebit", "quant", "group"]) {
+  for (const name of ["algorithms_w3", "flight", "tcp", "half", "shared", "onebit", "quant", "group"]) {
     assert.match(ctest, new RegExp(`Test +#\\d+: ${name} \\.+ +Passed`), `${name} did not pass under qemu`);
   }
-  assert.match(ctest, /100% tests passed, 0 tests failed out of 7/);
+  assert.match(ctest, /100% tests passed, 0 tests failed out of 8/);
 
   build(HOST, [], ["kernel_digest"]);
   assert.equal(elfMachine(path.join(HOST, "kernel_digest")), 62);
