@@ -16,7 +16,7 @@ import { freePort, rankEnv, shmLeftovers, spawnRunner } from "./helpers/ranks.js
 const W = 8;
 const PIN = spawnSync("taskset", ["-c", "0,1", "true"]).status === 0 ? ["taskset", "-c", "0,1"] : [];
 const STOP_MS = 3000;
-// A waiting rank may wake to look around (shm: every 50 ms; MPI: polls that back off to 128 us), but
+// A waiting rank may wake to look around (shm: every 50 ms; MPI: between the watchdog's naps, each tick), but
 // must leave nearly all of the window to the others: a spinning rank would use a third to all of it.
 const MAX_WAITING_CPU = 0.1;
 const T = { timeout: 180_000 };

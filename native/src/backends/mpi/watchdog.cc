@@ -26,7 +26,8 @@ constexpr int64_t kSpinForNs = 10'000'000;
 constexpr double kSlowestRate = 50e6;  // bytes per second
 // A nap ends this long before the next tick's signal, so MPI's loop gets to look between naps.
 constexpr int64_t kLookNs = 200'000;
-// The signal that asks a lane to nap: ignored by default, unused by Node.js and MPI libraries.
+// The signal that asks a lane to nap: ignored by default, and neither Node.js nor Open MPI or MPICH handle
+// it (a handler found on it at start turns naps off).
 constexpr int kNapSignal = SIGURG;
 // The watchdog whose lanes nap (one per process: the backend's).
 std::atomic<Watchdog*> napping{nullptr};
@@ -91,7 +92,7 @@ Watchdog::Inside::~Inside() { seq_.fetch_add(1, std::memory_order_release); }
 Watchdog::Snapshot Watchdog::read(const Slot& s) const {
   const uint64_t before = s.seq.load(std::memory_order_acquire);
   if ((before & 1) == 0) return {};
-  Snapshot out{true,   s.call.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
+  Snapshot out{true, s.call.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
                s.deadlineNs.load(std::memory_order_relaxed), s.flight.load(std::memory_order_relaxed),
                before, s.enteredNs.load(std::memory_order_relaxed)};
   std::atomic_thread_fence(std::memory_order_acquire);

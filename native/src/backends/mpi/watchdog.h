@@ -11,7 +11,7 @@
 //
 // Where ranks share cores (`napWaits`), MPI's blocking calls still spin (yielding) while they wait, which
 // takes the core from the rank they wait for when that one is stopped or slow. So a lane that stays inside
-// one call longer than the call should take (see napAfterNs) is made to nap: each tick, the watchdog sends
+// one call longer than the call should take (10 ms, plus its bytes at 50 MB/s) is made to nap: each tick, the watchdog sends
 // the lane's thread a signal whose handler sleeps most of a tick there, inside MPI, and returns to MPI's
 // loop, which finds whether the wait is over. A nap is at most an eighth of the wait so far, so a wait that
 // ends is prolonged by at most that, and short waits (a collective's rounds) are never touched.
