@@ -205,6 +205,15 @@ void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts&
 
 /** Both all-to-alls, with the counts and displacements already in counts_, displs_, recvCounts_ and recvDispls_. */
 void MpiCollectives::alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes) {
+  if (in == out) {  // MPI may not read from the buffer it writes: send from a copy of the input
+    int typeBytes = 0;
+    check(MPI_Type_size(type, &typeBytes), "MPI_Type_size");
+    size_t extent = 0;
+    for (int j = 0; j < size_; ++j) extent = std::max(extent, size_t(displs_[size_t(j)]) + size_t(counts_[size_t(j)]));
+    const auto* from = static_cast<const uint8_t*>(in);
+    staged_.assign(from, from + extent * size_t(typeBytes));
+    in = staged_.data();
+  }
   const int *sc = counts_.data(), *sd = displs_.data(), *rc = recvCounts_.data(), *rd = recvDispls_.data();
   collective(
       "MPI_Alltoallv", bytes, [&] { return MPI_Alltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get()); });

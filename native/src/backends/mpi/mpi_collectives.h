@@ -79,6 +79,7 @@ class MpiCollectives : public Collectives {
   int lane_;
   FlightRecorder* flight_;
   std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
+  std::vector<uint8_t> staged_;  // an in-place all-to-all's input, which MPI sends from
 };
 
 }  // namespace spmd::mpi
