@@ -235,7 +235,7 @@ async function stoppedUnderMpirun(W, blamed) {
   });
 }
 
-// 3 ranks on 2 cores share cores, so they wait in the Waiter's polls of MPI's nonblocking collectives.
+// 3 ranks on 2 cores share cores: they run MPI's blocking collectives too, napping once the wait is long.
 mpiTest("mpirun: a stopped rank (SIGSTOP) is named by the others' roll call at the deadline; the job ends", () =>
   stoppedUnderMpirun(3, /deadline passed while .*; holding up op #\d+ \([^)]+\): rank 2 did not answer/));
 

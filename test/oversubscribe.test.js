@@ -5,7 +5,7 @@
 // oversubscribes the same way.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
@@ -16,7 +16,7 @@ import { freePort, rankEnv, shmLeftovers, spawnRunner } from "./helpers/ranks.js
 const W = 8;
 const PIN = spawnSync("taskset", ["-c", "0,1", "true"]).status === 0 ? ["taskset", "-c", "0,1"] : [];
 const STOP_MS = 3000;
-// A waiting rank may wake to look around (shm: every 50 ms; MPI: polls that back off to 128 us), but
+// A waiting rank may wake to look around (shm: every 50 ms; MPI: between the watchdog's naps, each tick), but
 // must leave nearly all of the window to the others: a spinning rank would use a third to all of it.
 const MAX_WAITING_CPU = 0.1;
 const T = { timeout: 180_000 };
@@ -61,6 +61,17 @@ function assertIdleWhileWaiting(used) {
   used.forEach((s, r) => assert.ok(s < limit, `rank ${r} used ${s.toFixed(2)} s of CPU in ${STOP_MS} ms of waiting: ${used.map((u) => u.toFixed(2)).join(" ")}`));
 }
 
+/** The CPUs each thread of `pid` may run on, as /proc lists them ("0-1", "1"). */
+function threadCpus(pid) {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8").match(/^Cpus_allowed_list:\s*(\S+)/m)[1];
+    } catch {
+      return null; // the thread ended meanwhile
+    }
+  }).filter((c) => c !== null);
+}
+
 function assertUsage(doc) {
   assert.equal(doc.ranks.length, W);
   doc.ranks.forEach((u, r) => {
@@ -97,6 +108,25 @@ test(`shm, ${W} ranks on 2 cores: ranks waiting for a stopped rank use almost no
     results.forEach((r, rank) => assert.equal(r.code, 0, `rank ${rank}: ${r.stderr}`));
     assertUsage(JSON.parse(readFileSync(json, "utf8")));
     assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
+  }));
+
+// The other side of the rule: ranks that do not share cores spin, so each must have a core of its own, as
+// mpirun's binding gives; left to the scheduler, two spinning ranks sometimes share one CPU.
+test("shm, 2 ranks on 2 cores: each rank's waiting lane thread is bound to a CPU of its own, the rest stay free", T, () =>
+  withDir(async (dir) => {
+    const port = await freePort();
+    const ranks = Array.from({ length: 2 }, (_, r) =>
+      spawnRunner([stepsJob(dir), "--out", dir, "--log-level", "debug", "--log-all-ranks"], rankEnv(r, 2, port), { wrap: PIN }),
+    );
+    await Promise.all(ranks.map((r) => r.seen(/running 2 stages/)));
+    await sleep(300);
+    const cpus = ranks.map((r) => threadCpus(r.pid));
+    for (const r of ranks) process.kill(r.pid, "SIGTERM");
+    await Promise.all(ranks.map((r) => r.exited));
+    const bound = cpus.map((list) => list.filter((c) => /^\d+$/.test(c)));
+    bound.forEach((b, r) => assert.ok(b.length >= 1, `rank ${r}: no thread bound: ${cpus[r].join(" ")}`));
+    assert.ok(!bound[0].some((c) => bound[1].includes(c)), `both ranks bound to the same CPU: ${bound.join(" / ")}`);
+    cpus.forEach((list, r) => assert.ok(list.some((c) => !/^\d+$/.test(c)), `rank ${r}: every thread bound: ${list.join(" ")}`));
   }));
 
 mpiTest(`mpi, ${W} ranks on 2 cores: ranks waiting for a stopped rank use almost no CPU`, () =>

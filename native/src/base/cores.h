@@ -8,5 +8,8 @@ namespace spmd {
 unsigned usableCores();  // at least 1
 // Whether a launcher (or taskset, or a cgroup) bound this process to some of the machine's online CPUs.
 bool boundToSome();
+// Binds the calling thread to the `index`-th CPU of those it may run on; false (and nothing changed) if
+// it may run on no more than `index` CPUs.
+bool pinThisThread(unsigned index);
 
 }  // namespace spmd

@@ -3,7 +3,7 @@
 namespace spmd::mpi {
 
 MpiBackend::MpiBackend(Runtime& rt)
-    : faults_(rt.faults()), nodeLocal_(Comm::nodeLocal(rt.world())), watchdog_(rt.faults(), rt.rank(), rt.multiple()) {
+    : faults_(rt.faults()), nodeLocal_(Comm::nodeLocal(rt.world())), watchdog_(rt.faults(), rt.rank(), rt.multiple(), rt.oversubscribed()) {
   const int lanes = rt.multiple() ? kMaxLanes : 1;
   for (int i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<MpiCollectives>(i, Comm::dup(rt.world()), rt.faults(), watchdog_, rt.oversubscribed()));

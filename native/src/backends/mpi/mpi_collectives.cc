@@ -1,23 +1,12 @@
 #include "backends/mpi/mpi_collectives.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <string>
 
 #include "base/partition.h"
 
 namespace spmd::mpi {
-namespace {
-
-// MPI_Allreduce -> MPI_Iallreduce: the nonblocking form's name, for messages.
-std::string nonblocking(const char* call) {
-  std::string name(call);
-  name[4] = char(std::tolower(static_cast<unsigned char>(name[4])));
-  return name.insert(4, "I");
-}
-
-}  // namespace
 MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed)
     : MpiCollectives(lane, std::move(comm), faults, watchdog, oversubscribed,
                      std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr) {}
@@ -66,15 +55,10 @@ void MpiCollectives::blocking(const char* call, size_t bytes, MpiCall&& mpiCall)
   check(mpiCall(), call);
 }
 
-template <typename Blocking, typename Posting>
-void MpiCollectives::collective(const char* call, size_t bytes, Blocking&& wait, Posting&& post) {
+template <typename MpiCall>
+void MpiCollectives::collective(const char* call, size_t bytes, MpiCall&& mpiCall) {
   flight().noteAllPeers();
-  if (!oversubscribed_) return blocking(call, bytes, std::forward<Blocking>(wait));
-  const std::string icall = nonblocking(call);
-  MPI_Request req;
-  check(post(&req), icall.c_str());
-  if (waiter_.poll({&req, 1}, *deadline_)) return;
-  waiter_.fail({&req, 1}, "waiting for " + icall + " of " + std::to_string(bytes) + " bytes");
+  blocking(call, bytes, std::forward<MpiCall>(mpiCall));
 }
 
 void MpiCollectives::partition(size_t count, const char* call, size_t unitsPerElement) {
@@ -94,8 +78,7 @@ void MpiCollectives::allreduce(const void* in, void* out, size_t count, DType dt
   const int n = mpi::count(count, "MPI_Allreduce");
   const void* send = in == out ? MPI_IN_PLACE : in;
   collective(
-      "MPI_Allreduce", bytes, [&] { return MPI_Allreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Iallreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get(), r); });
+      "MPI_Allreduce", bytes, [&] { return MPI_Allreduce(send, out, n, reductionType(dt), reductionOp(op), comm_.get()); });
 }
 
 void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
@@ -105,30 +88,26 @@ void MpiCollectives::reduceScatter(const void* in, void* out, size_t count, DTyp
     const int block = mpi::count(count / size_t(size_), "MPI_Reduce_scatter_block");
     return collective(
         "MPI_Reduce_scatter_block", bytes,
-        [&] { return MPI_Reduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get()); },
-        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get(), r); });
+        [&] { return MPI_Reduce_scatter_block(in, out, block, reductionType(dt), reductionOp(op), comm_.get()); });
   }
   partition(count, "MPI_Reduce_scatter");
   collective(
       "MPI_Reduce_scatter", bytes,
-      [&] { return MPI_Reduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Ireduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get(), r); });
+      [&] { return MPI_Reduce_scatter(in, out, counts_.data(), reductionType(dt), reductionOp(op), comm_.get()); });
 }
 
 void MpiCollectives::allGather(const void* in, void* out, size_t bytes, Algo a) {
   if (!library(OpKind::AllGather, a, bytes * size_t(size_))) return algorithms().allGather(in, out, bytes, a);
   const Units u = units(bytes, "MPI_Allgather");
   collective(
-      "MPI_Allgather", bytes * size_t(size_), [&] { return MPI_Allgather(in, u.count, u.type, out, u.count, u.type, comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Iallgather(in, u.count, u.type, out, u.count, u.type, comm_.get(), r); });
+      "MPI_Allgather", bytes * size_t(size_), [&] { return MPI_Allgather(in, u.count, u.type, out, u.count, u.type, comm_.get()); });
 }
 
 void MpiCollectives::gather(const void* in, void* out, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Gather, a, bytes * size_t(size_))) return algorithms().gather(in, out, bytes, root, a);
   const Units u = units(bytes, "MPI_Gather");
   collective(
-      "MPI_Gather", bytes * size_t(size_), [&] { return MPI_Gather(in, u.count, u.type, out, u.count, u.type, root, comm_.get()); },
-      [&](MPI_Request* r) { return igather(in, out, bytes, root, r); });
+      "MPI_Gather", bytes * size_t(size_), [&] { return MPI_Gather(in, u.count, u.type, out, u.count, u.type, root, comm_.get()); });
 }
 
 int MpiCollectives::igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req) {
@@ -146,12 +125,8 @@ class MpiCollectives::PostedRequest : public PostedOp {
   ~PostedRequest() override { lane_.waiter_.settle({&req_, 1}); }
   void wait() override {
     // Recorded as all peers when posted (postGather), like every library collective.
-    if (!lane_.oversubscribed_) {
-      const Watchdog::Inside inside = lane_.watchdog_.enter(lane_.lane_, "MPI_Igather", bytes_, deadline_, lane_.flight());
-      return check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Igather)");
-    }
-    if (lane_.waiter_.poll({&req_, 1}, deadline_)) return;
-    lane_.waiter_.fail({&req_, 1}, "waiting for MPI_Igather of " + std::to_string(bytes_) + " bytes");
+    const Watchdog::Inside inside = lane_.watchdog_.enter(lane_.lane_, "MPI_Igather", bytes_, deadline_, lane_.flight());
+    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait (MPI_Igather)");
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
 
@@ -176,8 +151,7 @@ void MpiCollectives::broadcast(void* data, size_t bytes, int root, Algo a) {
   if (!library(OpKind::Broadcast, a, bytes)) return algorithms().broadcast(data, bytes, root, a);
   const Units u = units(bytes, "MPI_Bcast");
   collective(
-      "MPI_Bcast", bytes, [&] { return MPI_Bcast(data, u.count, u.type, root, comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Ibcast(data, u.count, u.type, root, comm_.get(), r); });
+      "MPI_Bcast", bytes, [&] { return MPI_Bcast(data, u.count, u.type, root, comm_.get()); });
 }
 
 void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, RedOp op, int root, Algo a) {
@@ -186,8 +160,7 @@ void MpiCollectives::reduce(const void* in, void* out, size_t count, DType dt, R
   const void* send = rank_ == root && in == out ? MPI_IN_PLACE : in;
   const int n = mpi::count(count, "MPI_Reduce");
   collective(
-      "MPI_Reduce", bytes, [&] { return MPI_Reduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Ireduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get(), r); });
+      "MPI_Reduce", bytes, [&] { return MPI_Reduce(send, out, n, reductionType(dt), reductionOp(op), root, comm_.get()); });
 }
 
 void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
@@ -197,8 +170,7 @@ void MpiCollectives::scatter(const void* in, void* out, size_t count, size_t esi
   const int mine = counts_[size_t(rank_)];
   collective(
       "MPI_Scatterv", count * esize,
-      [&] { return MPI_Scatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Iscatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get(), r); });
+      [&] { return MPI_Scatterv(in, counts_.data(), displs_.data(), u.type, out, mine, u.type, root, comm_.get()); });
 }
 
 void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t esize, Algo /*a*/) {
@@ -233,10 +205,18 @@ void MpiCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts&
 
 /** Both all-to-alls, with the counts and displacements already in counts_, displs_, recvCounts_ and recvDispls_. */
 void MpiCollectives::alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes) {
+  if (in == out) {  // MPI may not read from the buffer it writes: send from a copy of the input
+    int typeBytes = 0;
+    check(MPI_Type_size(type, &typeBytes), "MPI_Type_size");
+    size_t extent = 0;
+    for (int j = 0; j < size_; ++j) extent = std::max(extent, size_t(displs_[size_t(j)]) + size_t(counts_[size_t(j)]));
+    const auto* from = static_cast<const uint8_t*>(in);
+    staged_.assign(from, from + extent * size_t(typeBytes));
+    in = staged_.data();
+  }
   const int *sc = counts_.data(), *sd = displs_.data(), *rc = recvCounts_.data(), *rd = recvDispls_.data();
   collective(
-      "MPI_Alltoallv", bytes, [&] { return MPI_Alltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get()); },
-      [&](MPI_Request* r) { return MPI_Ialltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get(), r); });
+      "MPI_Alltoallv", bytes, [&] { return MPI_Alltoallv(in, sc, sd, type, out, rc, rd, type, comm_.get()); });
 }
 
 void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, int from) {
@@ -248,18 +228,9 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, i
   const SendSpec send{to, in, bytes};
   const RecvSpec recv{from, out, bytes};
   flight().notePeers({&send, 1}, {&recv, 1});
-  if (!oversubscribed_) {
-    return blocking("MPI_Sendrecv", bytes, [&] {
-      return MPI_Sendrecv(in, u.count, u.type, to, 0, out, u.count, u.type, from, 0, comm_.get(), MPI_STATUS_IGNORE);
-    });
-  }
-  // Where cores are shared: its two nonblocking halves, polled by the Waiter like the collectives.
-  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  check(MPI_Irecv(out, u.count, u.type, from, 0, comm_.get(), &reqs[0]), "MPI_Irecv");
-  check(MPI_Isend(in, u.count, u.type, to, 0, comm_.get(), &reqs[1]), "MPI_Isend");
-  if (waiter_.poll(reqs, *deadline_)) return;
-  waiter_.fail(reqs, "waiting for MPI_Isend/MPI_Irecv (send_recv) of " + std::to_string(bytes) + " bytes",
-               [](size_t i) { return i == 0; });
+  blocking("MPI_Sendrecv", bytes, [&] {
+    return MPI_Sendrecv(in, u.count, u.type, to, 0, out, u.count, u.type, from, 0, comm_.get(), MPI_STATUS_IGNORE);
+  });
 }
 
 std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
@@ -272,7 +243,7 @@ std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
 
 void MpiCollectives::barrier() {
   collective(
-      "MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); }, [&](MPI_Request* r) { return MPI_Ibarrier(comm_.get(), r); });
+      "MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); });
 }
 
 }  // namespace spmd::mpi

@@ -1,9 +1,9 @@
-// One lane of the MPI backend. Auto runs the MPI library's own collective. Where the rank has a core of
-// its own (mpirun's default binding, or no more ranks than cores), that is the blocking call on the lane's
-// thread, as an MPI program runs it, with the Watchdog holding its deadline; where ranks share cores (8 on
-// 2), the nonblocking form polled by the Waiter with sleeps, so a waiting rank leaves the core to the
-// ranks with work (MPI's blocking calls spin). igather is nonblocking either way: overlap is its point. A job that names ring, tree or direct gets the shared
-// algorithm over MpiTransport, so the same algorithm can be compared across backends.
+// One lane of the MPI backend. Auto runs the MPI library's own collective: the blocking call on the lane's
+// thread, as an MPI program runs it, with the Watchdog holding its deadline and, where ranks share cores
+// (8 on 2), making a long wait nap so that it leaves the core to the ranks with work (MPI's blocking calls
+// spin). igather is posted nonblocking and completed by MPI_Wait: overlap is its point. A job that names
+// ring, tree or direct gets the shared algorithm over MpiTransport, so the same algorithm can be compared
+// across backends.
 #pragma once
 #include <memory>
 #include <vector>
@@ -56,22 +56,22 @@ class MpiCollectives : public Collectives {
   // before it starts ends the op here instead.
   template <typename MpiCall>
   void blocking(const char* call, size_t bytes, MpiCall&& mpiCall);
-  // A collective over every rank of the communicator: blocking(call, bytes, wait) where the rank has a
-  // core of its own, else `post(&request)` (its nonblocking form) completed by the Waiter.
-  template <typename Blocking, typename Posting>
-  void collective(const char* call, size_t bytes, Blocking&& wait, Posting&& post);
+  // A collective over every rank of the communicator: blocking(call, bytes, mpiCall), recorded as waiting
+  // on all peers.
+  template <typename MpiCall>
+  void collective(const char* call, size_t bytes, MpiCall&& mpiCall);
   int igather(const void* in, void* out, size_t bytes, int root, MPI_Request* req);  // MPI's return code
   // Partition{count, W} as MPI counts and displacements, for the v-variants, in units of which an element
   // holds `unitsPerElement`.
   void partition(size_t count, const char* call, size_t unitsPerElement = 1);
-  // MPI_Ialltoallv of the counts and displacements the all-to-alls set, in `type`, `bytes` sent in all.
+  // MPI_Alltoallv of the counts and displacements the all-to-alls set, in `type`, `bytes` sent in all.
   void alltoallv(const void* in, void* out, MPI_Datatype type, size_t bytes);
 
   Comm comm_;
   int rank_, size_;
   Faults& faults_;
   Watchdog& watchdog_;
-  bool oversubscribed_;
+  bool oversubscribed_;  // for the Waiter of this lane's splits
   Waiter waiter_;
   MpiTransport transport_;
   TransportCollectives algorithms_;
@@ -79,6 +79,7 @@ class MpiCollectives : public Collectives {
   int lane_;
   FlightRecorder* flight_;
   std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
+  std::vector<uint8_t> staged_;  // an in-place all-to-all's input, which MPI sends from
 };
 
 }  // namespace spmd::mpi

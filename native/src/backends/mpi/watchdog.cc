@@ -1,5 +1,10 @@
 #include "backends/mpi/watchdog.h"
 
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "backends/mpi/runtime.h"
@@ -15,16 +20,46 @@ constexpr auto kTick = std::chrono::milliseconds(10);
 // How long the runner has, after the error is handed on, to report it and end the job itself.
 constexpr auto kReportLimit = std::chrono::seconds(15);
 
+// A lane may wait inside one call this long, plus its bytes at kSlowestRate, before it naps: a
+// collective's rounds take microseconds, and a large op on a crowded machine still moves at least this.
+constexpr int64_t kSpinForNs = 10'000'000;
+constexpr double kSlowestRate = 50e6;  // bytes per second
+// A nap ends this long before the next tick's signal, so MPI's loop gets to look between naps.
+constexpr int64_t kLookNs = 200'000;
+// The signal that asks a lane to nap: ignored by default, and neither Node.js nor Open MPI or MPICH handle
+// it (a handler found on it at start turns naps off).
+constexpr int kNapSignal = SIGURG;
+// The watchdog whose lanes nap (one per process: the backend's).
+std::atomic<Watchdog*> napping{nullptr};
+
 int64_t nanosOf(Watchdog::Clock::time_point t) {
   return t == Watchdog::Clock::time_point::max() ? INT64_MAX : nanos(t);
 }
 
 }  // namespace
 
-Watchdog::Watchdog(Faults& faults, int rank, bool mpiFromAnyThread)
-    : faults_(faults), rank_(rank), mpi_(mpiFromAnyThread), thread_([this] { loop(); }) {}
+Watchdog::Watchdog(Faults& faults, int rank, bool mpiFromAnyThread, bool napWaits)
+    : faults_(faults),
+      rank_(rank),
+      mpi_(mpiFromAnyThread),
+      napWaits_(napWaits && installNapHandler(this)),
+      thread_([this] { loop(); }) {}
+
+bool Watchdog::installNapHandler(Watchdog* w) {
+  struct sigaction old {};
+  // Someone else's handler on the signal stays; the lanes then spin as MPI does.
+  if (sigaction(kNapSignal, nullptr, &old) != 0 || (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) return false;
+  struct sigaction nap {};
+  nap.sa_handler = &Watchdog::onNapSignal;
+  nap.sa_flags = SA_RESTART;
+  sigemptyset(&nap.sa_mask);
+  napping.store(w, std::memory_order_release);
+  return sigaction(kNapSignal, &nap, nullptr) == 0;
+}
 
 Watchdog::~Watchdog() {
+  // The handler stays (a late signal finds no watchdog and returns); lanes have left their calls by now.
+  if (napWaits_) napping.store(nullptr, std::memory_order_release);
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -44,6 +79,10 @@ Watchdog::Inside Watchdog::enter(int lane, const char* call, size_t bytes, Clock
   s.bytes.store(bytes, std::memory_order_relaxed);
   s.deadlineNs.store(nanosOf(deadline), std::memory_order_relaxed);
   s.flight.store(&flight, std::memory_order_relaxed);
+  if (napWaits_) {
+    s.thread.store(pthread_self(), std::memory_order_relaxed);
+    s.enteredNs.store(steadyNowNs(), std::memory_order_relaxed);
+  }
   s.seq.fetch_add(1, std::memory_order_release);  // odd: inside
   return Inside(s.seq);
 }
@@ -54,7 +93,8 @@ Watchdog::Snapshot Watchdog::read(const Slot& s) const {
   const uint64_t before = s.seq.load(std::memory_order_acquire);
   if ((before & 1) == 0) return {};
   Snapshot out{true, s.call.load(std::memory_order_relaxed), s.bytes.load(std::memory_order_relaxed),
-               s.deadlineNs.load(std::memory_order_relaxed), s.flight.load(std::memory_order_relaxed)};
+               s.deadlineNs.load(std::memory_order_relaxed), s.flight.load(std::memory_order_relaxed),
+               before, s.enteredNs.load(std::memory_order_relaxed)};
   std::atomic_thread_fence(std::memory_order_acquire);
   // The lane left (and maybe entered the next call) while we read: nothing to judge this tick.
   if (s.seq.load(std::memory_order_relaxed) != before) return {};
@@ -83,7 +123,34 @@ void Watchdog::tick() {
     if (!s.inside) continue;
     if (now >= s.deadlineNs) return fire(lane, s, true);
     if (noticed) return fire(lane, s, false);
+    if (napWaits_) napIfStuck(slots_[size_t(lane)], s, now);
   }
+}
+
+void Watchdog::napIfStuck(Slot& slot, const Snapshot& s, int64_t now) {
+  const int64_t inside = now - s.enteredNs;
+  if (inside < kSpinForNs + int64_t(double(s.bytes) / kSlowestRate * 1e9)) return;
+  const int64_t tickNs = std::chrono::duration_cast<std::chrono::nanoseconds>(kTick).count();
+  slot.napNs.store(std::min(inside / 8, tickNs - kLookNs), std::memory_order_relaxed);
+  slot.napSeq.store(s.seq, std::memory_order_release);
+  pthread_kill(slot.thread.load(std::memory_order_relaxed), kNapSignal);
+}
+
+// On the lane's thread, which is inside MPI: sleeps if the stay the watchdog judged is still this one (the
+// lane cannot leave it while its thread is here). Only async-signal-safe calls.
+void Watchdog::onNapSignal(int) {
+  Watchdog* w = napping.load(std::memory_order_acquire);
+  if (!w) return;
+  const int saved = errno;
+  for (Slot& s : w->slots_) {
+    if (!pthread_equal(s.thread.load(std::memory_order_relaxed), pthread_self())) continue;
+    if (s.seq.load(std::memory_order_acquire) != s.napSeq.load(std::memory_order_acquire)) continue;
+    const int64_t ns = s.napNs.load(std::memory_order_relaxed);
+    timespec t{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+    nanosleep(&t, nullptr);
+    break;
+  }
+  errno = saved;
 }
 
 void Watchdog::fire(int lane, const Snapshot& s, bool timedOut) {

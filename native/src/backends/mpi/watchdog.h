@@ -9,6 +9,13 @@
 // returns, so the job then ends with MPI_Abort: in the runner's exit path once the error is reported, or
 // here should that not come.
 //
+// Where ranks share cores (`napWaits`), MPI's blocking calls still spin (yielding) while they wait, which
+// takes the core from the rank they wait for when that one is stopped or slow. So a lane that stays inside
+// one call longer than the call should take (10 ms, plus its bytes at 50 MB/s) is made to nap: each tick, the watchdog sends
+// the lane's thread a signal whose handler sleeps most of a tick there, inside MPI, and returns to MPI's
+// loop, which finds whether the wait is over. A nap is at most an eighth of the wait so far, so a wait that
+// ends is prolonged by at most that, and short waits (a collective's rounds) are never touched.
+//
 // The watchdog calls MPI beside a lane inside MPI, which needs MPI_THREAD_MULTIPLE (checked with Open MPI
 // 4.1 and MPICH 4.0). Under MPI_THREAD_FUNNELED it calls no MPI: no roll call, no notices; a deadline still
 // ends the job.
@@ -19,6 +26,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 
@@ -34,8 +42,9 @@ class Watchdog {
   // (code, message) of the error that ends the op in flight; called once, on the watchdog's thread.
   using Handler = std::function<void(const char* code, const std::string& message)>;
 
-  // `mpiFromAnyThread`: MPI_THREAD_MULTIPLE was granted, so the watchdog may call MPI.
-  Watchdog(Faults& faults, int rank, bool mpiFromAnyThread);
+  // `mpiFromAnyThread`: MPI_THREAD_MULTIPLE was granted, so the watchdog may call MPI. `napWaits`: ranks
+  // share cores, so long waits inside a call nap.
+  Watchdog(Faults& faults, int rank, bool mpiFromAnyThread, bool napWaits);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -66,6 +75,10 @@ class Watchdog {
     std::atomic<size_t> bytes{0};
     std::atomic<int64_t> deadlineNs{0};
     std::atomic<const FlightRecorder*> flight{nullptr};
+    std::atomic<pthread_t> thread{};       // the lane's thread, to signal a nap to
+    std::atomic<int64_t> enteredNs{0};
+    std::atomic<uint64_t> napSeq{0};       // the stay (its seq) that the signal in flight asks to nap
+    std::atomic<int64_t> napNs{0};
   };
   struct Snapshot {
     bool inside = false;
@@ -73,8 +86,14 @@ class Watchdog {
     size_t bytes = 0;
     int64_t deadlineNs = 0;
     const FlightRecorder* flight = nullptr;
+    uint64_t seq = 0;
+    int64_t enteredNs = 0;
   };
   Snapshot read(const Slot& s) const;
+  // Sends lane `s`'s thread into a nap when its call has outlasted what it should take.
+  void napIfStuck(Slot& slot, const Snapshot& s, int64_t now);
+  static bool installNapHandler(Watchdog* w);
+  static void onNapSignal(int);
 
   void loop();
   void tick();
@@ -84,6 +103,7 @@ class Watchdog {
   Faults& faults_;
   int rank_;
   bool mpi_;
+  bool napWaits_;
   std::array<Slot, kMaxLanes> slots_;
   std::mutex handlerMu_;
   Handler handler_;

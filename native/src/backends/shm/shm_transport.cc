@@ -85,8 +85,15 @@ static inline void cpuRelax() {
 #endif
 }
 
+void ShmTransport::pinOnce() {
+  if (pinned_) return;
+  pinned_ = true;
+  const unsigned w = unsigned(seg_.worldSize()), lane = unsigned(lane_);
+  if (spins() && (lane + 1) * w <= usableCores()) pinThisThread(unsigned(rank_) + lane * w);
+}
+
 void ShmTransport::relax() const {
-  if (spinLimit_ <= 2) sched_yield(); else cpuRelax();
+  if (spins()) cpuRelax(); else sched_yield();
 }
 
 template <class Blocked>
@@ -190,6 +197,7 @@ void ShmTransport::awaitPhase(uint64_t phase, int peer, const char* what) {
   int waitingOn = firstBehind();
   if (waitingOn < 0) return;
   if (flight_) flight_->noteAllPeers();
+  pinOnce();
   for (int i = 0; i < spinLimit_; ++i) {
     relax();
     if ((waitingOn = firstBehind()) < 0) return;
@@ -249,7 +257,7 @@ void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
       continue;
     }
     if (idle < spinLimit_) {
-      ++idle;
+      if (idle++ == 0) pinOnce();
       relax();
       continue;
     }
