@@ -28,7 +28,8 @@ const LINKS = {
   loopback: { hosts: 1, placement: [0, 0], backend: "tcp" },
   veth: { hosts: 2, placement: [0, 1], backend: "tcp" },
   tbf: { hosts: 2, placement: [0, 1], backend: "tcp", shape: { rate: "1gbit" } },
-  hybrid: { hosts: 2, placement: [0, 0, 1, 1], backend: "auto" },
+  // Open MPI gets its shared memory inside a host too.
+  hybrid: { hosts: 2, placement: [0, 0, 1, 1], backend: "auto", btl: "tcp,vader,self" },
 };
 
 function run(argv, { env = process.env, timeoutMs = 300_000 } = {}) {
@@ -88,8 +89,8 @@ async function ours(link, hosts, dir, repo, o) {
 async function ompi(link, hosts, dir, o) {
   const slots = hosts.map((_, i) => link.placement.filter((h) => h === i).length);
   const W = link.placement.length;
-  // Ranks fill a host before the next, as ours are placed; inside a host Open MPI gets its shared memory too.
-  const mpirun = openMpi({ slots, mapBy: "slot" })(hosts, dir, W).map((a) => (a === "tcp,self" && slots.some((n) => n > 1) && link.hosts > 1 ? "tcp,vader,self" : a));
+  // Ranks fill a host before the next, as ours are placed.
+  const mpirun = openMpi({ slots, mapBy: "slot" })(hosts, dir, W).map((a) => (a === "tcp,self" && link.btl ? link.btl : a));
   const p = check(await run(inHost(hosts[0], [...NICE, ...mpirun, OMPI_COLL, String(o.warmup), String(o.iterations), `allreduce:${BYTES / 4}`])), "mpirun");
   const doc = JSON.parse(p.stdout.trim().split("\n").reverse().find((l) => l.startsWith("{")));
   return doc.results[0].time.avg_us;
