@@ -18,7 +18,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { inHost, netnsUnavailable, openMpi, placeRanks, withHosts } from "../test/helpers/netns.js";
-import { buildTools, OMPI_COLL } from "./lib/peers.mjs";
+import { buildTools, OMPI_COLL, runProcess } from "./lib/peers.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const BYTES = 16 * 2 ** 20;
@@ -32,26 +32,13 @@ const LINKS = {
   hybrid: { hosts: 2, placement: [0, 0, 1, 1], backend: "auto", btl: "tcp,vader,self" },
 };
 
-function run(argv, { env = process.env, timeoutMs = 300_000 } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(argv[0], argv.slice(1), { env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 function check(p, what) {
   if (p.code !== 0) throw new Error(`${what} exited ${p.code}: ${(p.stderr || p.stdout).trim().split("\n").slice(-3).join(" | ")}`);
   return p;
 }
 
 const inNs = (host, argv) => ["ip", "netns", "exec", host.ns, ...NICE, ...argv];
+const run = ([program, ...args]) => runProcess(program, args, { timeoutMs: 300_000 });
 
 /** iperf3 --bidir between the first and the last host (the only one for loopback): bytes/s each way. */
 async function iperf(hosts, seconds) {
@@ -77,8 +64,9 @@ async function ours(link, hosts, dir, repo, o) {
   }));
   const out = mkdtempSync(path.join(dir, "out-"));
   const args = [job, "--backend", link.backend, "--out", out, "--quiet"];
-  const envs = placeRanks(hosts, link.placement);
-  const ranks = await Promise.all(link.placement.map((h, r) => run(inNs(hosts[h], [process.execPath, path.join(repo, "runner"), ...args]), { env: envs[r] })));
+  // Each rank's own variables (RANK, MASTER_ADDR...) through env(1): runProcess passes on only the harness's.
+  const own = placeRanks(hosts, link.placement).map((env) => Object.entries(env).filter(([k, v]) => process.env[k] !== v).map(([k, v]) => `${k}=${v}`));
+  const ranks = await Promise.all(link.placement.map((h, r) => run(inNs(hosts[h], ["env", ...own[r], process.execPath, path.join(repo, "runner"), ...args]))));
   ranks.forEach((p, r) => check(p, `rank ${r}`));
   const doc = JSON.parse(readFileSync(path.join(out, readdirSync(out)[0], "results.json"), "utf8"));
   rmSync(out, { recursive: true, force: true });
