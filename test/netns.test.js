@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { bigJob, prepareJob, slicedRingJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
 import { runRanks, shmLeftovers } from "./helpers/ranks.js";
 
@@ -56,7 +56,7 @@ netnsTest("tcp backend, 4 ranks on 3 hosts (2+1+1): every stage, every dtype, ex
 netnsTest("backend auto on 2 hosts × 2 ranks: shm within each host, tcp between (shm+tcp), every stage exact", async () => {
   await withHosts(2, async (hosts) => {
     const placement = [0, 0, 1, 1];
-    for (const [job, dump] of [[smallJob(4), true], [bigJob(4), false]]) {
+    for (const [job, dump] of [[smallJob(4), true], [bigJob(4), false], [slicedRingJob(), false]]) {
       const { doc, table } = await runJob(hosts, placement, job, { dump });
       assert.equal(doc.backend, "shm+tcp");
       assert.deepEqual(doc.topology.links, { shm: 2, tcp: 4 });

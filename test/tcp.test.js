@@ -6,7 +6,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { test } from "node:test";
 import { listenPlan, peerAddress } from "../dist/comm/tcp-address.js";
 import { linkCounts, topologyOf } from "../dist/comm/topology.js";
-import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
+import { bigJob, prepareJob, slicedRingJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { runRanks } from "./helpers/ranks.js";
 
 async function exact(W, job, { dump, args, env = {} }) {
@@ -32,6 +32,10 @@ for (const [W, iface] of [[2, "lo"], [8, undefined]]) {
     await exact(W, bigJob(W), { dump: false, args });
   });
 }
+
+test("tcp backend, W=3: the ring allreduce with blocks of several slices (last ones short), in place too, every element checked", async () => {
+  await exact(3, slicedRingJob(), { args: ["--backend", "tcp"] });
+});
 
 test("tcp backend over IPv6: rendezvous at [::1], --iface ::1, W=3, every stage exact", async () => {
   await exact(3, smallJob(3), { dump: true, args: ["--backend", "tcp", "--iface", "::1"], env: { MASTER_ADDR: "::1" } });

@@ -164,6 +164,11 @@ const Reduction kReductions[] = {
      [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
        algo::allreduceRing(t, ws, in, out, n, dt, op);
      }},
+    // Slices of a few elements: many per block, uneven and empty ones, every step of the wavefront at once.
+    {"allreduceRing sliced", Lands::Everywhere,
+     [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
+       algo::allreduceRing(t, ws, in, out, n, dt, op, 3 * elementSize(dt));
+     }},
     {"allreduceTree", Lands::Everywhere,
      [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
        algo::allreduceTree(t, ws, in, out, n, dt, op);

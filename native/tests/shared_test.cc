@@ -3,7 +3,8 @@
 // KiB and 2 of them, so chunks rotate through reused slots within and across ops), in place and not, and
 // outputs large enough to be streamed past the cache. Then
 // the failures: a rank that never arrives ends the others' waits at the deadline, naming it; and asking for
-// "shared" where no segment exists is refused.
+// "shared" where no segment exists is refused. And the channels under them: several messages to one peer in one
+// exchange keep their order.
 #include <unistd.h>
 
 #include <chrono>
@@ -32,9 +33,9 @@ using Clock = std::chrono::steady_clock;
 template <typename T>
 T value(int rank, size_t i) { return T(int((size_t(rank) * 131 + i * 7) % 19) - 9); }
 
-// Runs body(rank, collectives) on W threads over one fresh segment; returns each rank's error ("" if none).
-std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec,
-                                   const std::function<void(int, Collectives&)>& body, size_t streamAbove = 0) {
+// Runs body(rank, segment, transport) on W threads over one fresh segment; returns each rank's error ("" if none).
+std::vector<std::string> onTransports(int W, shm::Layout layout,
+                                      const std::function<void(int, shm::Segment&, shm::ShmTransport&)>& body) {
   layout.worldSize = W;
   const std::string name = "/spmd-shared-test-" + std::to_string(getpid());
   shm::Segment seg = shm::Segment::create(name, layout);
@@ -44,10 +45,8 @@ std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       shm::ShmTransport t(seg, r, 0);
-      shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); }, streamAbove);
-      c.setDeadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadlineSec)));
       try {
-        body(r, c);
+        body(r, seg, t);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
@@ -55,6 +54,16 @@ std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec
   }
   for (auto& t : threads) t.join();
   return errors;
+}
+
+// Runs body(rank, collectives) on W threads over one fresh segment; returns each rank's error ("" if none).
+std::vector<std::string> onSegment(int W, shm::Layout layout, double deadlineSec,
+                                   const std::function<void(int, Collectives&)>& body, size_t streamAbove = 0) {
+  return onTransports(W, layout, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
+    shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); }, streamAbove);
+    c.setDeadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadlineSec)));
+    body(r, c);
+  });
 }
 
 template <typename T>
@@ -170,6 +179,43 @@ void testAllToAllLargeRecords() {
   }
 }
 
+// Several messages to one peer in one exchange (the sliced ring sends a slice of each step at once) arrive
+// whole and in order, each in its own buffer, though each is many times the channel and the peer keeps
+// writing while this rank reads.
+void testMessagesToOnePeerInOrder() {
+  const size_t sizes[] = {100'003, 65'536, 7, 50'001};
+  auto fill = [](int from, size_t m, size_t i) { return uint8_t((size_t(from) * 97 + m * 31 + i * 7 + i / 4096) % 251); };
+  std::vector<std::string> wrong(2, "");
+  auto errors = onTransports(2, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment&, shm::ShmTransport& t) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<std::vector<uint8_t>> out, in;
+      std::vector<SendSpec> sends;
+      std::vector<RecvSpec> recvs;
+      for (size_t m = 0; m < std::size(sizes); ++m) {
+        out.emplace_back(sizes[m]);
+        in.emplace_back(sizes[m], 0xEE);
+        for (size_t i = 0; i < sizes[m]; ++i) out[m][i] = fill(r, m, i);
+      }
+      for (size_t m = 0; m < std::size(sizes); ++m) {
+        sends.push_back({1 - r, out[m].data(), sizes[m]});
+        recvs.push_back({1 - r, in[m].data(), sizes[m]});
+      }
+      t.exchange(sends, recvs);
+      for (size_t m = 0; m < std::size(sizes); ++m) {
+        for (size_t i = 0; i < sizes[m]; ++i) {
+          if (in[m][i] != fill(1 - r, m, i)) {
+            wrong[size_t(r)] = "round " + std::to_string(round) + ", message " + std::to_string(m) + ", byte " + std::to_string(i);
+            return;
+          }
+        }
+      }
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    check(errors[size_t(r)].empty() && wrong[size_t(r)].empty(), "messages to one peer, rank " + std::to_string(r) + ": " + errors[size_t(r)] + wrong[size_t(r)]);
+  }
+}
+
 void testAbsentRankTimesOut() {
   const auto start = Clock::now();
   auto errors = onSegment(3, shm::Layout{0, 1, 4096, 4096, 2}, 0.5, [](int r, Collectives& c) {
@@ -205,5 +251,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
 }

@@ -93,6 +93,23 @@ export function bigJob(W, { auto = false } = {}) {
   return { name: `big-${W}`, iterations: 1, warmup: 0, check: true, tensors, stages: exactStages("f32_big", W, { big: true, auto, n: 1000003 }) };
 }
 
+/**
+ * The ring allreduce on blocks of several of its 1 MiB slices (native kRingSliceBytes), the last slice and the
+ * last block short: 2500007 elements, float32 sum and int64 max in place. The runner's check compares every element.
+ */
+export function slicedRingJob() {
+  const n = 2_500_007;
+  const fill = (seed) => ({ kind: "integers", seed, low: -9, high: 9 });
+  return {
+    name: "ring-slices", iterations: 1, warmup: 1, check: true,
+    tensors: { f32_sliced: { dtype: "float32", count: n, fill: fill(5) }, i64_sliced: { dtype: "int64", count: n, fill: fill(6) } },
+    stages: [
+      { id: "f32.allreduce.ring", op: "allreduce", input: "f32_sliced", reduce: "sum", algorithm: "ring" },
+      { id: "i64.allreduce.ring", op: "allreduce", input: "i64_sliced", reduce: "max", algorithm: "ring", inPlace: true },
+    ],
+  };
+}
+
 // --- the reference semantics, written independently of the native code ---
 const block = (n, W) => Math.ceil(n / W);
 const off = (n, W, i) => Math.min(n, i * block(n, W));

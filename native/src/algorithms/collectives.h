@@ -18,7 +18,11 @@
 namespace spmd::algo {
 
 // out[i] = op over ranks of in[i], on every rank. in == out allowed.
-void allreduceRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+// The ring cuts each rank's block into slices of `sliceBytes` that stream through its steps (allreduce.cc);
+// 0: one slice per block, each step whole.
+inline constexpr size_t kRingSliceBytes = 1 << 20;
+void allreduceRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op,
+                   size_t sliceBytes = kRingSliceBytes);
 void allreduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
 void allreduceDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
 

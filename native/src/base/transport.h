@@ -42,7 +42,8 @@ class Transport {
   virtual int size() const = 0;
 
   // Moves every listed message concurrently and returns once all have completed. Bytes between one
-  // ordered pair of ranks are FIFO, so a sender and its receiver only have to agree on the sizes.
+  // ordered pair of ranks are FIFO, so a sender and its receiver only have to agree on the sizes; several
+  // messages to (from) one peer in one exchange move one after the other, in the order listed.
   // Zero-byte entries complete at once and synchronise nothing. Throws CommError on a deadline or a
   // dead peer; the message names the peer.
   virtual void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) = 0;

@@ -23,7 +23,8 @@ constexpr int64_t kSleepSliceNs = 50'000'000;
 }  // namespace
 
 ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks)
-    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)) {
+    : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)),
+      sendBusy_(size_t(seg.worldSize())), recvBusy_(size_t(seg.worldSize())) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Without word from the ranks' bindings: as if every rank may run on every CPU this one may.
   shareCores(unsigned(seg.worldSize()) > usableCores());
@@ -235,21 +236,29 @@ void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const Rec
   for (;;) {
     uint32_t seq = bell_.seq.load(std::memory_order_acquire);
     bool moved = false, done = true;
+    // Bytes between a pair are FIFO: of several messages to one peer (from one peer) only the earliest
+    // unfinished one moves, or a later one would take bytes that belong to it.
+    std::fill(sendBusy_.begin(), sendBusy_.end(), 0);
+    std::fill(recvBusy_.begin(), recvBusy_.end(), 0);
     for (size_t i = 0; i < sends.size(); ++i) {
       size_t left = sends[i].bytes - sent_[i];
       if (left == 0) continue;
-      size_t n = push(sends[i].peer, static_cast<const uint8_t*>(sends[i].data) + sent_[i], left);
+      uint8_t& busy = sendBusy_[size_t(sends[i].peer)];
+      size_t n = busy ? 0 : push(sends[i].peer, static_cast<const uint8_t*>(sends[i].data) + sent_[i], left);
       sent_[i] += n;
       moved |= n > 0;
       done &= n == left;
+      busy |= n < left;
     }
     for (size_t i = 0; i < recvs.size(); ++i) {
       size_t left = recvs[i].bytes - received_[i];
       if (left == 0) continue;
-      size_t n = pull(recvs[i].peer, static_cast<uint8_t*>(recvs[i].data) + received_[i], left);
+      uint8_t& busy = recvBusy_[size_t(recvs[i].peer)];
+      size_t n = busy ? 0 : pull(recvs[i].peer, static_cast<uint8_t*>(recvs[i].data) + received_[i], left);
       received_[i] += n;
       moved |= n > 0;
       done &= n == left;
+      busy |= n < left;
     }
     if (done) return;
     if (moved) {

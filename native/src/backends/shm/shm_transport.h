@@ -72,6 +72,8 @@ class ShmTransport : public InterruptibleTransport {
   std::atomic<bool> interrupted_{false};
   std::vector<size_t> sent_;  // reused across exchanges: no allocation once warm
   std::vector<size_t> received_;
+  // Per peer, per pass: an earlier message to (from) it is unfinished, so a later one must not move yet.
+  std::vector<uint8_t> sendBusy_, recvBusy_;
 };
 
 }  // namespace spmd::shm
