@@ -7,12 +7,14 @@
 import assert from "node:assert/strict";
 import { chmodSync, readFileSync, rmSync } from "node:fs";
 import { test } from "node:test";
+import { native } from "../dist/comm/native.js";
 import { prepareJob, verifyDumps, vCounts } from "./helpers/matrix.js";
 import { freePort, rankEnv, runRanks, spawnRunner } from "./helpers/ranks.js";
 
-// From 128 KiB a pair (kSingleCopyFromBytes) blocks move single-copy: 200003 float32 elements give blocks of
-// 160 KiB and more at W=5, and whole tensors of 781 KiB for gather, all_gather and broadcast.
-const N = 200003;
+// From singleCopyFromBytes a pair blocks move single-copy: N float32 elements give blocks of that and more
+// at W=5 (all_to_all's, and the largest all_to_allv's), not a multiple of W.
+const FROM = native().singleCopyFromBytes / 4;
+const N = 5 * FROM + 3;
 const CMA = /^single-copy: cma \(process_vm_readv\/writev\)$/;
 
 function job(W) {
@@ -34,9 +36,9 @@ function job(W) {
 }
 
 // In place (the runner's check): all_to_all's buffers overlap as single copy cannot take, so the ranks see
-// it in the handshake and stage that op; all_gather and broadcast stay single-copy.
+// it in the handshake and stage that op; all_gather (and broadcast at W=2) stay single-copy.
 function inPlaceJob(W) {
-  const tensors = { y: { dtype: "float32", count: W * 40001, fill: { kind: "integers", seed: 5, low: -9, high: 9 } } };
+  const tensors = { y: { dtype: "float32", count: W * (FROM + 1), fill: { kind: "integers", seed: 5, low: -9, high: 9 } } };
   const stages = ["all_to_all", "all_gather", "broadcast"].map((op) => ({ id: `y.${op}`, op, input: "y", inPlace: true, ...(op === "broadcast" && { root: 0 }) }));
   return { name: `single-copy-in-place-${W}`, iterations: 2, warmup: 1, check: true, tensors, stages };
 }
@@ -56,9 +58,11 @@ async function run(W, theJob, { env = {}, dump = false } = {}) {
   }
 }
 
-for (const W of [3, 5]) {
+// W=2: broadcast moves single-copy only there (kSingleCopyBroadcastRanks).
+for (const W of [2, 3, 5]) {
   for (const [path, env, want] of [["single copy", {}, CMA], ["staged", { SPMD_SHM_SINGLE_COPY: "0" }, /^staged \(rank 0: SPMD_SHM_SINGLE_COPY=0\)$/]]) {
     test(`${path}, W=${W}: all_to_all(v), gather, scatter, all_gather, broadcast of ${N} and 0 elements, every element`, async () => {
+      assert.ok(Math.max(...vCounts(N, W).flat()) * 4 >= native().singleCopyFromBytes, "all_to_allv's largest block would stage");
       const doc = await run(W, job(W), { env, dump: true });
       assert.match(doc.copy_path, want);
       const scatter = doc.results.find((r) => r.stage === "x.scatter").algorithm;  // shared only where it moves single-copy
@@ -66,7 +70,7 @@ for (const W of [3, 5]) {
       else assert.equal(scatter, "shared");
     });
   }
-  test(`single copy, W=${W}: in place (all_to_all stages, all_gather and broadcast move single-copy)`, async () => {
+  test(`single copy, W=${W}: in place (all_to_all stages, the others move single-copy)`, async () => {
     assert.match((await run(W, inPlaceJob(W))).copy_path, CMA);
   });
 }

@@ -334,6 +334,8 @@ interface NativeModule {
   endWithParent(signal: number, parentPid: number): boolean;
   /** Why shm ranks on this host could not read each other's memory (process_vm_readv), "" when they could. */
   singleCopyRefusal(): string;
+  /** Bytes between a pair of shm ranks from which a block moves single-copy (where the ranks agreed on it). */
+  singleCopyFromBytes: number;
 }
 
 /**

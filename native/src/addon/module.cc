@@ -90,6 +90,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("enums", enums(env));
   exports.Set("endWithParent", Napi::Function::New(env, endWithParent, "endWithParent"));
   exports.Set("singleCopyRefusal", Napi::Function::New(env, singleCopyRefusal, "singleCopyRefusal"));
+  exports.Set("singleCopyFromBytes", double(spmd::shm::kSingleCopyFromBytes));
   return exports;
 }
 

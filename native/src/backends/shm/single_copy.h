@@ -17,10 +17,17 @@
 namespace spmd::shm {
 
 // From this many bytes per pair of ranks an op moves single-copy. Below it the staged path wins: CMA pins
-// the pages of every call and the handshake adds two rounds of flags. Measured on this 2-core machine
-// (all_to_all and gather, W=2 and W=4, SPMD_SHM_SINGLE_COPY=0 against the default, alternating, medians):
-// at 64 KiB staged and single copy were even, from 256 KiB single copy was 1.2-1.9x faster.
-inline constexpr size_t kSingleCopyFromBytes = 128 * 1024;
+// the pages of every call, reads its source from memory where the staged chunks stay in cache, and the
+// handshake adds two rounds of flags. Measured on a 2-core EPYC VM (load 11-16 from other builds; all_to_all
+// and gather, SPMD_SHM_SINGLE_COPY=0 against the default, alternating, median of 7 rounds): at W=2 single
+// copy won from 512 KiB (all_to_all 1.4x, gather even); at W=4 it lost at 256 and 512 KiB (0.66-0.91x) and
+// won at 1 MiB (1.36-1.38x).
+inline constexpr size_t kSingleCopyFromBytes = 1024 * 1024;
+
+// A broadcast moves single-copy only up to this many ranks. Staged, the root's data crosses memory once into
+// a slot and every reader copies it out of cache; single-copy, every reader pulls it from memory again. At
+// W=2 single copy won 3-9x from 4 MiB; at W=4 it lost 0.6-0.95x from 1 to 64 MiB (same method).
+inline constexpr int kSingleCopyBroadcastRanks = 2;
 
 // Why this process cannot read the memory of another process of its user that is not its descendant, as
 // ranks are to each other ("" when it can): a child it forks tries to read it. For `runner info`.
