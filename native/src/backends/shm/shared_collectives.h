@@ -38,7 +38,7 @@ class SharedCollectives : public TransportCollectives {
  private:
   bool streams(size_t inBytes, size_t outBytes) const;
   // Whether blocks of `bytes` between each pair of ranks move single-copy (the same answer on every rank).
-  bool singleCopies(size_t bytes) const { return singleCopyOn_ && bytes >= kSingleCopyFromBytes; }
+  bool singleCopies(size_t bytes, size_t from = kSingleCopyFromBytes) const { return singleCopyOn_ && bytes >= from; }
   // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
   // output, and its bytes (shared_collectives.cc).
   template <class Send, class Recv>
