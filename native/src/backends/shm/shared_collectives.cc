@@ -166,7 +166,7 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
 
 void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
   if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
-  if (singleCopies(n) &&
+  if (size() <= kSingleCopyFanOutRanks && singleCopies(n) &&
       singleCopy_.move(true, [&](int) { return region(in, n); }, [&](int j) { return region(bytes(out) + size_t(j) * n, n); },
                        "a single-copy all_gather")) {
     return;
@@ -222,7 +222,7 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
 void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
-  if (size() <= kSingleCopyBroadcastRanks && singleCopies(n, kSingleCopyBroadcastFromBytes) &&
+  if (size() <= kSingleCopyFanOutRanks && singleCopies(n, kSingleCopyBroadcastFromBytes) &&
       singleCopy_.move(true, [&](int) { return me == root ? region(data, n) : Region{}; },
                        [&](int j) { return j == root ? region(data, n) : Region{}; }, "a single-copy broadcast")) {
     return;

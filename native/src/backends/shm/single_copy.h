@@ -24,11 +24,13 @@ namespace spmd::shm {
 // won at 1 MiB (1.36-1.38x).
 inline constexpr size_t kSingleCopyFromBytes = 1024 * 1024;
 
-// A broadcast moves single-copy only up to this many ranks, and from this many bytes. Staged, the root's data
-// crosses memory once into a slot and every reader copies it out of cache; single-copy, every reader pulls
-// it from memory again. At W=4 single copy lost 0.6-0.95x from 1 to 64 MiB; at W=2 it lost or tied at 1 MiB
-// (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16 to 256 MiB in 3 of 4 runs, 0.93x in one).
-inline constexpr int kSingleCopyBroadcastRanks = 2;
+// Broadcast and all_gather, where W-1 peers read each source, move single-copy only up to this many ranks.
+// Staged, a source crosses memory once into a slot and its readers copy it out of cache; single-copy, every
+// reader pulls it from memory again. At W=4 single copy lost: broadcast 0.6-0.95x from 1 to 64 MiB,
+// all_gather 0.52-0.78x from 1 to 16 MiB; at W=2 all_gather won 1.06x at 1 MiB, 2-3.5x at 4 and 16 MiB.
+inline constexpr int kSingleCopyFanOutRanks = 2;
+// A broadcast at W=2 lost or tied at 1 MiB (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16 to
+// 256 MiB in 3 of 4 runs, 0.93x in one), so it moves single-copy from here.
 inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 
 // Why this process cannot read the memory of another process of its user that is not its descendant, as
