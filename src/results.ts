@@ -85,6 +85,12 @@ export interface ResultDocument {
    * the runner links the ranks itself (shm, tcp), how many pairs of ranks each kind of link joined.
    */
   topology?: { hosts: { name: string; ranks: number[] }[]; links?: { shm: number; tcp: number } };
+  /**
+   * shm only: how large messages moved, as the ranks agreed at start-up: "single-copy: cma
+   * (process_vm_readv/writev)", or "staged (why)" where a rank could not read its peers' memory or
+   * SPMD_SHM_SINGLE_COPY=0 told it not to.
+   */
+  copy_path?: string;
   results: ResultRow[];
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */

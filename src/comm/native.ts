@@ -168,6 +168,8 @@ export interface ShmOptions {
   channelBytes?: number;
   /** This rank shares its CPUs with other ranks (comm/host.ts sharesCores): waits sleep soon, never spin long. */
   sharesCores?: boolean;
+  /** false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all ranks. */
+  singleCopy?: boolean;
 }
 
 /** The tcp backend: over tcp to every rank, or with `local` over shm to the ranks of this host ("shm+tcp"). */
@@ -280,6 +282,11 @@ export interface NativeCommunicator {
   readonly size: number;
   /** "shm", "tcp", "shm+tcp" or "mpi". */
   readonly backend: string;
+  /**
+   * How large messages move where the backend has a choice, as the ranks agreed at connect(): shm's
+   * "single-copy: cma (process_vm_readv/writev)" or "staged (why)"; "" on other backends.
+   */
+  readonly copyPath: string;
   /** Steps the program now running has finished (for progress displays). */
   readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;
@@ -292,7 +299,8 @@ export interface NativeCommunicator {
   /** Op `op`'s state on this rank after the last run (empty for ops that keep none), e.g. error buffers. */
   state(op: number): NativeStateBuffer[];
   /**
-   * Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for shm and mpi.
+   * Joins the other ranks where that blocks until all arrive (nccl, hccl); resolves at once for mpi. The shm
+   * ranks, once all have attached, agree whether large messages move single-copy (see copyPath).
    * The tcp backend learns where its peers listen (`peers` indexed by rank); it connects to each on first use.
    */
   connect(peers?: TcpPeer[]): Promise<void>;
@@ -324,6 +332,10 @@ interface NativeModule {
   cudaKernels: { archs: string; bytes: number } | null;
   /** `signal` to this process when its parent dies (Linux's PR_SET_PDEATHSIG); false when the parent is no longer `parentPid`. */
   endWithParent(signal: number, parentPid: number): boolean;
+  /** Why shm ranks on this host could not read each other's memory (process_vm_readv), "" when they could. */
+  singleCopyRefusal(): string;
+  /** Bytes between a pair of shm ranks from which a block moves single-copy (where the ranks agreed on it). */
+  singleCopyFromBytes: number;
 }
 
 /**

@@ -246,10 +246,10 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
       comm =
         chosen === "shm"
-          ? await startShm(boot, o.place, topo, met.sharesCores)
+          ? await startShm(boot, o.place, topo, met.sharesCores, input.env)
           : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
       topology.links = linkCounts(topo, chosen !== "tcp");
-      backend = `${comm.backend} on ${describeHosts(topo.hosts)}`;
+      backend = `${comm.backend} on ${describeHosts(topo.hosts)}${comm.copyPath ? `, ${comm.copyPath}` : ""}`;
     }
   } catch (err) {
     // After a disagreement every rank is alive and leaving: rank 0 keeps the store up until all have

@@ -6,25 +6,37 @@ import { BackendError } from "./errors.js";
 import { native, type NativeCommunicator } from "./native.js";
 import { describeHosts, type Topology } from "./topology.js";
 
-/** Rank 0 creates the segment, the others attach to the name it sends. */
-export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sharesCores: boolean): Promise<NativeCommunicator> {
+/**
+ * Whether this rank may move large messages single-copy (SPMD_SHM_SINGLE_COPY: 1, the default, or 0 to
+ * stage every byte through the segment, as every rank then does).
+ */
+export function singleCopyAllowed(env: NodeJS.ProcessEnv): boolean {
+  const v = env.SPMD_SHM_SINGLE_COPY ?? "1";
+  if (v !== "0" && v !== "1") throw new BackendError(`environment: SPMD_SHM_SINGLE_COPY=${v} is not 0 or 1`);
+  return v === "1";
+}
+
+/** Rank 0 creates the segment, the others attach to the name it sends; then they agree on single copy. */
+export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sharesCores: boolean, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
   const { rank, size } = place;
   if (topo.hosts.length > 1) {
     throw new BackendError(`backend shm: ranks run on several hosts (${describeHosts(topo.hosts)}) and shm needs one; use --backend tcp or auto`);
   }
   const Communicator = native().Communicator;
+  const singleCopy = singleCopyAllowed(env);
   let comm: NativeCommunicator | undefined;
   try {
     let name: string | undefined;
     if (rank === 0) {
       name = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "shm", name, rank, size, create: true, sharesCores });
+      comm = new Communicator({ backend: "shm", name, rank, size, create: true, sharesCores, singleCopy });
     }
     name = await boot.broadcast("shm/name", name);
-    comm ??= new Communicator({ backend: "shm", name, rank, size, create: false, sharesCores });
+    comm ??= new Communicator({ backend: "shm", name, rank, size, create: false, sharesCores, singleCopy });
     // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
     await boot.barrier("shm/attached");
     comm.release();
+    await comm.connect();
     return comm;
   } catch (err) {
     comm?.close();

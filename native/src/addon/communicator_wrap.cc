@@ -95,6 +95,7 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
     so.create = o.boolean("create");
     if (o.has("channelBytes")) so.channelBytes = size_t(o.integer("channelBytes", 1, int64_t(1) << 40));
     if (o.has("sharesCores")) so.sharesCores = o.boolean("sharesCores");
+    if (o.has("singleCopy")) so.singleCopy = o.boolean("singleCopy");
     if (so.name.size() < 2 || so.name[0] != '/') o.fail("name", "a name that starts with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }
@@ -145,6 +146,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceAccessor<&CommunicatorWrap::getRank>("rank"),
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
                       InstanceAccessor<&CommunicatorWrap::getBackend>("backend"),
+                      InstanceAccessor<&CommunicatorWrap::getCopyPath>("copyPath"),
                       InstanceAccessor<&CommunicatorWrap::getStepsDone>("stepsDone")});
 }
 
@@ -394,6 +396,10 @@ Napi::Value CommunicatorWrap::getRank(const Napi::CallbackInfo& info) { return N
 Napi::Value CommunicatorWrap::getSize(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), size_); }
 Napi::Value CommunicatorWrap::getBackend(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), backend_ ? backend_->name() : "closed");
+}
+
+Napi::Value CommunicatorWrap::getCopyPath(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), backend_ ? backend_->copyPath() : "");
 }
 
 Napi::Value CommunicatorWrap::getStepsDone(const Napi::CallbackInfo& info) {

@@ -15,6 +15,7 @@
 #include "addon/library_wrap.h"
 #include "addon/tcp_wrap.h"
 #include "backends/library/cuda_kernels.h"
+#include "backends/shm/single_copy.h"
 #include "base/collectives.h"
 #include "base/error.h"
 #ifdef SPMD_HAVE_MPI
@@ -54,6 +55,11 @@ Napi::Value endWithParent(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), getppid() == parent);
 }
 
+// singleCopyRefusal(): why shm ranks on this host could not move single-copy, "" when they could (runner info).
+Napi::Value singleCopyRefusal(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), spmd::shm::singleCopyRefusal());
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("Communicator", spmd::addon::CommunicatorWrap::define(env));
   exports.Set("TcpEndpoint", spmd::addon::TcpEndpointWrap::define(env));
@@ -83,6 +89,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaKernels", cuda);
   exports.Set("enums", enums(env));
   exports.Set("endWithParent", Napi::Function::New(env, endWithParent, "endWithParent"));
+  exports.Set("singleCopyRefusal", Napi::Function::New(env, singleCopyRefusal, "singleCopyRefusal"));
+  exports.Set("singleCopyFromBytes", double(spmd::shm::kSingleCopyFromBytes));
   return exports;
 }
 

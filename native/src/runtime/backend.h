@@ -18,6 +18,9 @@ class Backend {
   // Collective, on the progress thread: joins the other ranks where that blocks until all arrive
   // (ncclCommInitRank), so that it never blocks JavaScript. Backends that join when built do nothing.
   virtual void connect() {}
+  // How the backend moves large messages where it has more than one way, as agreed at connect() (shm:
+  // single copy or staged, and why); "" where it has one.
+  virtual std::string copyPath() const { return ""; }
   // Lanes take host pointers, one per stream: 0 runs the "main" stream on the step's thread, the others
   // run concurrently, each on a worker of its own (runtime/lane_worker.h).
   virtual Collectives& lane(int i) = 0;

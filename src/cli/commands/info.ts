@@ -12,6 +12,17 @@ function gpus(): string {
   return found.length ? found.join(", ") : "none detected";
 }
 
+/** How the shm backend would move large messages here: what its ranks agree at start-up, from this process's view. */
+function shmCopyPath(allowed: (env: NodeJS.ProcessEnv) => boolean, refusal: () => string): string {
+  let why: string;
+  try {
+    why = allowed(process.env) ? refusal() : "SPMD_SHM_SINGLE_COPY=0";
+  } catch (err) {
+    why = (err as Error).message;
+  }
+  return why ? `staged (${why})` : "single-copy: cma (process_vm_readv/writev)";
+}
+
 export const infoCommand: CommandModule<object, object> = {
   command: "info",
   describe: "Print version, built backends, the place detected from the environment, CPUs and GPUs",
@@ -34,6 +45,7 @@ export const infoCommand: CommandModule<object, object> = {
       auto = (err as Error).message;
     }
     const note = mpiNotBuiltNote(place, process.env, built);
+    const { singleCopyAllowed } = await import("../../comm/start-shm.js");
     const addon = addonSource();
     const lines = [
       ...(note ? [note] : []),
@@ -47,6 +59,7 @@ export const infoCommand: CommandModule<object, object> = {
         (place.nodeRank !== undefined ? `; node ${place.nodeRank}` : "") +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
+      `shm ${shmCopyPath(singleCopyAllowed, native().singleCopyRefusal)}`,
       `host: ${os.hostname()}, ${os.cpus().length} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `binding: ${describeBinding(cpuBinding())}`,
       `gpus: ${gpus()}`,

@@ -59,7 +59,7 @@ size_t piece(size_t total, size_t step, size_t per) { return total > step * per 
 
 SharedCollectives::SharedCollectives(const Segment& seg, ShmTransport& t, int lane,
                                      std::function<void(const std::string&)> onAbort, size_t streamAbove)
-    : TransportCollectives(t, std::move(onAbort)), arena_(seg, t, lane), xs_(size_t(seg.worldSize())),
+    : TransportCollectives(t, std::move(onAbort)), arena_(seg, t, lane), singleCopy_(seg, arena_), xs_(size_t(seg.worldSize())),
       streamAbove_(streamAbove ? streamAbove : lastLevelCacheBytes()) {}
 
 bool SharedCollectives::streams(size_t inBytes, size_t outBytes) const {
@@ -72,6 +72,9 @@ Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const
     case OpKind::Broadcast: case OpKind::AllToAll: case OpKind::AllToAllv:
       if (requested == Algo::Auto || requested == Algo::Shared) return Algo::Shared;
       break;
+    case OpKind::Scatter:  // staged by the transport algorithms; shared only where it moves single-copy
+      if ((requested == Algo::Auto || requested == Algo::Shared) && singleCopies(bytes / size_t(size()))) return Algo::Shared;
+      [[fallthrough]];
     default:
       if (requested == Algo::Shared) {
         throw CommError(code::kUnsupported, "the shm backend has no shared " + std::string(opKindName(kind)));
@@ -163,6 +166,11 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
 
 void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
   if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
+  if (size() <= kSingleCopyFanOutRanks && singleCopies(n) &&
+      singleCopy_.move(true, [&](int) { return region(in, n); }, [&](int j) { return region(bytes(out) + size_t(j) * n, n); },
+                       "a single-copy all_gather")) {
+    return;
+  }
   const int W = size(), me = rank();
   const size_t chunk = arena_.slotBytes();
   const bool stream = streams(n, size_t(W) * n);
@@ -182,6 +190,12 @@ void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
 void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Algo a) {
   if (resolve(OpKind::Gather, a, 0) != Algo::Shared) return TransportCollectives::gather(in, out, n, root, a);
   const int W = size(), me = rank();
+  // Each rank writes its block into the root's output: the copies run on every rank's core at once.
+  if (singleCopies(n) &&
+      singleCopy_.move(false, [&](int j) { return me == root ? region(bytes(out) + size_t(j) * n, n) : Region{}; },
+                       [&](int j) { return j == root ? region(in, n) : Region{}; }, "a single-copy gather")) {
+    return;
+  }
   const size_t chunk = arena_.slotBytes();
   const bool stream = streams(n, n);  // the root's W * n output, the others' n inputs
   for (size_t at = 0; at < n; at += chunk) {
@@ -208,6 +222,11 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
 void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
+  if (size() <= kSingleCopyFanOutRanks && singleCopies(n, kSingleCopyBroadcastFromBytes) &&
+      singleCopy_.move(true, [&](int) { return me == root ? region(data, n) : Region{}; },
+                       [&](int j) { return j == root ? region(data, n) : Region{}; }, "a single-copy broadcast")) {
+    return;
+  }
   const size_t chunk = arena_.slotBytes();
   const bool stream = streams(0, n);
   for (size_t at = 0; at < n; at += chunk) {
@@ -226,6 +245,18 @@ void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
     arena_.step();
     arena_.end();
   }
+}
+
+// Every rank reads its block out of the root's input.
+void SharedCollectives::scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) {
+  const int me = rank();
+  const Partition p{count, size()};
+  if (resolve(OpKind::Scatter, a, count * esize) == Algo::Shared &&
+      singleCopy_.move(true, [&](int j) { return me == root ? region(bytes(in) + p.offset(j) * esize, p.count(j) * esize) : Region{}; },
+                       [&](int j) { return j == root ? region(out, p.count(me) * esize) : Region{}; }, "a single-copy scatter")) {
+    return;
+  }
+  TransportCollectives::scatter(in, out, count, esize, root, a);
 }
 
 // Piece s of the block for rank j goes to piece j of this rank's slot (its own block straight to the output);
@@ -259,6 +290,11 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
   // chunks are), so pieces cut through records.
   const Partition p{count, size()};
   const size_t mine = p.count(rank()) * esize;
+  if (singleCopies(p.block() * esize) &&
+      singleCopy_.move(true, [&](int j) { return region(bytes(in) + p.offset(j) * esize, p.count(j) * esize); },
+                       [&](int j) { return region(bytes(out) + size_t(j) * mine, mine); }, "a single-copy all_to_all")) {
+    return;
+  }
   exchangeBlocks(
       p.block() * esize, streams(count * esize, size_t(size()) * mine), "a shared all_to_all (writing its slot)",
       "a shared all_to_all (the inputs)", [&](int j) { return std::pair(bytes(in) + p.offset(j) * esize, p.count(j) * esize); },
@@ -267,6 +303,14 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
 
 void SharedCollectives::allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) {
   if (resolve(OpKind::AllToAllv, a, 0) != Algo::Shared) return TransportCollectives::allToAllv(in, out, c, esize, a);
+  const auto at = [esize](const void* base, const std::vector<size_t>& offsets, const std::vector<size_t>& counts, int j) {
+    return region(bytes(base) + offsets[size_t(j)] * esize, counts[size_t(j)] * esize);
+  };
+  if (singleCopies(c.largestBlock * esize) &&
+      singleCopy_.move(true, [&](int j) { return at(in, c.sendOffsets, c.sendCounts, j); },
+                       [&](int j) { return at(out, c.recvOffsets, c.recvCounts, j); }, "a single-copy all_to_allv")) {
+    return;
+  }
   exchangeBlocks(
       c.largestBlock * esize, streams(c.sent() * esize, c.received() * esize), "a shared all_to_allv (writing its slot)",
       "a shared all_to_allv (the inputs)",

@@ -1,12 +1,14 @@
 // The shm backend's collectives: the "shared" algorithms, which stage chunks in each rank's slots of the
 // segment and let peers reduce and copy straight out of them (one copy in, one copy out, no per-pair
-// channel), plus every transport algorithm for the ops and names they do not cover.
+// channel), plus every transport algorithm for the ops and names they do not cover. Where the ranks agreed
+// on single copy (single_copy.h), the ops that only move bytes move large blocks once, buffer to buffer.
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "backends/shm/arena.h"
+#include "backends/shm/single_copy.h"
 #include "runtime/transport_collectives.h"
 
 namespace spmd::shm {
@@ -19,23 +21,32 @@ class SharedCollectives : public TransportCollectives {
   SharedCollectives(const Segment& seg, ShmTransport& t, int lane, std::function<void(const std::string&)> onAbort,
                     size_t streamAbove = 0);
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
+  // Collective, once at start-up on one lane (ShmBackend::connect): "" when every rank may move single-copy.
+  std::string agreeSingleCopy(bool allowed) { return singleCopy_.agree(allowed); }
+  // Moves blocks of kSingleCopyFromBytes and more single-copy from now on; every rank's lanes alike.
+  void useSingleCopy() { singleCopyOn_ = true; }
 
   void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
   void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
   void allGather(const void* in, void* out, size_t bytes, Algo a) override;
   void gather(const void* in, void* out, size_t bytes, int root, Algo a) override;
   void broadcast(void* data, size_t bytes, int root, Algo a) override;
+  void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
 
  private:
   bool streams(size_t inBytes, size_t outBytes) const;
+  // Whether blocks of `bytes` between each pair of ranks move single-copy (the same answer on every rank).
+  bool singleCopies(size_t bytes, size_t from = kSingleCopyFromBytes) const { return singleCopyOn_ && bytes >= from; }
   // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
   // output, and its bytes (shared_collectives.cc).
   template <class Send, class Recv>
   void exchangeBlocks(size_t largest, bool stream, const char* writing, const char* reading, Send send, Recv recv);
 
   Arena arena_;
+  SingleCopy singleCopy_;
+  bool singleCopyOn_ = false;
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
   size_t streamAbove_;
 };

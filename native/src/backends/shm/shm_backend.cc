@@ -1,11 +1,19 @@
 #include "backends/shm/shm_backend.h"
 
+#include <chrono>
+
 namespace spmd::shm {
+namespace {
+
+// The ranks call connect() right after they all attached: one that has not arrived by then is stuck.
+constexpr std::chrono::seconds kAgreeWithin{60};
+
+}  // namespace
 
 Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
 
 ShmBackend::ShmBackend(const ShmOptions& o)
-    : segment_(o.create ? Segment::create(o.name, layoutOf(o)) : Segment::attach(o.name, layoutOf(o))) {
+    : segment_(o.create ? Segment::create(o.name, layoutOf(o)) : Segment::attach(o.name, layoutOf(o))), singleCopyAllowed_(o.singleCopy) {
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
@@ -16,6 +24,19 @@ ShmBackend::ShmBackend(const ShmOptions& o)
     t->setStragglerFinder([t, &flight] { return describeStragglers(t->sightings(), flight); });
   }
   segment_.header().attached.fetch_add(1);
+}
+
+void ShmBackend::connect() {
+  ShmTransport& t = *transports_[0];
+  t.setDeadline(Transport::Clock::now() + kAgreeWithin);
+  staged_ = collectives_[0]->agreeSingleCopy(singleCopyAllowed_);
+  t.setDeadline(Transport::Clock::time_point::max());
+  if (!staged_.empty()) return;
+  for (auto& c : collectives_) c->useSingleCopy();
+}
+
+std::string ShmBackend::copyPath() const {
+  return staged_.empty() ? "single-copy: cma (process_vm_readv/writev)" : "staged (" + staged_ + ")";
 }
 
 }  // namespace spmd::shm

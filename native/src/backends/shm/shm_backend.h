@@ -23,12 +23,17 @@ struct ShmOptions {
   // This rank's CPUs are shared with other ranks, as the ranks found from their bindings; unset: judged
   // from this process's CPU count alone (ShmTransport).
   std::optional<bool> sharesCores;
+  // false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all.
+  bool singleCopy = true;
 };
 
 class ShmBackend : public Backend {
  public:
   explicit ShmBackend(const ShmOptions& o);
   std::string name() const override { return "shm"; }
+  // Collective: the ranks agree whether large blocks move single-copy (single_copy.h).
+  void connect() override;
+  std::string copyPath() const override;
   Collectives& lane(int i) override { return *collectives_[i]; }
   int lanes() const override { return kLanes; }
   void release() override { segment_.unlink(); }
@@ -37,6 +42,8 @@ class ShmBackend : public Backend {
   static constexpr int kLanes = kMaxLanes;
   static Layout layoutOf(const ShmOptions& o);
   Segment segment_;
+  bool singleCopyAllowed_;
+  std::string staged_ = "not agreed: connect() was not called";  // why blocks stage ("" once single copy is agreed)
   std::unique_ptr<ShmTransport> transports_[kLanes];
   std::unique_ptr<SharedCollectives> collectives_[kLanes];
 };

@@ -1,0 +1,81 @@
+// Single-copy moves for the shm backend's large messages: each block goes once, straight between the ranks'
+// own buffers, by cross-memory attach (process_vm_readv / process_vm_writev), as Open MPI's vader BTL does.
+// The segment carries only the handshake: every rank publishes where its buffers are, the ranks move the
+// bytes, and nobody returns before every peer is done with its buffers.
+//
+// The kernel refuses CMA where ptrace would be refused (Yama ptrace_scope >= 1 between unrelated processes)
+// and seccomp profiles often forbid the calls (containers); the ranks then keep the staged path. They find
+// out once, at start-up (agree()), and all take the same path.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/shm/arena.h"
+
+namespace spmd::shm {
+
+// From this many bytes per pair of ranks an op moves single-copy. Below it the staged path wins: CMA pins
+// the pages of every call, reads its source from memory where the staged chunks stay in cache, and the
+// handshake adds two rounds of flags. Measured on a 2-core EPYC VM (load 11-16 from other builds; all_to_all
+// and gather, SPMD_SHM_SINGLE_COPY=0 against the default, alternating, median of 7 rounds): at W=2 single
+// copy won from 512 KiB (all_to_all 1.4x, gather even); at W=4 it lost at 256 and 512 KiB (0.66-0.91x) and
+// won at 1 MiB (1.36-1.38x).
+inline constexpr size_t kSingleCopyFromBytes = 1024 * 1024;
+
+// Broadcast and all_gather, where W-1 peers read each source, move single-copy only up to this many ranks.
+// Staged, a source crosses memory once into a slot and its readers copy it out of cache; single-copy, every
+// reader pulls it from memory again. At W=4 single copy lost: broadcast 0.6-0.95x from 1 to 64 MiB,
+// all_gather 0.52-0.78x from 1 to 16 MiB; at W=2 all_gather won 1.06x at 1 MiB, 2-3.5x at 4 and 16 MiB.
+inline constexpr int kSingleCopyFanOutRanks = 2;
+// A broadcast at W=2 lost or tied at 1 MiB (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16 to
+// 256 MiB in 3 of 4 runs, 0.93x in one), so it moves single-copy from here.
+inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
+
+// Why this process cannot read the memory of another process of its user that is not its descendant, as
+// ranks are to each other ("" when it can): a child it forks tries to read it. For `runner info`.
+std::string singleCopyRefusal();
+
+// A stretch of one rank's own memory, as the handshake publishes it.
+struct Region {
+  uint64_t at = 0;
+  uint64_t bytes = 0;
+};
+inline Region region(const void* at, size_t bytes) { return {uint64_t(reinterpret_cast<uintptr_t>(at)), bytes}; }
+
+class SingleCopy {
+ public:
+  // Moves on `arena`'s lane; peers' pids come from the segment's doorbells.
+  SingleCopy(const Segment& seg, Arena& arena);
+
+  // Collective, once at start-up on one lane: every rank reads a word of every peer's memory by CMA. ""
+  // when every rank can, else why not (the same text on every rank). `allowed`: false when this rank was
+  // told to stage (SPMD_SHM_SINGLE_COPY=0), which stages every rank.
+  std::string agree(bool allowed);
+
+  // Rank `me` publishes shared(j), the stretch of its buffers peer j moves to or from, and moves between
+  // its own local(j) and peer j's shared(me): `pull` reads peer j's into local(j), else it writes local(j)
+  // into peer j's. Returns false, on every rank alike, when some rank's buffers overlap so that peers would
+  // read what it overwrites (an in-place all_to_all): the caller stages that op.
+  template <class Shared, class Local>
+  bool move(bool pull, Shared shared, Local local, const char* what) {
+    for (int j = 0; j < arena_.size(); ++j) {
+      shared_[size_t(j)] = shared(j);
+      local_[size_t(j)] = local(j);
+    }
+    return moveRegions(pull, what);
+  }
+
+ private:
+  bool moveRegions(bool pull, const char* what);
+  bool overlapsOwn() const;
+  std::string probePeers() const;
+
+  const Segment& seg_;
+  Arena& arena_;
+  uint64_t nonce_;  // a word of this process's own memory, the one its peers probe
+  std::vector<Region> shared_, local_;
+};
+
+}  // namespace spmd::shm

@@ -1,0 +1,130 @@
+// The shm backend's single-copy path (native/src/backends/shm/single_copy.h): every op it serves checked
+// element by element against the reference in helpers/matrix.js on both paths (single copy, the default
+// here, and the staged path SPMD_SHM_SINGLE_COPY=0 forces), at odd world sizes, lengths not divisible by W,
+// zero length and all_to_allv with uneven and zero counts; the ranks' agreement (one rank told to stage
+// stages them all); and a real refusal: a rank of another user may not read root's ranks (EPERM), so all stage.
+// The 2.25 GiB case is in large.test.js (its lane beside the rest keeps the memory of the two apart).
+import assert from "node:assert/strict";
+import { chmodSync, readFileSync, rmSync } from "node:fs";
+import { test } from "node:test";
+import { native } from "../dist/comm/native.js";
+import { prepareJob, verifyDumps, vCounts } from "./helpers/matrix.js";
+import { freePort, rankEnv, RUNNER, runNode, runRanks, spawnRunner } from "./helpers/ranks.js";
+
+// From singleCopyFromBytes a pair blocks move single-copy: N float32 elements give blocks of that and more
+// at W=5 (all_to_all's, and the largest all_to_allv's), not a multiple of W.
+const FROM = native().singleCopyFromBytes / 4;
+const N = 5 * FROM + 3;
+const CMA = /^single-copy: cma \(process_vm_readv\/writev\)$/;
+// Where this host refuses CMA (Yama, seccomp) the single-copy cases cannot run; the staged ones still do.
+const REFUSED = native().singleCopyRefusal();
+const needsCma = { skip: REFUSED ? `this host refuses CMA: ${REFUSED}` : false };
+
+function job(W) {
+  const fill = (seed) => ({ kind: "integers", seed, low: -9, high: 9 });
+  const tensors = { x: { dtype: "float32", count: N, fill: fill(3) }, z: { dtype: "float32", count: 0, fill: fill(4) } };
+  const stages = [];
+  for (const t of ["x", "z"]) {
+    const n = tensors[t].count;
+    stages.push(
+      { id: `${t}.all_to_all`, op: "all_to_all", input: t },
+      { id: `${t}.all_to_allv`, op: "all_to_allv", input: t, counts: vCounts(n, W) },
+      { id: `${t}.gather`, op: "gather", input: t, root: W - 1 },
+      { id: `${t}.scatter`, op: "scatter", input: t, root: 1 },
+      { id: `${t}.all_gather`, op: "all_gather", input: t },
+      { id: `${t}.broadcast`, op: "broadcast", input: t, root: W - 1 },
+    );
+  }
+  return { name: `single-copy-${W}`, iterations: 2, warmup: 1, check: true, tensors, stages };
+}
+
+// In place (the runner's check): all_to_all's buffers overlap as single copy cannot take, so the ranks see
+// it in the handshake and stage that op; all_gather stays single-copy at W=2.
+function inPlaceJob(W) {
+  const tensors = { y: { dtype: "float32", count: W * (FROM + 1), fill: { kind: "integers", seed: 5, low: -9, high: 9 } } };
+  const stages = ["all_to_all", "all_gather", "broadcast"].map((op) => ({ id: `y.${op}`, op, input: "y", inPlace: true, ...(op === "broadcast" && { root: 0 }) }));
+  return { name: `single-copy-in-place-${W}`, iterations: 2, warmup: 1, check: true, tensors, stages };
+}
+
+async function run(W, theJob, { env = {}, dump = false } = {}) {
+  const { dir, json, dumpDir, run: go } = prepareJob(W, theJob, { dump, launch: (w, args) => runRanks(w, args, { env }) });
+  try {
+    const ranks = await go();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    assert.equal(doc.results.length, theJob.stages.length);
+    for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: runner's check found ${row.wrong} wrong`);
+    if (dump) assert.ok(verifyDumps(theJob, W, dumpDir) > N * W, "compared too few elements");
+    return doc;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// W=2: all_gather and broadcast move single-copy only there (broadcast from 4 MiB: N elements are 5 MiB).
+for (const W of [2, 3, 5]) {
+  for (const [path, env, want] of [["single copy", {}, CMA], ["staged", { SPMD_SHM_SINGLE_COPY: "0" }, /^staged \(rank 0: SPMD_SHM_SINGLE_COPY=0\)$/]]) {
+    test(`${path}, W=${W}: all_to_all(v), gather, scatter, all_gather, broadcast of ${N} and 0 elements, every element`, path === "staged" ? {} : needsCma, async () => {
+      assert.ok(Math.max(...vCounts(N, W).flat()) * 4 >= native().singleCopyFromBytes, "all_to_allv's largest block would stage");
+      const doc = await run(W, job(W), { env, dump: true });
+      assert.match(doc.copy_path, want);
+      const scatter = doc.results.find((r) => r.stage === "x.scatter").algorithm;  // shared only where it moves single-copy
+      if (path === "staged") assert.notEqual(scatter, "shared");
+      else assert.equal(scatter, "shared");
+    });
+  }
+  test(`single copy, W=${W}: in place (all_to_all stages${W === 2 ? ", all_gather moves single-copy" : ""})`, needsCma, async () => {
+    assert.match((await run(W, inPlaceJob(W))).copy_path, CMA);
+  });
+}
+
+test("one rank told to stage (SPMD_SHM_SINGLE_COPY=0) stages every rank, with results exact", needsCma, async () => {
+  const doc = await run(3, job(3), { env: (r) => (r === 2 ? { SPMD_SHM_SINGLE_COPY: "0" } : {}) });
+  assert.equal(doc.copy_path, "staged (rank 2: SPMD_SHM_SINGLE_COPY=0)");
+});
+
+test("runner info says which path shm ranks take here, and that SPMD_SHM_SINGLE_COPY=0 stages", async () => {
+  const line = (out) => out.split("\n").find((l) => l.startsWith("shm "));
+  const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev)";
+  assert.equal(line((await runNode([RUNNER, "info"])).stdout), here);
+  assert.equal(line((await runNode([RUNNER, "info"], { SPMD_SHM_SINGLE_COPY: "0" })).stdout), "shm staged (SPMD_SHM_SINGLE_COPY=0)");
+});
+
+test("SPMD_SHM_SINGLE_COPY other than 0 or 1: one line naming it, no stack", async () => {
+  const { dir, run: go } = prepareJob(2, job(2), { launch: (w, args) => runRanks(w, args, { env: { SPMD_SHM_SINGLE_COPY: "yes" } }) });
+  try {
+    for (const p of await go()) {
+      assert.notEqual(p.code, 0);
+      assert.match(p.stderr, /SPMD_SHM_SINGLE_COPY=yes is not 0 or 1/);
+      assert.doesNotMatch(p.stderr, /\n\s+at /);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A real refusal, not the knob: rank 0 runs as nobody, and the kernel lets a process read another only with
+// the same user (or CAP_SYS_PTRACE), so rank 0's probe of rank 1 fails with EPERM while ranks 1 and 2 (root)
+// could read rank 0. Rank 0 creates the segment, so the others (root) may attach to it.
+const asRoot = process.getuid?.() === 0;
+test("a rank that may not read its peers' memory (another user: EPERM) makes every rank stage, with results exact", { skip: (!asRoot && "needs root to run a rank as another user") || needsCma.skip }, async () => {
+  const W = 3;
+  const { dir, json, run: go } = prepareJob(W, job(W), {
+    launch: async (w, args) => {
+      const port = await freePort();
+      const nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+      const ranks = Array.from({ length: w }, (_, r) => spawnRunner(args, rankEnv(r, w, port), { wrap: r === 0 ? nobody : [] }));
+      return Promise.all(ranks.map((r) => r.exited));
+    },
+  });
+  chmodSync(dir, 0o777);  // rank 0, as nobody, writes the results
+  try {
+    const ranks = await go();
+    ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
+    const doc = JSON.parse(readFileSync(json, "utf8"));
+    assert.match(doc.copy_path, /^staged \(rank 0: process_vm_readv from rank [12]: Operation not permitted\)$/);
+    for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
