@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "algorithms/collectives.h"
@@ -122,7 +123,8 @@ void conversions() {
 }
 
 // The float sums of the reducing algorithms depend on their order of additions: 4 ranks on threads.
-void allreduce(void (*algorithm)(Transport&, Workspace&, const void*, void*, size_t, DType, RedOp), const char* name) {
+template <class Algorithm>
+void allreduce(Algorithm algorithm, const char* name) {
   constexpr int W = 4;
   constexpr size_t n = 100003;
   std::vector<std::vector<float>> out(W, std::vector<float>(n));
@@ -149,8 +151,9 @@ int main() {
   reduce<int32_t>("reduce/int32");
   reduce<int64_t>("reduce/int64");
   conversions();
-  allreduce(algo::allreduceRing, "allreduce/ring");
-  allreduce(algo::allreduceTree, "allreduce/tree");
-  allreduce(algo::allreduceDirect, "allreduce/direct");
+  // Through lambdas, so that the ring's default slice size applies.
+  allreduce([](auto&&... a) { algo::allreduceRing(std::forward<decltype(a)>(a)...); }, "allreduce/ring");
+  allreduce([](auto&&... a) { algo::allreduceTree(std::forward<decltype(a)>(a)...); }, "allreduce/tree");
+  allreduce([](auto&&... a) { algo::allreduceDirect(std::forward<decltype(a)>(a)...); }, "allreduce/direct");
   return 0;
 }
