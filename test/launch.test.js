@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { launch } from "../dist/launch/launcher.js";
+import { freePort, launch } from "../dist/launch/launcher.js";
 import { RankErrors } from "../dist/launch/rank-errors.js";
 import { childrenOf, survivors } from "./helpers/procs.js";
 import { spawnRunner } from "./helpers/ranks.js";
@@ -277,4 +277,17 @@ test("rank errors under runner launch: each once with the ranks that gave it, de
     "  in flight: #7 allreduce",
     "  flight records: /r/flight/",
   ]);
+});
+
+test("rank 0's port comes from below the kernel's ephemeral range, where no outgoing connection can take it", async (t) => {
+  let low;
+  try {
+    low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+  } catch {
+    return t.skip("no /proc/sys/net/ipv4/ip_local_port_range here");
+  }
+  for (let i = 0; i < 20; i++) {
+    const port = await freePort("127.0.0.1");
+    assert.ok(port >= 10000 && port < low, `port ${port} is not in [10000, ${low})`);
+  }
 });
