@@ -32,7 +32,8 @@ test("the quick start: launch -n 4 prints the table with 0 wrong and writes resu
     assert.match(p.stdout, /# Avg bus bandwidth {4}: \d+\.\d{4}/);
     assert.match(p.stdout, /# Out of bounds values : 0 OK/);
     const doc = JSON.parse(readFileSync(json, "utf8"));
-    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "topology", "results", "average_bus_bandwidth", "ranks", "manifest"]);
+    assert.deepEqual(Object.keys(doc), ["version", "job", "world_size", "backend", "topology", "copy_path", "results", "average_bus_bandwidth", "ranks", "manifest"]);
+    assert.match(doc.copy_path, /^(single-copy: cma|staged)/);
     assert.deepEqual(doc.ranks.map((u) => u.rank), [0, 1, 2, 3]);
     assert.equal(doc.world_size, 4);
     assert.equal(doc.backend, "shm");
