@@ -5,9 +5,12 @@
 #include "algorithms/ranks.h"
 
 namespace spmd::algo {
-namespace detail {
+namespace {
 
+// `data` holds Partition p's block r (elements of `esize` bytes); afterwards it holds every block. (The ring
+// allreduce does its own all-gather, sliced and overlapping its reduce-scatter.)
 void allGatherBlocksRing(Transport& t, void* data, Partition p, size_t esize) {
+  using namespace detail;
   const int W = t.size(), r = t.rank();
   const int right = wrapRank(r + 1, W), left = wrapRank(r - 1, W);
   char* d = bytes(data);
@@ -19,6 +22,10 @@ void allGatherBlocksRing(Transport& t, void* data, Partition p, size_t esize) {
                p.count(in) * esize);
   }
 }
+
+}  // namespace
+
+namespace detail {
 
 void allGatherBlocksDirect(Transport& t, void* data, Partition p, size_t esize) {
   const int W = t.size(), r = t.rank();
@@ -37,7 +44,7 @@ void allGatherBlocksDirect(Transport& t, void* data, Partition p, size_t esize) 
 // W equal blocks of `bytes` are the partition of W * bytes single-byte elements.
 void allGatherRing(Transport& t, const void* in, void* out, size_t bytes) {
   detail::copyBytes(detail::bytes(out) + size_t(t.rank()) * bytes, in, bytes);
-  detail::allGatherBlocksRing(t, out, Partition{size_t(t.size()) * bytes, t.size()}, 1);
+  allGatherBlocksRing(t, out, Partition{size_t(t.size()) * bytes, t.size()}, 1);
 }
 
 void allGatherDirect(Transport& t, const void* in, void* out, size_t bytes) {

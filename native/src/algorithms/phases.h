@@ -1,5 +1,5 @@
-// Steps that several collectives share: both allreduces finish with a block-wise all-gather (blocks of
-// unequal size), the tree allreduce is a tree reduce that accumulates into every rank's output, and the
+// Steps that several collectives share: the direct allreduce finishes with a block-wise all-gather (blocks
+// of unequal size), the tree allreduce is a tree reduce that accumulates into every rank's output, and the
 // direct reductions fold received blocks in one fixed order.
 #pragma once
 #include <cstddef>
@@ -11,7 +11,6 @@
 namespace spmd::algo::detail {
 
 // `data` holds Partition p's block r (elements of `esize` bytes); afterwards it holds every block.
-void allGatherBlocksRing(Transport& t, void* data, Partition p, size_t esize);
 void allGatherBlocksDirect(Transport& t, void* data, Partition p, size_t esize);
 
 // Binomial-tree reduction whose result lands in `acc` on the root. `acc` (count elements, may alias `in`)
