@@ -148,3 +148,54 @@ mpiTest(`mpi, ${W} ranks on 2 cores: ranks waiting for a stopped rank use almost
     assertIdleWhileWaiting(used);
     assertUsage(JSON.parse(readFileSync(json, "utf8")));
   }));
+
+// Where ranks outnumber the cores and nothing placed them, each rank's lane thread is bound round the CPUs
+// (rank mod cores): left to the scheduler, waiting ranks moved between CPUs and 8-byte ops took up to twice
+// as long. Checked where the machine has exactly 2 CPUs, so that taskset's 0,1 leaves the ranks unbound.
+const TWO_CPUS = os.cpus().length === 2 ? {} : { skip: "needs a machine with exactly 2 CPUs (taskset 0,1 would bind the ranks)" };
+const OVER = 4;
+
+/** The one CPU each rank's single bound thread is on; fails unless every rank has exactly one. */
+function boundCpus(pids) {
+  return pids.map((pid, r) => {
+    const all = threadCpus(pid);
+    const bound = all.filter((c) => /^\d+$/.test(c));
+    assert.equal(bound.length, 1, `rank ${r}: threads bound: ${all.join(" ")}`);
+    return Number(bound[0]);
+  });
+}
+
+test(`shm, ${OVER} ranks on 2 cores: each rank's lane thread is bound to CPU rank mod 2`, { ...T, ...TWO_CPUS }, () =>
+  withDir(async (dir) => {
+    const port = await freePort();
+    const ranks = Array.from({ length: OVER }, (_, r) =>
+      spawnRunner([stepsJob(dir), "--out", dir, "--log-level", "debug", "--log-all-ranks"], rankEnv(r, OVER, port), { wrap: PIN }),
+    );
+    await Promise.all(ranks.map((r) => r.seen(/running 2 stages/)));
+    await sleep(300);
+    let cpus;
+    try {
+      cpus = boundCpus(ranks.map((r) => r.pid));
+    } finally {
+      for (const r of ranks) process.kill(r.pid, "SIGTERM");
+      await Promise.all(ranks.map((r) => r.exited));
+    }
+    assert.deepEqual(cpus, [0, 1, 0, 1]);
+  }));
+
+mpiTest(`mpi, ${OVER} ranks on 2 cores: each rank's MPI lane thread is bound to CPU rank mod 2`, () =>
+  withDir(async (dir) => {
+    const job = stepsJob(dir);
+    let cpus;
+    const p = await mpirun(OVER, [job, "--out", dir, "--log-level", "debug", "--log-all-ranks"], {
+      wrap: PIN,
+      timeoutMs: 170_000,
+      onStarted: async (_child, stderr) => {
+        while ((stderr().match(/running 2 stages/g) ?? []).length < OVER) await sleep(100);
+        await sleep(300);
+        cpus = boundCpus(Array.from({ length: OVER }, (_, r) => findProcesses(job, "OMPI_COMM_WORLD_RANK", String(r))[0]));
+      },
+    });
+    assert.equal(p.code, 0, p.stderr);
+    assert.deepEqual(cpus, [0, 1, 0, 1]);
+  }), TWO_CPUS);

@@ -15,9 +15,9 @@ function unavailable() {
 export const mpiMissing = unavailable();
 if (mpiMissing && !process.env.CI) console.log(`# MPI tests skipped: ${mpiMissing}`);
 
-/** A test that needs mpirun and the MPI build: skipped without them, failed without them in CI. */
-export function mpiTest(name, fn) {
-  test(name, { skip: mpiMissing && !process.env.CI ? mpiMissing : false }, async () => {
+/** A test that needs mpirun and the MPI build: skipped without them, failed without them in CI; `opts` are node:test's (a skip of its own). */
+export function mpiTest(name, fn, opts = {}) {
+  test(name, { ...opts, skip: opts.skip || (mpiMissing && !process.env.CI ? mpiMissing : false) }, async () => {
     if (mpiMissing) assert.fail(`CI must run the MPI tests: ${mpiMissing}`);
     await fn();
   });

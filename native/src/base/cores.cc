@@ -34,4 +34,11 @@ bool pinThisThread(unsigned index) {
   return false;
 }
 
+int laneCpu(unsigned rank, unsigned lane, unsigned ranks) {
+  const unsigned cores = usableCores(), index = rank + lane * ranks;
+  if (index < cores && (lane + 1) * ranks <= cores) return int(index);
+  if (ranks > cores && !boundToSome()) return int(index % cores);
+  return -1;
+}
+
 }  // namespace spmd

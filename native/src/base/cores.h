@@ -11,5 +11,12 @@ bool boundToSome();
 // Binds the calling thread to the `index`-th CPU of those it may run on; false (and nothing changed) if
 // it may run on no more than `index` CPUs.
 bool pinThisThread(unsigned index);
+// Where the thread of lane `lane` of the `rank`-th of `ranks` ranks on this host should run: an index for
+// pinThisThread, or -1 to leave it to the scheduler. A CPU of its own (rank + lane * ranks) where every
+// lane's thread can have one. Where ranks outnumber the CPUs and no launcher placed the process (mpirun
+// leaves oversubscribed ranks unbound), the same index round the CPUs: unbound, the scheduler moved
+// waiting ranks between CPUs and paired them differently run to run, and 8-byte ops at 4 ranks on 2 cores
+// took 1.2 to 2 times as long as pinned (docs/PERFORMANCE.md). A launcher's binding is left alone.
+int laneCpu(unsigned rank, unsigned lane, unsigned ranks);
 
 }  // namespace spmd

@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
+#include "base/cores.h"
 #include "base/partition.h"
 
 namespace spmd::mpi {
-MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed)
+MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, int cpu)
     : MpiCollectives(lane, std::move(comm), faults, watchdog, oversubscribed,
-                     std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr) {}
+                     std::make_shared<Transport::Clock::time_point>(Transport::Clock::time_point::max()), nullptr, cpu) {}
 
 MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, Deadline deadline,
-                               FlightRecorder* laneFlight)
+                               FlightRecorder* laneFlight, int cpu)
     : comm_(std::move(comm)),
       rank_(comm_.rank()),
       size_(comm_.size()),
@@ -24,7 +26,8 @@ MpiCollectives::MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& wa
       algorithms_(transport_, [&faults](const std::string& why) { faults.abort(why); }),
       deadline_(std::move(deadline)),
       lane_(lane),
-      flight_(laneFlight ? laneFlight : &algorithms_.flight()) {
+      flight_(laneFlight ? laneFlight : &algorithms_.flight()),
+      cpu_(cpu) {
   // A split records into its lane's recorder: its ops are part of the lane's op in progress.
   transport_.setRecorder(flight_);
   waiter_.watch(lane, flight_);
@@ -51,6 +54,7 @@ template <typename MpiCall>
 void MpiCollectives::blocking(const char* call, size_t bytes, MpiCall&& mpiCall) {
   // Another rank gave up while this one was between ops: the op would wait for it forever.
   if (faults_.noticed()) throw CommError(code::kAborted, faults_.reason());
+  if (cpu_ >= 0) pinThisThread(unsigned(std::exchange(cpu_, -1)));
   const Watchdog::Inside inside = watchdog_.enter(lane_, call, bytes, *deadline_, flight());
   check(mpiCall(), call);
 }
@@ -238,7 +242,7 @@ std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
   // completes every rank is alive and about to split.
   barrier();
   return std::unique_ptr<Collectives>(
-      new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, watchdog_, oversubscribed_, deadline_, flight_));
+      new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, watchdog_, oversubscribed_, deadline_, flight_, -1));
 }
 
 void MpiCollectives::barrier() {

@@ -16,8 +16,9 @@ namespace spmd::mpi {
 
 class MpiCollectives : public Collectives {
  public:
-  // `comm`: lane `lane`'s own communicator (a lane's ops may run beside the other lane's).
-  MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed);
+  // `comm`: lane `lane`'s own communicator (a lane's ops may run beside the other lane's). `cpu`: where
+  // the lane's thread binds itself at its first call (laneCpu; -1 for nowhere).
+  MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, int cpu);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
@@ -47,7 +48,7 @@ class MpiCollectives : public Collectives {
   // A lane's split: shares the lane's deadline cell, so the deadline the executor sets on the lane holds,
   // and records into the lane's recorder (`laneFlight`; null for a lane itself).
   MpiCollectives(int lane, Comm comm, Faults& faults, Watchdog& watchdog, bool oversubscribed, Deadline deadline,
-                 FlightRecorder* laneFlight);
+                 FlightRecorder* laneFlight, int cpu);
   class PostedRequest;
   // The shared algorithms, their deadline brought up to date (a split's may have changed on its lane).
   TransportCollectives& algorithms();
@@ -78,6 +79,7 @@ class MpiCollectives : public Collectives {
   Deadline deadline_;
   int lane_;
   FlightRecorder* flight_;
+  int cpu_;  // laneCpu's CPU until the lane's thread has bound itself there, then -1
   std::vector<int> counts_, displs_, recvCounts_, recvDispls_;  // read by MPI until the request completes
   std::vector<uint8_t> staged_;  // an in-place all-to-all's input, which MPI sends from
 };

@@ -89,8 +89,7 @@ static inline void cpuRelax() {
 void ShmTransport::pinOnce() {
   if (pinned_) return;
   pinned_ = true;
-  const unsigned w = unsigned(seg_.worldSize()), lane = unsigned(lane_);
-  if (spins() && (lane + 1) * w <= usableCores()) pinThisThread(unsigned(rank_) + lane * w);
+  if (const int cpu = laneCpu(unsigned(rank_), unsigned(lane_), unsigned(seg_.worldSize())); cpu >= 0) pinThisThread(unsigned(cpu));
 }
 
 void ShmTransport::relax() const {

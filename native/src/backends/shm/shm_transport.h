@@ -18,7 +18,7 @@ class ShmTransport : public InterruptibleTransport {
   // messages, when the segment holds only this host's ranks of the job (empty: the same numbers).
   ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks = {});
   // Whether this rank's CPUs are shared with other ranks: its waits then yield at once instead of spinning.
-  // Where they are not, the lane's thread binds itself to a CPU of its own at its first wait (see pinOnce).
+  // Either way the lane's thread binds itself to a CPU at its first wait (pinOnce).
   void shareCores(bool shares);
   int rank() const override { return rank_; }
   int size() const override { return seg_.worldSize(); }
@@ -46,8 +46,7 @@ class ShmTransport : public InterruptibleTransport {
   bool spins() const { return spinLimit_ > 2; }  // the rank has a core of its own (shareCores)
   // One step of a spinning wait: a pause, or a yield where ranks outnumber cores.
   void relax() const;
-  // Before the first spin of this lane's thread, where ranks do not share cores: binds the thread to CPU
-  // rank + lane * W of those this process may use, if there are that many. Unbound, two spinning ranks
+  // Before the first wait of this lane's thread: binds it to laneCpu's CPU. Unbound, two spinning ranks
   // land on one CPU now and then (more so on a busy machine), and each then spins out its whole limit
   // before the other may run: 8-byte ops at W = 2 took 120 to 480 µs instead of 0.2.
   void pinOnce();
