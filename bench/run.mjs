@@ -14,6 +14,7 @@
 //   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 rounds; bench/results + docs
 //   npm run bench -- --quick          # a few minutes; results to a temporary directory, no docs
 //   npm run bench -- --quick --backend mpi   # the mpi backend: every row within 1.1x MPI's time + 1 us?
+//   npm run bench -- --backend mpi --bind-to none   # the same with every mpirun unbound
 //   npm run bench -- --osu DIR        # OSU from another tarball or tree; --no-osu runs without it
 //   node bench/run.mjs --help         # every option
 import { execFileSync } from "node:child_process";
@@ -113,7 +114,7 @@ async function main() {
 
     // What an idle rank costs: the W = max rank count with an 8-byte allreduce.
     const Wmax = Math.max(...s.worldSizes);
-    const idleGroup = { id: `idle-w${Wmax}`, W: Wmax, isolated: true, warmup: 2, iterations: 5, points: [{ op: "allreduce", W: Wmax, nominal: 8, count: 2, bytes: 8 }] };
+    const idleGroup = { id: `idle-w${Wmax}`, W: Wmax, bindTo: s.bindTo, isolated: true, warmup: 2, iterations: 5, points: [{ op: "allreduce", W: Wmax, nominal: 8, count: 2, bytes: 8 }] };
     const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec, s.backend);
     const idleOmpi = await runOmpi(idleGroup, s.timeoutSec);
     if (idleOurs.error || idleOmpi.error) failures++;

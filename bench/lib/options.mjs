@@ -103,6 +103,7 @@ const settingsSchema = z.strictObject({
   keepRuns: z.boolean(),
   timeoutSec: z.number().positive(),
   backend: z.enum(["shm", "mpi"]),
+  bindTo: z.enum(["default", "none"]),
   osu: z.string().min(1).nullable(),
 }).superRefine((s, ctx) => {
   if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
@@ -110,7 +111,7 @@ const settingsSchema = z.strictObject({
 
 /** One line naming the flag: `--sizes: expected a size like 4096, "4Ki" ...`. */
 function describeIssue(issue) {
-  const flag = { worldSizes: "world-sizes", minIters: "min-iters", maxIters: "max-iters", isolateFrom: "isolate-from", memcpyBytes: "memcpy-bytes", memcpyRepeats: "memcpy-repeats", timeoutSec: "timeout" }[issue.path[0]] ?? issue.path[0];
+  const flag = { worldSizes: "world-sizes", minIters: "min-iters", maxIters: "max-iters", isolateFrom: "isolate-from", memcpyBytes: "memcpy-bytes", memcpyRepeats: "memcpy-repeats", timeoutSec: "timeout", bindTo: "bind-to" }[issue.path[0]] ?? issue.path[0];
   const at = issue.path.length > 1 ? ` (value ${issue.path[1] + 1})` : "";
   return `--${flag}${at}: ${issue.message}`;
 }
@@ -140,6 +141,7 @@ export async function parseOptions(argv) {
     .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
     .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
     .option("backend", { type: "string", default: "shm", describe: "Our side: shm (under `runner launch`) or mpi (under mpirun, its default binding)" })
+    .option("bind-to", { type: "string", default: "default", describe: "mpirun's binding for every peer it starts: default (mpirun's own: a core per rank while cores go round) or none" })
     .option("osu", { type: "string", describe: `OSU micro-benchmarks 5.3 as a second peer: a tarball, an unpacked tree or a built one (default ${OSU_DEFAULT}; built once into bench/build/osu)` })
     .option("no-osu", { type: "boolean", describe: "Run without the OSU peer" })
     .conflicts("quick", "smoke")
@@ -178,6 +180,7 @@ export async function parseOptions(argv) {
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
     backend: a.backend,
+    bindTo: a["bind-to"],
     osu: a["no-osu"] ? null : (a.osu ?? OSU_DEFAULT),
   };
   const parsed = settingsSchema.safeParse(raw);

@@ -148,7 +148,7 @@ export function osuCommands(group, bin) {
     const pts = group.points.filter((p) => p.op === op);
     for (const { min, max } of osuChains(pts.map(osuSize))) {
       const args = ["-f", "-m", `${min}:${max}`, "-i", String(group.iterations), "-x", String(group.warmup), ...memLimitArgs(pts[0], max)];
-      cmds.push({ op, argv: [...mpirunArgs(group.W), path.join(bin, OSU_PROGRAMS[op]), ...args] });
+      cmds.push({ op, argv: [...mpirunArgs(group), path.join(bin, OSU_PROGRAMS[op]), ...args] });
     }
   }
   return cmds;

@@ -73,11 +73,13 @@ const firstLine = (text) => text.trim().split("\n").filter(Boolean).slice(-1)[0]
 
 /**
  * `mpirun -np W` as a user types it, with its default binding (a core per rank while there are cores to
- * go round): --oversubscribe lets W exceed the cores, and root needs leave to run.
+ * go round) unless the group's `bindTo` is "none": --oversubscribe lets W exceed the cores, and root needs
+ * leave to run.
  */
-export function mpirunArgs(W) {
+export function mpirunArgs({ W, bindTo }) {
   const root = typeof process.getuid === "function" && process.getuid() === 0 ? ["--allow-run-as-root"] : [];
-  return ["mpirun", ...root, "--oversubscribe", "-np", String(W)];
+  const bind = bindTo === "none" ? ["--bind-to", "none"] : [];
+  return ["mpirun", ...root, "--oversubscribe", ...bind, "-np", String(W)];
 }
 
 /**
@@ -86,12 +88,12 @@ export function mpirunArgs(W) {
  */
 export function oursCommand(group, jobFile, outDir, backend = "shm") {
   const rest = [jobFile, "--out", outDir, "--quiet", "--iterations", String(group.iterations), "--warmup", String(group.warmup)];
-  if (backend === "mpi") return [...mpirunArgs(group.W), process.execPath, RUNNER, "--backend", "mpi", ...rest];
+  if (backend === "mpi") return [...mpirunArgs(group), process.execPath, RUNNER, "--backend", "mpi", ...rest];
   return [process.execPath, RUNNER, "launch", "-n", String(group.W), "--backend", "shm", ...rest];
 }
 
 export function ompiCommand(group) {
-  return [...mpirunArgs(group.W), OMPI_COLL, ...ompiArgsFor(group)];
+  return [...mpirunArgs(group), OMPI_COLL, ...ompiArgsFor(group)];
 }
 
 /**

@@ -57,11 +57,11 @@ export function planGroups(s) {
     }
     for (const [band, sizes] of bands) {
       const points = sizes.flatMap((nominal) => s.ops.map((op) => pointFor(op, W, nominal)));
-      groups.push({ id: `w${W}-band${band}`, W, isolated: false, points, ...iterationsFor(Math.max(...sizes), s) });
+      groups.push({ id: `w${W}-band${band}`, W, bindTo: s.bindTo, isolated: false, points, ...iterationsFor(Math.max(...sizes), s) });
     }
     for (const nominal of isolated) {
       for (const op of s.ops) {
-        groups.push({ id: `w${W}-${op}-${nominal}`, W, isolated: true, points: [pointFor(op, W, nominal)], ...iterationsFor(nominal, s) });
+        groups.push({ id: `w${W}-${op}-${nominal}`, W, bindTo: s.bindTo, isolated: true, points: [pointFor(op, W, nominal)], ...iterationsFor(nominal, s) });
       }
     }
   }
