@@ -176,12 +176,45 @@ void oneBit(Gpu& g, const char* type) {
   check(sameBits(g.get(dacc, chunk), acc), at + "accumulateRecords acc");
   check(sameScale(g.get(ds, 1)[0], s, chunk), at + "accumulateRecords scale");
 
-  std::vector<T> out(n);
-  T* dout = g.put(out);
-  g.k().unpackRecords(dsources, chunk, n, dout);
-  cpu.unpackRecords(sources, chunk, n, out.data());
-  check(sameBits(g.get(dout, n), out), at + "unpackRecords");
+  // Into an aligned output and one a value off.
+  for (size_t offset : {0, 1}) {
+    std::vector<T> out(n + offset);
+    T* dout = g.put(out);
+    g.k().unpackRecords(dsources, chunk, n, dout + offset);
+    cpu.unpackRecords(sources, chunk, n, out.data() + offset);
+    check(sameBits(g.get(dout, n + offset), out), at + "unpackRecords at offset " + std::to_string(offset));
+  }
   g.clear();
+}
+
+// dequantizeSum, dequantize and dequantizeSumQuantize over three sources `stride` bytes apart, against the CPU.
+void sums(Gpu& g, QuantFormat f, size_t n, size_t stride, bool feedback, const std::string& what) {
+  Bytes sources(3 * stride);
+  uint32_t nonFinite = 0;
+  for (int c = 0; c < 3; ++c) {
+    std::vector<float> v = normals<float>(n, 10 + unsigned(c), 2.0);
+    cpu.quantize(f, v.data(), nullptr, 0, n, sources.data() + size_t(c) * stride, &nonFinite);
+  }
+  uint8_t* dsources = g.put(sources);
+  uint32_t* df = g.put(std::vector<uint32_t>(1));
+  const Strided host{sources.data(), stride, 3}, dev{dsources, stride, 3};
+  std::vector<float> sum(n);
+  float* dsum = g.put(sum);
+  g.k().dequantizeSum(f, dev, n, dsum);
+  cpu.dequantizeSum(f, host, n, sum.data());
+  check(sameBits(g.get(dsum, n), sum), what + "dequantizeSum");
+  g.k().dequantize(f, dsources, n, dsum);
+  cpu.dequantize(f, sources.data(), n, sum.data());
+  check(sameBits(g.get(dsum, n), sum), what + "dequantize");
+  Bytes requantized(f.bytes(n));
+  uint8_t* drequantized = g.put(requantized);
+  std::vector<float> error = feedback ? normals<float>(n, 8, 0.1) : std::vector<float>();
+  float* derror = feedback ? g.put(error) : nullptr;
+  g.k().dequantizeSumQuantize(f, dev, derror, 1.0f, n, drequantized, df);
+  cpu.dequantizeSumQuantize(f, host, feedback ? error.data() : nullptr, 1.0f, n, requantized.data(), &nonFinite);
+  check(sameBits(g.get(drequantized, requantized.size()), requantized), what + "dequantizeSumQuantize");
+  if (feedback) check(sameBits(g.get(derror, n), error), what + "dequantizeSumQuantize error");
+  check(g.get(df, 1)[0] == 0, what + "dequantizeSumQuantize: finite");
 }
 
 void quantization(Gpu& g) {
@@ -208,31 +241,11 @@ void quantization(Gpu& g) {
         if (feedback) check(sameBits(g.get(derror, n), error), what + "quantize error");
         check(g.get(df, 1)[0] == 0, what + "quantize: finite");
 
-        // Three sources at a stride with a gap, as records sit in the all-to-all's buffers.
-        const size_t stride = out.size() + 3;
-        Bytes sources(3 * stride);
-        for (int c = 0; c < 3; ++c) {
-          std::vector<float> v = normals<float>(n, 10 + unsigned(c), 2.0);
-          cpu.quantize(f, v.data(), nullptr, 0, n, sources.data() + size_t(c) * stride, &nonFinite);
+        // Three sources at a stride with a gap, as records sit in the all-to-all's buffers: an odd one
+        // (the kernels' scalar path) and one that keeps the codes aligned (their vector path).
+        for (size_t stride : {out.size() + 3, (out.size() + 15) / 16 * 16}) {
+          sums(g, f, n, stride, feedback, what + "stride " + std::to_string(stride) + " ");
         }
-        uint8_t* dsources = g.put(sources);
-        const Strided host{sources.data(), stride, 3}, dev{dsources, stride, 3};
-        std::vector<float> sum(n);
-        float* dsum = g.put(sum);
-        g.k().dequantizeSum(f, dev, n, dsum);
-        cpu.dequantizeSum(f, host, n, sum.data());
-        check(sameBits(g.get(dsum, n), sum), what + "dequantizeSum");
-        g.k().dequantize(f, dsources, n, dsum);
-        cpu.dequantize(f, sources.data(), n, sum.data());
-        check(sameBits(g.get(dsum, n), sum), what + "dequantize");
-        Bytes requantized(f.bytes(n));
-        uint8_t* drequantized = g.put(requantized);
-        std::vector<float> error2 = feedback ? normals<float>(n, 8, 0.1) : std::vector<float>();
-        float* derror2 = feedback ? g.put(error2) : nullptr;
-        g.k().dequantizeSumQuantize(f, dev, derror2, 1.0f, n, drequantized, df);
-        cpu.dequantizeSumQuantize(f, host, feedback ? error2.data() : nullptr, 1.0f, n, requantized.data(), &nonFinite);
-        check(sameBits(g.get(drequantized, requantized.size()), requantized), what + "dequantizeSumQuantize");
-        if (feedback) check(sameBits(g.get(derror2, n), error2), what + "dequantizeSumQuantize error");
         g.clear();
       }
       std::vector<float> bad = x;

@@ -19,6 +19,8 @@ __device__ inline void storeUnaligned(uint8_t* p, T v) {
   memcpy(p, &v, sizeof v);
 }
 
+__device__ inline bool aligned(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
+
 // Loads each thread issues before it stores their results. With one load in flight per thread the
 // streaming kernels kept too few bytes in flight: toF32 bfloat16 went from 68% to 75% of a device-to-device
 // copy on an H200 with 4 (divideInPlace did not move: its IEEE division keeps the SM busy).
