@@ -25,6 +25,12 @@ void allreduceRing(Transport& t, Workspace& ws, const void* in, void* out, size_
                    size_t sliceBytes = kRingSliceBytes);
 void allreduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
 void allreduceDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+// In two levels (NCCL's and Horovod's hierarchical allreduce): `node` holds the L ranks of this rank's node,
+// `across` the ranks of its local index, one per node (algorithms/group_transport.h, nodeGroups). A
+// reduce-scatter inside the node (Partition{count, L}), the ring allreduce of this rank's block across the
+// nodes, an all-gather inside the node: each rank sends 1/L of the data between nodes, all L at once.
+void allreduceHierarchical(Transport& node, Transport& across, Workspace& ws, const void* in, void* out, size_t count,
+                           DType dt, RedOp op);
 
 // in: `count` elements on every rank; out: this rank's block of the reduction (Partition{count, W}).
 void reduceScatterRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);

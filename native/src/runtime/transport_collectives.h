@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "base/collectives.h"
 #include "runtime/flight_recorder.h"
@@ -11,15 +12,20 @@ namespace spmd {
 
 class TransportCollectives : public Collectives {
  public:
-  // `onAbort` tells the other ranks (the transport's own broadcast of an abort).
-  TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort)
+  // `onAbort` tells the other ranks (the transport's own broadcast of an abort). `nodeOf[r]`: rank r's node,
+  // where the backend knows it (else empty); with two levels of even nodes, allreduce has "hierarchical".
+  TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort, std::vector<int> nodeOf = {})
       : t_(t), onAbort_(std::move(onAbort)) {
     t_.setRecorder(&flight_);
+    knowNodes(std::move(nodeOf));
   }
   // A sub-communicator's collectives, which own its transport (a GroupTransport). Its exchanges are
   // recorded by the lane whose transport the group forwards to, in the lane's op.
-  TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
-      : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
+  TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort,
+                       std::vector<int> nodeOf = {})
+      : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {
+    knowNodes(std::move(nodeOf));
+  }
   int rank() const override { return t_.rank(); }
   LinkUsage linkUsage() const override { return t_.linkUsage(); }
   int size() const override { return t_.size(); }
@@ -48,6 +54,11 @@ class TransportCollectives : public Collectives {
   Workspace ws_;
   std::function<void(const std::string&)> onAbort_;
   FlightRecorder flight_;
+  std::vector<int> nodeOf_;
+  // Views of t_ for the hierarchical allreduce: this rank's node, and its local index across the nodes.
+  // Null where the nodes are not two even levels.
+  std::unique_ptr<Transport> node_, across_;
+  void knowNodes(std::vector<int> nodeOf);
 };
 
 }  // namespace spmd

@@ -24,10 +24,9 @@
 
 namespace spmd::tcp {
 
-// The ranks of this host that share a segment.
+// The segment the ranks of this host share.
 struct LocalGroup {
-  std::string name;        // POSIX shm name; the group's lowest rank creates it, the others attach
-  std::vector<int> ranks;  // job ranks on this host, ascending; this rank among them
+  std::string name;  // POSIX shm name; the host's lowest rank creates it, the others attach
   size_t channelBytes = 256 * 1024;
 };
 
@@ -36,7 +35,8 @@ struct TcpOptions {
   int size = 1;
   Key key{};
   Fd listener;  // from the Endpoint whose address the other ranks were given
-  std::optional<LocalGroup> local;
+  std::vector<int> nodeOf;  // each rank's host (node) index
+  std::optional<LocalGroup> local;  // with it, the ranks of this host talk over shm
 };
 
 class TcpBackend : public Backend {
@@ -67,6 +67,7 @@ class TcpBackend : public Backend {
   Key key_;
   Fd listener_;
   std::vector<std::optional<SocketAddress>> peers_;
+  std::vector<int> nodeOf_;
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;
