@@ -84,17 +84,6 @@ void allreduceDirect(Transport& t, Workspace& ws, const void* in, void* out, siz
   detail::allGatherBlocksDirect(t, out, p, es);
 }
 
-// reduceScatterRing may write its block at in + offset(r) (in place), and the ring allreduce runs in place.
-void allreduceHierarchical(Transport& node, Transport& across, Workspace& ws, const void* in, void* out, size_t count,
-                           DType dt, RedOp op) {
-  const size_t es = elementSize(dt);
-  const Partition p{count, node.size()};
-  char* mine = detail::bytes(out) + p.offset(node.rank()) * es;
-  reduceScatterRing(node, ws, in, mine, count, dt, op);
-  allreduceRing(across, ws, mine, mine, p.count(node.rank()), dt, op);
-  detail::allGatherBlocksDirect(node, out, p, es);
-}
-
 void allreduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op) {
   const size_t n = count * elementSize(dt);
   detail::reduceTreeInto(t, in, out, ws.get(n), count, dt, op, 0);

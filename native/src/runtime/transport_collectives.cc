@@ -16,11 +16,7 @@ constexpr size_t kTreeBelowBytes = 32 * 1024;
 
 void TransportCollectives::knowNodes(std::vector<int> nodeOf) {
   nodeOf_ = std::move(nodeOf);
-  if (nodeOf_.size() != size_t(size())) return;
-  if (std::optional<NodeGroups> g = nodeGroups(nodeOf_, rank())) {
-    node_ = std::make_unique<GroupTransport>(t_, std::move(g->node));
-    across_ = std::make_unique<GroupTransport>(t_, std::move(g->across));
-  }
+  if (nodeOf_.size() == size_t(size())) nodeGroups_ = nodeGroups(nodeOf_, rank());
 }
 
 Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
@@ -30,12 +26,12 @@ Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) co
   if (requested == Algo::Hierarchical) {
     if (kind != OpKind::AllReduce) throw CommError(code::kUnsupported, std::string("algorithm \"hierarchical\" is for allreduce only"));
     // Without two even levels the hierarchy has nothing to gain: the ring, and the results say so.
-    return node_ ? Algo::Hierarchical : Algo::Ring;
+    return nodeGroups_ ? Algo::Hierarchical : Algo::Ring;
   }
   if (requested != Algo::Auto) return requested;
   bool small = bytes < kTreeBelowBytes;
   switch (kind) {
-    case OpKind::AllReduce: return small ? Algo::Tree : node_ ? Algo::Hierarchical : Algo::Ring;
+    case OpKind::AllReduce: return small ? Algo::Tree : nodeGroups_ ? Algo::Hierarchical : Algo::Ring;
     case OpKind::ReduceScatter: case OpKind::AllGather: return small ? Algo::Direct : Algo::Ring;
     case OpKind::Gather: case OpKind::Scatter: return small ? Algo::Tree : Algo::Direct;
     case OpKind::Broadcast: case OpKind::Reduce: return Algo::Tree;
@@ -50,7 +46,7 @@ void TransportCollectives::allreduce(const void* in, void* out, size_t count, DT
   switch (resolve(OpKind::AllReduce, a, count * elementSize(dt))) {
     case Algo::Tree: return algo::allreduceTree(t_, ws_, in, out, count, dt, op);
     case Algo::Direct: return algo::allreduceDirect(t_, ws_, in, out, count, dt, op);
-    case Algo::Hierarchical: return algo::allreduceHierarchical(*node_, *across_, ws_, in, out, count, dt, op);
+    case Algo::Hierarchical: return algo::allreduceHierarchical(t_, ws_, *nodeGroups_, in, out, count, dt, op);
     default: return algo::allreduceRing(t_, ws_, in, out, count, dt, op);
   }
 }

@@ -2,8 +2,10 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "algorithms/group_transport.h"
 #include "base/collectives.h"
 #include "runtime/flight_recorder.h"
 #include "base/workspace.h"
@@ -55,9 +57,7 @@ class TransportCollectives : public Collectives {
   std::function<void(const std::string&)> onAbort_;
   FlightRecorder flight_;
   std::vector<int> nodeOf_;
-  // Views of t_ for the hierarchical allreduce: this rank's node, and its local index across the nodes.
-  // Null where the nodes are not two even levels.
-  std::unique_ptr<Transport> node_, across_;
+  std::optional<NodeGroups> nodeGroups_;  // where the nodes are two even levels: the hierarchical allreduce's
   void knowNodes(std::vector<int> nodeOf);
 };
 
