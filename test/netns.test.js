@@ -83,12 +83,12 @@ function hierarchicalJob() {
   return { name: "hierarchical", iterations: 1, warmup: 1, check: true, tensors, stages };
 }
 
-netnsTest("hierarchical allreduce on shm+tcp: 2 × 2, 2 × 2 alternating, 2 × 3 exact element by element; 3 + 2 ranks fall back to the ring", async () => {
+netnsTest("hierarchical allreduce on shm+tcp: 2 × 2, 2 × 2 alternating, 2 × 3 exact element by element (and 2 × 2 on tcp); 3 + 2 ranks fall back to the ring", async () => {
   await withHosts(2, async (hosts) => {
-    for (const placement of [[0, 0, 1, 1], [0, 1, 0, 1], [0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1]]) {
+    for (const [placement, backend] of [[[0, 0, 1, 1]], [[0, 1, 0, 1]], [[0, 0, 0, 1, 1, 1]], [[0, 0, 0, 1, 1]], [[0, 0, 1, 1], "tcp"]]) {
       const even = placement.filter((h) => h === 0).length * 2 === placement.length;
-      const { doc } = await runJob(hosts, placement, hierarchicalJob(), { dump: true });
-      assert.equal(doc.backend, "shm+tcp");
+      const { doc } = await runJob(hosts, placement, hierarchicalJob(), { dump: true, args: backend ? ["--backend", backend] : [] });
+      assert.equal(doc.backend, backend ?? "shm+tcp");
       for (const row of doc.results) {
         // Auto keeps the tree below 32 KiB, where latency rules.
         const want = row.stage.endsWith(".auto") && row.size < 32 * 1024 ? "tree" : even ? "hierarchical" : "ring";

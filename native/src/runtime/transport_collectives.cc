@@ -25,7 +25,7 @@ Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) co
   }
   if (requested == Algo::Hierarchical) {
     if (kind != OpKind::AllReduce) throw CommError(code::kUnsupported, std::string("algorithm \"hierarchical\" is for allreduce only"));
-    // Without two even levels the hierarchy has nothing to gain: the ring, and the results say so.
+    // It needs two even levels of nodes; elsewhere the ring runs, and the results say so.
     return nodeGroups_ ? Algo::Hierarchical : Algo::Ring;
   }
   if (requested != Algo::Auto) return requested;
