@@ -1,8 +1,15 @@
 #include "backends/tcp/tcp_backend.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace spmd::tcp {
+
+size_t localChannelBytes(int members) {
+  const size_t channels = size_t(members) * size_t(members) * kMaxLanes;
+  return std::clamp<size_t>((size_t(32) << 20) / channels, 256 * 1024, 2 << 20);
+}
 
 TcpBackend::TcpBackend(TcpOptions o)
     : rank_(o.rank), size_(o.size), key_(o.key), listener_(std::move(o.listener)), nodeOf_(std::move(o.nodeOf)),
@@ -14,7 +21,8 @@ TcpBackend::TcpBackend(TcpOptions o)
   for (int r = 0; r < size_; ++r) if (nodeOf_[size_t(r)] == nodeOf_[size_t(rank_)]) localIndex_[size_t(r)] = members++;
   const int me = localIndex_[size_t(rank_)];
   // No slots: across hosts the shared algorithms do not apply, only the channels carry local messages.
-  const shm::Layout layout{members, kLanes, o.local->channelBytes, 0, 0};
+  const size_t channelBytes = o.local->channelBytes ? o.local->channelBytes : localChannelBytes(members);
+  const shm::Layout layout{members, kLanes, channelBytes, 0, 0};
   segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, layout) : shm::Segment::attach(o.local->name, layout));
 }
 

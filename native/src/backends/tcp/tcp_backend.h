@@ -27,8 +27,14 @@ namespace spmd::tcp {
 // The segment the ranks of this host share.
 struct LocalGroup {
   std::string name;  // POSIX shm name; the host's lowest rank creates it, the others attach
-  size_t channelBytes = 256 * 1024;
+  size_t channelBytes = 0;  // per channel; 0: localChannelBytes(members)
 };
+
+// Channels that hold a 1 MiB slice of the ring or the hierarchical allreduce and more (2 MiB), so a slice
+// goes without waiting for its reader to drain the channel, while the segment (members² channels per lane)
+// stays within 32 MiB; never under 256 KiB. On 2 namespace hosts × 2 ranks the hierarchical 16 MiB
+// allreduce took 28 and 33 ms with 2 MiB channels against 45 and 53 with 256 KiB (docs/PERFORMANCE.md).
+size_t localChannelBytes(int members);
 
 struct TcpOptions {
   int rank = 0;
