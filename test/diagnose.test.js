@@ -112,21 +112,25 @@ const netnsTest = requiredTest("diagnose.test.js", netnsUnavailable());
 
 netnsTest("shm+tcp on 2 hosts x 2 ranks: each stage's bytes over shm and over tcp, as its algorithm's peers say", async () => {
   // 1000 floats: a ring allreduce sends 2(W-1) blocks of 250 per rank, ranks 0 and 2 to their host's other
-  // rank (shm), ranks 1 and 3 across (tcp); a shift of 2 sends every rank's tensor across.
+  // rank (shm), ranks 1 and 3 across (tcp); a shift of 2 sends every rank's tensor across. The hierarchical
+  // allreduce sends each rank's host peer 500 floats to reduce and 500 reduced, and each rank's peer across
+  // 2 blocks of 250: a third fewer bytes between the hosts than the ring.
   const job = {
     name: "links", iterations: 3, warmup: 1, check: true, tensors,
-    stages: [{ id: "ring", op: "allreduce", input: "x", algorithm: "ring" }, { id: "across", op: "send_recv", input: "x", shift: 2 }],
+    stages: [{ id: "ring", op: "allreduce", input: "x", algorithm: "ring" }, { id: "across", op: "send_recv", input: "x", shift: 2 },
+      { id: "hierarchical", op: "allreduce", input: "x", algorithm: "hierarchical" }],
   };
   await withHosts(2, async (hosts) => {
     const { ranks, doc } = await runJob(job, (args) => runSpread(hosts, [0, 0, 1, 1], ["run", ...args.filter((a) => a !== "--quiet")]));
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r}: ${p.stderr}`));
     assert.equal(doc.backend, "shm+tcp");
-    const [ring, across] = doc.results;
+    const [ring, across, hierarchical] = doc.results;
     assert.deepEqual([ring.links.shm.bytes, ring.links.tcp.bytes], [12000, 12000]);
     assert.deepEqual([across.links.shm.bytes, across.links.tcp.bytes], [0, 16000]);
+    assert.deepEqual([hierarchical.algorithm, hierarchical.links.shm.bytes, hierarchical.links.tcp.bytes], ["hierarchical", 16000, 8000]);
     assert.ok(ring.links.shm.us > 0 && ring.links.tcp.us > 0 && across.links.tcp.us > 0);
     assert.equal(across.links.shm.us, 0);
-    const line = /# Links per step {7}: shm 0\.012 MB \(all ranks\) in [\d.]+ us \([\d.]+ GB\/s\), tcp 0\.028 MB \(all ranks\) in [\d.]+ us/;
+    const line = /# Links per step {7}: shm 0\.028 MB \(all ranks\) in [\d.]+ us \([\d.]+ GB\/s\), tcp 0\.036 MB \(all ranks\) in [\d.]+ us/;
     assert.match(ranks[0].stdout, line);
     console.log(`# ${ranks[0].stdout.split("\n").find((l) => l.startsWith("# Links"))}`);
   });

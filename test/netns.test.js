@@ -65,6 +65,39 @@ netnsTest("backend auto on 2 hosts × 2 ranks: shm within each host, tcp between
   });
 });
 
+/**
+ * The hierarchical allreduce, by name and by auto (in place): float32 sum, int32 sum and int64 max over counts
+ * that no number of hosts × ranks divides, none, and (float32) one of several ring slices per block across hosts.
+ */
+function hierarchicalJob() {
+  const tensors = {}, stages = [];
+  const cases = [["float32", "sum", [0, 7, 1003, 2_500_007]], ["int32", "sum", [0, 7, 1003, 300_007]], ["int64", "max", [7, 1003]]];
+  for (const [dtype, reduce, counts] of cases) {
+    for (const n of counts) {
+      const t = `${dtype}_${n}`;
+      tensors[t] = { dtype, count: n, fill: { kind: "integers", seed: n + 3, low: -9, high: 9 } };
+      stages.push({ id: `${t}.hierarchical`, op: "allreduce", input: t, reduce, algorithm: "hierarchical" });
+      stages.push({ id: `${t}.auto`, op: "allreduce", input: t, reduce, inPlace: true });
+    }
+  }
+  return { name: "hierarchical", iterations: 1, warmup: 1, check: true, tensors, stages };
+}
+
+netnsTest("hierarchical allreduce on shm+tcp: 2 × 2, 2 × 2 alternating, 2 × 3 exact element by element (and 2 × 2 on tcp); 3 + 2 ranks fall back to the ring", async () => {
+  await withHosts(2, async (hosts) => {
+    for (const [placement, backend] of [[[0, 0, 1, 1]], [[0, 1, 0, 1]], [[0, 0, 0, 1, 1, 1]], [[0, 0, 0, 1, 1]], [[0, 0, 1, 1], "tcp"]]) {
+      const even = placement.filter((h) => h === 0).length * 2 === placement.length;
+      const { doc } = await runJob(hosts, placement, hierarchicalJob(), { dump: true, args: backend ? ["--backend", backend] : [] });
+      assert.equal(doc.backend, backend ?? "shm+tcp");
+      for (const row of doc.results) {
+        // Auto keeps the tree below 32 KiB, where latency rules.
+        const want = row.stage.endsWith(".auto") && row.size < 32 * 1024 ? "tree" : even ? "hierarchical" : "ring";
+        assert.equal(row.algorithm, want, `${placement}: ${row.stage} (${row.size} bytes)`);
+      }
+    }
+  });
+});
+
 netnsTest("quantized_allreduce (2 nodes × 2) on 2 hosts over shm+tcp: byte-identical outputs and error buffers to one host on shm", async () => {
   const job = {
     name: "qgz-hosts", iterations: 2, warmup: 1,

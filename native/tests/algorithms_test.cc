@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "algorithms/group_transport.h"
 #include "base/error.h"
 #include "base/partition.h"
 #include "kernels/cpu/reduce.h"
@@ -159,6 +161,19 @@ struct Reduction {
   ReductionFn run;
 };
 
+// The hierarchical allreduce on the nodes nodeOf(r, W) makes of the ranks; where they are not two even levels,
+// on one node of every rank (the algorithm's degenerate form, which must be right too).
+void hierarchical(int (*nodeOf)(int r, int W), Transport& t, Workspace& ws, const void* in, void* out, size_t n,
+                  DType dt, RedOp op, size_t sliceBytes) {
+  std::vector<int> nodes, everyone;
+  for (int r = 0; r < t.size(); ++r) {
+    nodes.push_back(nodeOf(r, t.size()));
+    everyone.push_back(r);
+  }
+  const NodeGroups g = nodeGroups(nodes, t.rank()).value_or(NodeGroups{everyone, {t.rank()}});
+  algo::allreduceHierarchical(t, ws, g, in, out, n, dt, op, sliceBytes);
+}
+
 const Reduction kReductions[] = {
     {"allreduceRing", Lands::Everywhere,
      [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
@@ -176,6 +191,22 @@ const Reduction kReductions[] = {
     {"allreduceDirect", Lands::Everywhere,
      [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
        algo::allreduceDirect(t, ws, in, out, n, dt, op);
+     }},
+    // W = 4: 2 nodes of 2, W = 8: 4 nodes of 2 (consecutive ranks share a node); whole 1 MiB slices.
+    {"allreduceHierarchical pairs", Lands::Everywhere,
+     [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
+       hierarchical([](int r, int W) { return W % 2 ? 0 : r / 2; }, t, ws, in, out, n, dt, op, algo::kRingSliceBytes);
+     }},
+    // W = 4, 8: 2 nodes of 2 or 4, ranks alternating between them (mpirun --map-by node); node blocks of 5
+    // elements, so many pieces are in flight at once and the last ones are short or empty.
+    {"allreduceHierarchical alternating sliced", Lands::Everywhere,
+     [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
+       hierarchical([](int r, int W) { return W % 2 ? 0 : r % 2; }, t, ws, in, out, n, dt, op, 5 * elementSize(dt));
+     }},
+    // One piece: the whole array at once.
+    {"allreduceHierarchical pairs whole", Lands::Everywhere,
+     [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {
+       hierarchical([](int r, int W) { return W % 2 ? 0 : r / 2; }, t, ws, in, out, n, dt, op, 0);
      }},
     {"reduceScatterRing", Lands::OwnBlock,
      [](Transport& t, Workspace& ws, const void* in, void* out, size_t n, DType dt, RedOp op, int) {

@@ -5,9 +5,11 @@
 // is compared with a plain reference. Exits non-zero on a failure.
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "algorithms/group_transport.h"
 #include "runtime/transport_collectives.h"
 #include "thread_transport_double.h"
 
@@ -88,9 +90,57 @@ void testOrder(int W) {
   report(name, errors, problems);
 }
 
+void testNodeGroups() {
+  check(!nodeGroups(std::vector<int>{0, 0, 0, 1, 1}, 0), "nodeGroups: 3 + 2 ranks are no two even levels");
+  check(!nodeGroups(std::vector<int>{0, 0}, 1), "nodeGroups: one node is no two levels");
+  check(!nodeGroups(std::vector<int>{0, 1, 2}, 2), "nodeGroups: one rank per node is no two levels");
+  // Nodes in order of their lowest rank whatever their numbers: 5 = {0, 2}, 2 = {1, 3}, 7 = {4, 5}.
+  const std::optional<NodeGroups> g = nodeGroups(std::vector<int>{5, 2, 5, 2, 7, 7}, 3);
+  check(g && g->node == std::vector<int>{1, 3} && g->across == std::vector<int>{2, 3, 5}, "nodeGroups: rank 3's node and local index");
+}
+
+// A world whose ranks sit on nodes as `nodeOf` says: auto's allreduce is hierarchical exactly where the nodes
+// are two even levels, and every element is right, in the world and in a group split from it (the even and
+// the odd ranks, whose own nodes differ from the world's).
+void testHierarchical(const std::vector<int>& nodeOf, bool twoLevels) {
+  const int W = int(nodeOf.size());
+  std::string name = "hierarchical nodeOf=";
+  for (int n : nodeOf) name += std::to_string(n);
+  std::vector<std::string> problems(static_cast<size_t>(W));
+  const size_t count = 100003;
+  auto errors = testing::runRanksOnThreads(W, 4096, [&](Transport& t) {
+    const int r = t.rank();
+    TransportCollectives world(t, [](const std::string&) {}, nodeOf);
+    std::string& bad = problems[size_t(r)];
+    const Algo want = twoLevels ? Algo::Hierarchical : Algo::Ring;
+    if (world.resolve(OpKind::AllReduce, Algo::Auto, count * 8) != want || world.resolve(OpKind::AllReduce, Algo::Hierarchical, 8) != want)
+      bad += "resolved " + std::string(algoName(world.resolve(OpKind::AllReduce, Algo::Auto, count * 8))) + "; ";
+    auto parity = world.split(r % 2, r);
+    for (Collectives* c : {static_cast<Collectives*>(&world), parity.get()}) {
+      std::vector<int64_t> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+      c->allreduce(in.data(), out.data(), count, DType::I64, RedOp::Sum, Algo::Hierarchical);
+      for (size_t i = 0; i < count; ++i) {
+        int64_t want = 0;
+        for (int j = c == &world ? 0 : r % 2; j < W; j += c == &world ? 1 : 2) want += value(j, i);
+        if (out[i] != want) {
+          bad += (c == &world ? "world" : "parity") + std::string(" element ") + std::to_string(i) + "; ";
+          break;
+        }
+      }
+    }
+  });
+  report(name, errors, problems);
+}
+
 }  // namespace
 
 int main() {
+  testNodeGroups();
+  for (auto [nodeOf, twoLevels] : {std::pair{std::vector<int>{0, 0, 1, 1}, true}, {std::vector<int>{0, 1, 0, 1}, true},
+                                   {std::vector<int>{0, 0, 0, 1, 1, 1}, true}, {std::vector<int>{0, 0, 0, 1, 1}, false},
+                                   {std::vector<int>{0, 1, 2, 3}, false}, {std::vector<int>{0, 0, 0, 0}, false}})
+    testHierarchical(nodeOf, twoLevels);
   for (auto [W, L] : {std::pair{1, 1}, {2, 1}, {2, 2}, {4, 2}, {6, 3}, {6, 2}, {8, 4}, {8, 2}, {8, 8}, {8, 1}})
     for (size_t count : {0, 1, 1000}) testNodes(W, L, count);
   for (int W : {1, 3, 5}) testOrder(W);

@@ -14,7 +14,7 @@ export const NATIVE_OP_KINDS = [
 ] as const;
 export type NativeOpKind = (typeof NATIVE_OP_KINDS)[number];
 /** "mpi" / "nccl" / "hccl": the library's own collective, what "auto" runs on that backend. */
-export const NATIVE_ALGORITHMS = ["auto", "ring", "tree", "direct", "dissemination", "shared", "mpi", "nccl", "hccl"] as const;
+export const NATIVE_ALGORITHMS = ["auto", "ring", "tree", "direct", "dissemination", "hierarchical", "shared", "mpi", "nccl", "hccl"] as const;
 export type NativeAlgorithm = (typeof NATIVE_ALGORITHMS)[number];
 /** Errors from native code carry one of these codes. */
 export const NATIVE_ERROR_CODES = [
@@ -181,8 +181,10 @@ export interface TcpOptions {
   key: string;
   /** Where this rank listens; the communicator takes its socket over. */
   endpoint: NativeTcpEndpoint;
-  /** The ranks of this host (ascending, this one among them) and their segment: the lowest creates it. */
-  local?: { name: string; ranks: number[]; channelBytes?: number };
+  /** nodeOf[r]: rank r's host (Topology.hostOf), which the hierarchical allreduce groups by. */
+  nodeOf: readonly number[];
+  /** The segment of this host's ranks (those of its node in nodeOf): its lowest rank creates it. */
+  local?: { name: string; channelBytes?: number };
 }
 
 /** A listening socket opened before the ranks exchange addresses (port 0: the kernel picks). */

@@ -45,11 +45,11 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
     let segment = "";
     if (local && local[0] === rank) {
       segment = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, local: { name: segment, ranks: local } });
+      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, local: { name: segment } });
     }
     const mine: Published & { segment: string } = { port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment };
     const all = (await boot.allGather("tcp/endpoint", JSON.stringify(mine))).map((s) => JSON.parse(s) as typeof mine);
-    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, ...(local && { local: { name: all[local[0]!]!.segment, ranks: local } }) });
+    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, ...(local && { local: { name: all[local[0]!]!.segment } }) });
     const peers = all.map((p, r) => {
       if (r === rank || local?.includes(r)) return null;
       return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };

@@ -149,7 +149,8 @@ const allToAllv = stage("all_to_allv", {
 });
 
 export const stageSchema = z.discriminatedUnion("op", [
-  stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct", "shared") }),
+  // "hierarchical": inside each host, then across hosts (DESIGN.md, Stages, allreduce); the ring where the hosts are uneven.
+  stage("allreduce", { input, reduce, algorithm: algorithm("ring", "tree", "direct", "hierarchical", "shared") }),
   reduceScatter,
   stage("all_gather", { input, algorithm: algorithm("ring", "direct", "shared") }),
   rootedOp("gather", "shared"),

@@ -48,12 +48,13 @@ std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int s
   to.size = size;
   to.key = parseKey(env, o.value("key"));
   to.listener = TcpEndpointWrap::takeListener(env, o.value("endpoint"));
+  to.nodeOf = o.indices("nodeOf", size_t(size));
+  if (to.nodeOf.size() != size_t(size)) o.fail("nodeOf", "one node index per rank (" + std::to_string(size) + ")");
   if (o.has("local")) {
     OptionReader l = o.object("local");
     tcp::LocalGroup group;
     group.name = l.string("name");
     if (group.name.size() < 2 || group.name[0] != '/') l.fail("name", "a name that starts with '/'");
-    group.ranks = l.indices("ranks", size_t(size));
     if (l.has("channelBytes")) group.channelBytes = size_t(l.integer("channelBytes", 1, int64_t(1) << 40));
     to.local = std::move(group);
   }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 
+#include "algorithms/group_transport.h"
 #include "base/collectives.h"
 #include "base/dtype.h"
 #include "base/transport.h"
@@ -25,6 +26,12 @@ void allreduceRing(Transport& t, Workspace& ws, const void* in, void* out, size_
                    size_t sliceBytes = kRingSliceBytes);
 void allreduceTree(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
 void allreduceDirect(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);
+// In two levels (NCCL's and Horovod's hierarchical allreduce), over the ranks `g` groups (nodeGroups): the
+// array is cut into pieces whose node blocks (Partition{piece, L}) are `sliceBytes` long, and each piece goes
+// through a reduce-scatter among the L ranks of the node, the ring allreduce of this rank's block with the
+// ranks of its local index on the H nodes, and an all-gather inside the node (hierarchical.cc).
+void allreduceHierarchical(Transport& t, Workspace& ws, const NodeGroups& g, const void* in, void* out, size_t count,
+                           DType dt, RedOp op, size_t sliceBytes = kRingSliceBytes);
 
 // in: `count` elements on every rank; out: this rank's block of the reduction (Partition{count, W}).
 void reduceScatterRing(Transport& t, Workspace& ws, const void* in, void* out, size_t count, DType dt, RedOp op);

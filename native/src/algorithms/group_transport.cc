@@ -27,4 +27,24 @@ void GroupTransport::exchange(std::span<const SendSpec> sends, std::span<const R
   lane_.exchange(sends_, recvs_);
 }
 
+std::optional<NodeGroups> nodeGroups(std::span<const int> nodeOf, int rank) {
+  std::vector<int> ids;                // the nodes' numbers, in order of their lowest rank
+  std::vector<std::vector<int>> nodes;  // each one's ranks
+  for (int r = 0; r < int(nodeOf.size()); ++r) {
+    const auto i = size_t(std::find(ids.begin(), ids.end(), nodeOf[size_t(r)]) - ids.begin());
+    if (i == ids.size()) {
+      ids.push_back(nodeOf[size_t(r)]);
+      nodes.emplace_back();
+    }
+    nodes[i].push_back(r);
+  }
+  if (nodes.size() < 2 || nodes[0].size() < 2) return std::nullopt;
+  for (const std::vector<int>& n : nodes) if (n.size() != nodes[0].size()) return std::nullopt;
+  NodeGroups g;
+  g.node = nodes[size_t(std::find(ids.begin(), ids.end(), nodeOf[size_t(rank)]) - ids.begin())];
+  const auto local = size_t(std::find(g.node.begin(), g.node.end(), rank) - g.node.begin());
+  for (const std::vector<int>& n : nodes) g.across.push_back(n[local]);
+  return g;
+}
+
 }  // namespace spmd

@@ -5,6 +5,8 @@
 // because bytes between a pair of ranks are FIFO and every rank issues its ops in the same order, so each
 // pair agrees on which message comes next whichever group sent it.
 #pragma once
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "base/transport.h"
@@ -29,5 +31,14 @@ class GroupTransport final : public Transport {
   std::vector<SendSpec> sends_;  // the lane's ranks; reused, so no allocation once warm
   std::vector<RecvSpec> recvs_;
 };
+
+// The two groups of a collective in two levels, as ranks of a transport whose rank r sits on node nodeOf[r]
+// (nodes in order of their lowest rank, ranks in rank order): this rank's node, and the ranks of this
+// rank's local index, one on each node. None where there are no two levels: one node, one rank per node,
+// or nodes of unequal size.
+struct NodeGroups {
+  std::vector<int> node, across;
+};
+std::optional<NodeGroups> nodeGroups(std::span<const int> nodeOf, int rank);
 
 }  // namespace spmd

@@ -7,10 +7,10 @@
 namespace spmd {
 namespace {
 
-constexpr std::array<std::pair<Algo, std::string_view>, 9> kAlgos{{
+constexpr std::array<std::pair<Algo, std::string_view>, 10> kAlgos{{
     {Algo::Auto, "auto"}, {Algo::Ring, "ring"}, {Algo::Tree, "tree"}, {Algo::Direct, "direct"},
-    {Algo::Dissemination, "dissemination"}, {Algo::Shared, "shared"}, {Algo::Mpi, "mpi"}, {Algo::Nccl, "nccl"},
-    {Algo::Hccl, "hccl"}}};
+    {Algo::Dissemination, "dissemination"}, {Algo::Hierarchical, "hierarchical"}, {Algo::Shared, "shared"},
+    {Algo::Mpi, "mpi"}, {Algo::Nccl, "nccl"}, {Algo::Hccl, "hccl"}}};
 
 constexpr std::array<std::pair<OpKind, std::string_view>, 12> kOps{{
     {OpKind::AllReduce, "allreduce"}, {OpKind::ReduceScatter, "reduce_scatter"}, {OpKind::AllGather, "all_gather"},

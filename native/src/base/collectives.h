@@ -16,8 +16,10 @@ class FlightRecorder;
 
 enum class OpKind { AllReduce, ReduceScatter, AllGather, Gather, Broadcast, Reduce, Scatter, AllToAll, AllToAllv, SendRecv, Barrier, Compute };
 // Mpi / Nccl / Hccl: the library's own collective (what Auto runs on that backend), whatever algorithm it picks.
+// Hierarchical: an allreduce in two levels, inside each host and across hosts (algorithms/collectives.h), where
+// the ranks know their hosts and every host holds as many ranks.
 // Shared: the shm backend's own algorithms, which reduce and copy straight out of the shared segment.
-enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Shared, Mpi, Nccl, Hccl };
+enum class Algo { Auto, Ring, Tree, Direct, Dissemination, Hierarchical, Shared, Mpi, Nccl, Hccl };
 
 std::string_view algoName(Algo a);
 std::string_view opKindName(OpKind k);

@@ -14,14 +14,24 @@ constexpr size_t kTreeBelowBytes = 32 * 1024;
 
 }  // namespace
 
+void TransportCollectives::knowNodes(std::vector<int> nodeOf) {
+  nodeOf_ = std::move(nodeOf);
+  if (nodeOf_.size() == size_t(size())) nodeGroups_ = nodeGroups(nodeOf_, rank());
+}
+
 Algo TransportCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const {
   if (requested == Algo::Shared) {
     throw CommError(code::kUnsupported, std::string("algorithm \"shared\" needs the shm backend (every rank on one host)"));
   }
+  if (requested == Algo::Hierarchical) {
+    if (kind != OpKind::AllReduce) throw CommError(code::kUnsupported, std::string("algorithm \"hierarchical\" is for allreduce only"));
+    // It needs two even levels of nodes; elsewhere the ring runs, and the results say so.
+    return nodeGroups_ ? Algo::Hierarchical : Algo::Ring;
+  }
   if (requested != Algo::Auto) return requested;
   bool small = bytes < kTreeBelowBytes;
   switch (kind) {
-    case OpKind::AllReduce: return small ? Algo::Tree : Algo::Ring;
+    case OpKind::AllReduce: return small ? Algo::Tree : nodeGroups_ ? Algo::Hierarchical : Algo::Ring;
     case OpKind::ReduceScatter: case OpKind::AllGather: return small ? Algo::Direct : Algo::Ring;
     case OpKind::Gather: case OpKind::Scatter: return small ? Algo::Tree : Algo::Direct;
     case OpKind::Broadcast: case OpKind::Reduce: return Algo::Tree;
@@ -36,6 +46,7 @@ void TransportCollectives::allreduce(const void* in, void* out, size_t count, DT
   switch (resolve(OpKind::AllReduce, a, count * elementSize(dt))) {
     case Algo::Tree: return algo::allreduceTree(t_, ws_, in, out, count, dt, op);
     case Algo::Direct: return algo::allreduceDirect(t_, ws_, in, out, count, dt, op);
+    case Algo::Hierarchical: return algo::allreduceHierarchical(t_, ws_, *nodeGroups_, in, out, count, dt, op);
     default: return algo::allreduceRing(t_, ws_, in, out, count, dt, op);
   }
 }
@@ -95,7 +106,9 @@ std::unique_ptr<Collectives> TransportCollectives::split(int color, int key) {
   std::vector<int> members;
   for (int j = 0; j < W; ++j) if (all[2 * size_t(j)] == color) members.push_back(j);
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * size_t(a) + 1] < all[2 * size_t(b) + 1]; });
-  return std::make_unique<TransportCollectives>(std::make_unique<GroupTransport>(t_, std::move(members)), onAbort_);
+  std::vector<int> nodeOf;
+  if (!nodeOf_.empty()) for (int m : members) nodeOf.push_back(nodeOf_[size_t(m)]);
+  return std::make_unique<TransportCollectives>(std::make_unique<GroupTransport>(t_, std::move(members)), onAbort_, std::move(nodeOf));
 }
 
 }  // namespace spmd

@@ -2,7 +2,10 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "algorithms/group_transport.h"
 #include "base/collectives.h"
 #include "runtime/flight_recorder.h"
 #include "base/workspace.h"
@@ -11,15 +14,20 @@ namespace spmd {
 
 class TransportCollectives : public Collectives {
  public:
-  // `onAbort` tells the other ranks (the transport's own broadcast of an abort).
-  TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort)
+  // `onAbort` tells the other ranks (the transport's own broadcast of an abort). `nodeOf[r]`: rank r's node,
+  // where the backend knows it (else empty); with two levels of even nodes, allreduce has "hierarchical".
+  TransportCollectives(Transport& t, std::function<void(const std::string&)> onAbort, std::vector<int> nodeOf = {})
       : t_(t), onAbort_(std::move(onAbort)) {
     t_.setRecorder(&flight_);
+    knowNodes(std::move(nodeOf));
   }
   // A sub-communicator's collectives, which own its transport (a GroupTransport). Its exchanges are
   // recorded by the lane whose transport the group forwards to, in the lane's op.
-  TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort)
-      : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {}
+  TransportCollectives(std::unique_ptr<Transport> owned, std::function<void(const std::string&)> onAbort,
+                       std::vector<int> nodeOf = {})
+      : owned_(std::move(owned)), t_(*owned_), onAbort_(std::move(onAbort)) {
+    knowNodes(std::move(nodeOf));
+  }
   int rank() const override { return t_.rank(); }
   LinkUsage linkUsage() const override { return t_.linkUsage(); }
   int size() const override { return t_.size(); }
@@ -48,6 +56,9 @@ class TransportCollectives : public Collectives {
   Workspace ws_;
   std::function<void(const std::string&)> onAbort_;
   FlightRecorder flight_;
+  std::vector<int> nodeOf_;
+  std::optional<NodeGroups> nodeGroups_;  // where the nodes are two even levels: the hierarchical allreduce's
+  void knowNodes(std::vector<int> nodeOf);
 };
 
 }  // namespace spmd

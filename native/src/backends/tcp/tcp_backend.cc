@@ -1,25 +1,29 @@
 #include "backends/tcp/tcp_backend.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace spmd::tcp {
 
+size_t localChannelBytes(int members) {
+  const size_t channels = size_t(members) * size_t(members) * kMaxLanes;
+  // Whole 64 KiB: every channel starts on a page (3 ranks a host would get 932067 bytes otherwise).
+  return std::clamp<size_t>((size_t(32) << 20) / channels, 256 * 1024, 2 << 20) & ~size_t(0xffff);
+}
+
 TcpBackend::TcpBackend(TcpOptions o)
-    : rank_(o.rank), size_(o.size), key_(o.key), listener_(std::move(o.listener)), localIndex_(size_t(o.size), -1) {
+    : rank_(o.rank), size_(o.size), key_(o.key), listener_(std::move(o.listener)), nodeOf_(std::move(o.nodeOf)),
+      localIndex_(size_t(o.size), -1) {
   if (!listener_) throw CommError(code::kInvalid, "tcp: the endpoint was already used by another communicator");
+  if (nodeOf_.size() != size_t(size_)) throw CommError(code::kInvalid, "tcp: expected a node index for each of the " + std::to_string(size_) + " ranks");
   if (!o.local) return;
-  const std::vector<int>& ranks = o.local->ranks;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-      throw CommError(code::kInvalid, "tcp: the local group must list distinct job ranks in ascending order");
-    }
-    localIndex_[size_t(ranks[i])] = int(i);
-  }
+  int members = 0;
+  for (int r = 0; r < size_; ++r) if (nodeOf_[size_t(r)] == nodeOf_[size_t(rank_)]) localIndex_[size_t(r)] = members++;
   const int me = localIndex_[size_t(rank_)];
-  if (me < 0) throw CommError(code::kInvalid, "tcp: the local group does not contain this rank");
-  const int members = int(ranks.size());
   // No slots: across hosts the shared algorithms do not apply, only the channels carry local messages.
-  const shm::Layout layout{members, kLanes, o.local->channelBytes, 0, 0};
+  const size_t channelBytes = o.local->channelBytes ? o.local->channelBytes : localChannelBytes(members);
+  const shm::Layout layout{members, kLanes, channelBytes, 0, 0};
   segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, layout) : shm::Segment::attach(o.local->name, layout));
 }
 
@@ -49,7 +53,7 @@ void TcpBackend::connect() {
       hybrid_[lane] = std::make_unique<HybridTransport>(rank_, localIndex_, *shm_[lane], *tcp_[lane]);
       t = hybrid_[lane].get();
     }
-    collectives_[lane] = std::make_unique<TransportCollectives>(*t, [this, lane](const std::string& why) { abort(lane, why); });
+    collectives_[lane] = std::make_unique<TransportCollectives>(*t, [this, lane](const std::string& why) { abort(lane, why); }, nodeOf_);
     FlightRecorder& flight = collectives_[lane]->flight();
     flight.mirrorTo(&presence(lane));
     auto find = [this, lane] { return stragglers(lane); };

@@ -24,19 +24,25 @@
 
 namespace spmd::tcp {
 
-// The ranks of this host that share a segment.
+// The segment the ranks of this host share.
 struct LocalGroup {
-  std::string name;        // POSIX shm name; the group's lowest rank creates it, the others attach
-  std::vector<int> ranks;  // job ranks on this host, ascending; this rank among them
-  size_t channelBytes = 256 * 1024;
+  std::string name;  // POSIX shm name; the host's lowest rank creates it, the others attach
+  size_t channelBytes = 0;  // per channel; 0: localChannelBytes(members)
 };
+
+// Channels that hold a 1 MiB slice of the ring or the hierarchical allreduce and more (2 MiB), so a slice
+// goes without waiting for its reader to drain the channel, while the segment (members² channels per lane)
+// stays within 32 MiB; never under 256 KiB. On 2 namespace hosts × 2 ranks the hierarchical 16 MiB
+// allreduce took 28 and 33 ms with 2 MiB channels against 45 and 53 with 256 KiB (docs/PERFORMANCE.md).
+size_t localChannelBytes(int members);
 
 struct TcpOptions {
   int rank = 0;
   int size = 1;
   Key key{};
   Fd listener;  // from the Endpoint whose address the other ranks were given
-  std::optional<LocalGroup> local;
+  std::vector<int> nodeOf;  // each rank's host (node) index
+  std::optional<LocalGroup> local;  // with it, the ranks of this host talk over shm
 };
 
 class TcpBackend : public Backend {
@@ -67,6 +73,7 @@ class TcpBackend : public Backend {
   Key key_;
   Fd listener_;
   std::vector<std::optional<SocketAddress>> peers_;
+  std::vector<int> nodeOf_;
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
   AbortSignal signal_;
