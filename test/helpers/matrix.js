@@ -71,7 +71,8 @@ function typedStages(t, dtype, W) {
 
 export function smallJob(W, { auto = false } = {}) {
   const tensors = {}, stages = [];
-  for (const n of [0, 1, 7, 1003]) {
+  // 24·W: equal all_to_all blocks (the mpi backend's MPI_Alltoall path); the others leave a remainder.
+  for (const n of [0, 1, 7, 1003, 24 * W]) {
     tensors[`f32_${n}`] = { dtype: "float32", count: n, fill: { kind: "integers", seed: n + 11, low: -9, high: 9 } };
     stages.push(...exactStages(`f32_${n}`, W, { auto, n }));
   }

@@ -182,6 +182,13 @@ void MpiCollectives::allToAll(const void* in, void* out, size_t count, size_t es
   // this rank's block length, rank-major. Elements travel as the units units() picks for one element, so
   // elements of any size work (the estimating ops exchange records of hundreds of bytes).
   const Units u = units(esize, "MPI_Alltoallv");
+  // Equal blocks, not in place: MPI_Alltoall, which has algorithms for small blocks that MPI_Alltoallv
+  // lacks (Open MPI 4.1, 16 B at W = 4 on 2 cores: 10.8 µs through MPI_Alltoallv, 6.6 through MPI_Alltoall).
+  if (count % size_t(size_) == 0 && in != out) {
+    const int block = mpi::count(count / size_t(size_) * size_t(u.count), "MPI_Alltoall");
+    collective("MPI_Alltoall", count * esize, [&] { return MPI_Alltoall(in, block, u.type, out, block, u.type, comm_.get()); });
+    return;
+  }
   partition(count, "MPI_Alltoallv", size_t(u.count));
   const int mine = counts_[size_t(rank_)];
   mpi::count(size_t(mine) * size_t(size_), "MPI_Alltoallv");
