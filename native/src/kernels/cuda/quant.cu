@@ -26,11 +26,15 @@ struct Group {
 
 __device__ inline uint64_t groupsOf(const QuantLayout& f) { return (f.n + f.groupSize - 1) / f.groupSize; }
 
+// The int4 code in byte b: the high nibble for the first value of a pair, the low one for the second.
+__device__ inline int nibble(int8_t b, bool second) { return second ? int8_t(b << 4) >> 4 : b >> 4; }
+// The byte of an int4 pair (the first value high).
+__device__ inline uint8_t pairByte(float q0, float q1) { return uint8_t((int(q0) << 4) | (int(q1) & 0x0f)); }
+
 // Value i of a group's codes (int4: value 2k in the high nibble of byte k).
 __device__ inline int code(const uint8_t* codes, uint64_t i, uint32_t bits) {
   if (bits == 8) return int8_t(codes[i]);
-  const auto b = int8_t(codes[i / 2]);
-  return (i & 1) ? int8_t(b << 4) >> 4 : b >> 4;
+  return nibble(int8_t(codes[i / 2]), i & 1);
 }
 
 __device__ inline uint32_t absBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
@@ -68,7 +72,7 @@ __device__ void writeCodes(const QuantLayout& f, const Group& g, float s, uint8_
   for (uint64_t p = threadIdx.x; p < g.len / 2; p += blockDim.x) {
     const float y0 = value(2 * p), y1 = value(2 * p + 1);
     const float q0 = codeOf(y0, s, lo, hi), q1 = codeOf(y1, s, lo, hi);
-    out[g.codes + p] = uint8_t((int(q0) << 4) | (int(q1) & 0x0f));
+    out[g.codes + p] = pairByte(q0, q1);
     keep(2 * p, y0 - q0 * s);
     keep(2 * p + 1, y1 - q1 * s);
   }
@@ -84,7 +88,7 @@ constexpr unsigned kMaxTiles = 2;
 // Codes of 4 values as they lie in memory: 4 bytes of int8, or 2 of int4 pairs (the first value high).
 __device__ inline uint32_t packCodes(float q0, float q1, float q2, float q3, uint32_t bits) {
   if (bits == 8) return uint32_t(uint8_t(int(q0))) | uint32_t(uint8_t(int(q1))) << 8 | uint32_t(uint8_t(int(q2))) << 16 | uint32_t(uint8_t(int(q3))) << 24;
-  return uint32_t(uint8_t((int(q0) << 4) | (int(q1) & 0x0f))) | uint32_t(uint8_t((int(q2) << 4) | (int(q3) & 0x0f))) << 8;
+  return uint32_t(pairByte(q0, q1)) | uint32_t(pairByte(q2, q3)) << 8;
 }
 
 // Tiles of group g that take the register path, or 0 (codes: where the group's codes go or come from).
@@ -167,8 +171,7 @@ __device__ inline float sumAt(const QuantLayout& f, const Group& g, const uint8_
 // Code j < 4 of packCodes' word.
 __device__ inline int codeIn(uint32_t word, int j, uint32_t bits) {
   if (bits == 8) return int8_t(word >> (8 * j));
-  const auto b = int8_t(word >> (8 * (j / 2)));
-  return (j & 1) ? int8_t(b << 4) >> 4 : b >> 4;
+  return nibble(int8_t(word >> (8 * (j / 2))), j & 1);
 }
 
 // dequantizeSum's register path: 4 values a thread at a time, each source's codes read 4 at a time and
@@ -192,12 +195,12 @@ __device__ void dequantizeSumTiles(const DequantizeSumArgs& a, const Group& g, c
 }
 
 __device__ void dequantizeSum(const DequantizeSumArgs& a) {
+  // Every source's codes aligned as the first's: the stride keeps their alignment.
+  const bool strideKeeps = a.count == 1 || (a.count > 1 && a.stride % (a.f.bits / 2) == 0);
   for (uint64_t k = blockIdx.x; k < groupsOf(a.f); k += gridDim.x) {
     const Group g(a.f, k);
     const float* steps = loadSteps(a.sources, a.stride, a.count, k);
-    // Every source's codes aligned as the first's: the stride keeps their alignment.
-    const bool strideKeeps = a.count == 1 || a.stride % (a.f.bits / 2) == 0;
-    if (const unsigned tiles = strideKeeps && a.count > 0 ? tilesOf(a.f, g, a.out + g.at, a.sources + g.codes) : 0) {
+    if (const unsigned tiles = strideKeeps ? tilesOf(a.f, g, a.out + g.at, a.sources + g.codes) : 0) {
       dequantizeSumTiles(a, g, steps, tiles);
       __syncthreads();
       continue;
