@@ -27,7 +27,7 @@ if (process.env.npm_lifecycle_event === "prepare" && checkout) {
   if (status !== 0) process.exit(status ?? 1);
   // npm's own run of better-sqlite3's install script (`npm ci` here) leaves the build's objects, which npm pack
   // would carry.
-  const { pruneSqliteBuild } = await import("../dist/build/sqlite.js");
+  const { pruneSqliteBuild, packSqlitePrebuild } = await import("../dist/build/sqlite.js");
   pruneSqliteBuild();
   if (process.env.npm_command === "pack") {
     const dir = path.join(root, "prebuilds", `${process.platform}-${process.arch}`);
@@ -35,6 +35,8 @@ if (process.env.npm_lifecycle_event === "prepare" && checkout) {
     copyFileSync(path.join(root, "native/build/Release/spmd_native.node"), path.join(dir, "spmd_native.node"));
     // And better-sqlite3's binding, which the bundled copy of it (its own files only) would not carry.
     copyFileSync(path.join(root, "node_modules/better-sqlite3/build/Release/better_sqlite3.node"), path.join(dir, "better_sqlite3.node"));
+    // And the same as the archive better-sqlite3's install script unpacks (.prebuild-installrc points it there).
+    packSqlitePrebuild(path.join(root, "prebuilds/sqlite"));
   }
 } else if (process.env.npm_lifecycle_event === "install" && !checkout) {
   const addon = spawnSync(process.execPath, [runner, "info"], { stdio: "ignore" }).status !== 2;

@@ -22,6 +22,9 @@ const PLATFORM = `${process.platform}-${process.arch}`;
 // No registry: --offline with an empty cache fails at once on anything the package does not carry.
 const NPM_OFFLINE = ["--offline", "--cache", EMPTY_CACHE, "--no-audit", "--no-fund"];
 const ENV = envForMpi();
+// better-sqlite3's binding for this Node, as the archive its install script (prebuild-install) unpacks.
+const SQLITE_ARCHIVE = `prebuilds/sqlite/better-sqlite3-v${JSON.parse(readFileSync(path.join(REPO, "node_modules/better-sqlite3/package.json"), "utf8")).version}` +
+  `-node-v${process.versions.modules}-${PLATFORM}.tar.gz`;
 
 /** Runs cmd; asserts it exits with `status` (null: any). */
 function run(cmd, args, { cwd = TMP, status = 0, timeout = 600_000, env = ENV } = {}) {
@@ -53,6 +56,7 @@ test("the package holds the compiled CLI, schema, jobs, configs, scripts, README
     "jobs/quickstart.json", "configs/default.json", "scripts/slurm/one-node.sbatch", "scripts/lifecycle.mjs", "README.md", "docs/DESIGN.md",
     "native/CMakeLists.txt", "native/cmake/spmd_parts.cmake", "native/src/backends/shm/shm_transport.cc",
     "native/bench/kernels_bench.cc", `prebuilds/${PLATFORM}/spmd_native.node`, `prebuilds/${PLATFORM}/better_sqlite3.node`,
+    SQLITE_ARCHIVE, ".prebuild-installrc",
     "node_modules/better-sqlite3/package.json", "experiments/backends.json", "node_modules/yargs/package.json",
     "node_modules/cmake-js/package.json", "node_modules/node-addon-api/package.json"]) {
     assert.ok(files.includes(f), `${f} is not in the package`);
@@ -65,6 +69,10 @@ test("the package holds the compiled CLI, schema, jobs, configs, scripts, README
 
 test("installed globally with no registry, `spmd-runner launch -n 4` runs the installed quickstart", async () => {
   run("npm", ["install", "-g", "--prefix", GLOBAL, tarball, ...NPM_OFFLINE]);
+  // better-sqlite3's install script unpacked the packed binding instead of compiling SQLite (a minute here).
+  const sqliteBuild = path.join(GLOBAL, "lib/node_modules/spmd-runner/node_modules/better-sqlite3/build/Release");
+  assert.ok(existsSync(path.join(sqliteBuild, "better_sqlite3.node")), "better-sqlite3's install script did not run");
+  assert.ok(!existsSync(path.join(sqliteBuild, "obj.target")), "SQLite was compiled at install");
   const bin = path.join(GLOBAL, "bin/spmd-runner");
   const info = run(bin, ["info"]);
   assert.match(info.stdout, new RegExp(`^addon: .*prebuilds/${PLATFORM}/spmd_native.node \\(prebuilt for ${PLATFORM}\\)$`, "m"));
@@ -76,7 +84,7 @@ test("installed globally with no registry, `spmd-runner launch -n 4` runs the in
   // The packed code cache, made by this Node: the installed ranks compile their bundle from it.
   const { loadBundle } = await import(pathToFileURL(path.join(GLOBAL, "lib/node_modules/spmd-runner/runner/bundle.js")).href);
   assert.equal(loadBundle().cached, true, "the installed bundle compiles from the packed code cache");
-  // A campaign indexed in SQLite with the binding the package carries: npm runs no bundled dependency's install script.
+  // A campaign indexed in SQLite with the binding the package carries.
   writeFileSync(path.join(TMP, "tiny.json"), JSON.stringify({ name: "tiny", iterations: 1, warmup: 0, tensors: { t: { dtype: "float32", count: 16 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }] }));
   writeFileSync(path.join(TMP, "exp.json"), JSON.stringify({ name: "tiny", jobs: ["tiny.json"], matrix: { backend: ["shm"], world_size: [2] } }));
   run(bin, ["exp", "run", path.join(TMP, "exp.json"), "--dir", path.join(TMP, "campaign")], { timeout: 300_000 });

@@ -2,9 +2,10 @@
 // and npm 11 may hold back a bundled dependency's install script (allowScripts cannot approve one): the packed
 // package carries the binding built where it was packed (prebuilds/<platform>/, like the runner's addon), and where
 // that does not load (another Node), the package runs better-sqlite3's install script itself, from its own
-// lifecycle script and from `runner build`.
+// lifecycle script and from `runner build`. Where npm runs that script, it finds the same binding as an archive
+// (prebuilds/sqlite/, named by .prebuild-installrc) and unpacks it instead of compiling SQLite for a minute.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { PLATFORM } from "../comm/native.js";
@@ -15,8 +16,10 @@ const require = createRequire(import.meta.url);
 
 export const SQLITE_BINDING = "better_sqlite3.node";
 
+const sqliteDir = () => path.dirname(require.resolve("better-sqlite3/package.json"));
+
 /** better-sqlite3's own build, where its install script puts it. */
-export const builtSqliteBinding = () => path.join(path.dirname(require.resolve("better-sqlite3/package.json")), "build/Release", SQLITE_BINDING);
+export const builtSqliteBinding = () => path.join(sqliteDir(), "build/Release", SQLITE_BINDING);
 
 /** The binding to open databases with: better-sqlite3's own build, else the one the package carries for this platform. */
 export function sqliteBinding(): string | undefined {
@@ -43,7 +46,7 @@ function npmRoot(): string {
 
 /** Runs better-sqlite3's install script (a prebuilt binary where one can be fetched, else a build); its exit code. */
 export function buildSqlite(): number {
-  const dir = path.dirname(require.resolve("better-sqlite3/package.json"));
+  const dir = sqliteDir();
   const { scripts } = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")) as { scripts: { install: string } };
   // As npm runs a script: prebuild-install from node_modules/.bin, and `node-gyp` as npm's (its shim runs
   // $npm_config_node_gyp); better-sqlite3 carries SQLite's sources.
@@ -71,4 +74,20 @@ export function buildSqlite(): number {
 export function pruneSqliteBuild(): void {
   const release = path.dirname(builtSqliteBinding());
   for (const f of ["obj", "obj.target", ".deps", "sqlite3.a", "test_extension.node"]) rmSync(path.join(release, f), { recursive: true, force: true });
+}
+
+/**
+ * For `npm pack`: this machine's binding into `dir` as the archive prebuild-install would download for this
+ * platform and Node, under the name it looks for; another platform or Node misses it and builds as before.
+ */
+export function packSqlitePrebuild(dir: string): void {
+  const own = createRequire(path.join(sqliteDir(), "package.json"));
+  const pkg = JSON.parse(readFileSync(path.join(sqliteDir(), "package.json"), "utf8")) as object;
+  const opts = { ...(own("prebuild-install/rc") as (p: object) => object)(pkg), pkg };
+  const url = (own("prebuild-install/util") as { getDownloadUrl(o: object): string }).getDownloadUrl(opts);
+  const archive = path.join(dir, path.basename(url));
+  mkdirSync(dir, { recursive: true });
+  // Its entry as the install script unpacks it: build/Release/better_sqlite3.node under better-sqlite3's folder.
+  const tar = spawnSync("tar", ["czf", archive, "-C", sqliteDir(), path.relative(sqliteDir(), builtSqliteBinding())], { stdio: "inherit" });
+  if (tar.status !== 0) throw new Error(`tar could not write ${archive}`);
 }
