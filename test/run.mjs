@@ -5,7 +5,8 @@
 //  - The rest run one file at a time, as they always have: some share machine-wide things (native/build, the
 //    built JS that `npm pack` refreshes, a SLURM cluster's fixed ports), and many spend their time waiting on
 //    deadlines, launchers and shaped links, which is when the matrix gets the CPU.
-// The two runs' counts are added up into one summary; the exit code is 1 when any test failed or was cancelled.
+// The two runs' counts are added up into one summary, with each lane's time and its slowest tests (CI has 30
+// minutes, and the longer lane is what counts); the exit code is 1 when any test failed or was cancelled.
 // Arguments name the files to run instead of all (then one lane): `npm test -- test/cli.test.js`.
 import { readdirSync } from "node:fs";
 import path from "node:path";
@@ -15,7 +16,8 @@ import { spec } from "node:test/reporters";
 import { fileURLToPath } from "node:url";
 
 const TEST = path.dirname(fileURLToPath(import.meta.url));
-const BESIDE = ["large.test.js", "jobs.test.js"].map((f) => path.join(TEST, f));
+// The aarch64 build and its qemu run read native/ only, into their own temporary folders.
+const BESIDE = ["large.test.js", "jobs.test.js", "aarch64.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
 
 const named = process.argv.slice(2).map((f) => path.resolve(f));
@@ -36,15 +38,32 @@ function closing(event) {
   return true;
 }
 
-for (const files of lanes) {
+const note = (message) => merged.write({ type: "test:diagnostic", data: { nesting: 0, message } });
+const laneNotes = [];
+
+/** "lane 1: 1234 s; slowest: 190 s the C++ tests pass on aarch64…; …", from its top-level tests' durations. */
+function laneNote(index, seconds) {
+  const top = seconds.sort((a, b) => b[1] - a[1]).slice(0, 5).map(([name, s]) => `${s.toFixed(0)} s ${name.length > 50 ? `${name.slice(0, 50)}…` : name}`);
+  return `lane ${index + 1}: ${seconds.reduce((sum, [, s]) => sum + s, 0).toFixed(0)} s; slowest: ${top.join("; ")}`;
+}
+
+lanes.forEach((files, index) => {
+  const seconds = [];
   const lane = run({ files, concurrency: 1 });
-  lane.on("data", (event) => closing(event) || merged.write(event));
+  lane.on("data", (event) => {
+    if ((event.type === "test:pass" || event.type === "test:fail") && event.data.nesting === 0 && event.data.file) {
+      seconds.push([event.data.name, (event.data.details.duration_ms ?? 0) / 1000]);
+    }
+    closing(event) || merged.write(event);
+  });
   lane.on("end", () => {
+    laneNotes[index] = laneNote(index, seconds);
     if (--open > 0) return;
-    for (const [key, value] of Object.entries(totals)) merged.write({ type: "test:diagnostic", data: { nesting: 0, message: `${key} ${value}` } });
+    laneNotes.forEach(note);
+    for (const [key, value] of Object.entries(totals)) note(`${key} ${value}`);
     merged.end();
   });
-}
+});
 
 merged.compose(new spec()).pipe(process.stdout);
 process.on("exit", () => {
