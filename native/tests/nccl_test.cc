@@ -140,7 +140,7 @@ int main() {
     out.assign(3, 0.f);
     c.reduce(in.data(), out.data(), 3, DType::F32, RedOp::Min, 0, Algo::Auto);
     expect(out == in, "reduce");
-    c.barrier();
+    c.barrier(Algo::Auto);
     expect(c.resolve(OpKind::AllReduce, Algo::Auto, 12) == Algo::Nccl, "auto resolves to NCCL's own allreduce");
     const bool canSplit = nccl::load(library).commSplit != nullptr;
     deviceLane(*backend, in, canSplit);

@@ -7,6 +7,7 @@
 // exchange keep their order.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
 #include "backends/shm/shm_transport.h"
+#include "base/cores.h"
 #include "base/error.h"
 #include "base/partition.h"
 #include "harness.h"
@@ -231,6 +233,41 @@ void testAbsentRankTimesOut() {
   check(secs < 5, "absent rank: the waits end near the deadline (" + std::to_string(secs) + " s)");
 }
 
+// No rank may leave barrier k before every rank has entered it: staggered arrivals make an early exit show.
+// Forced shared at every W, with shared ops between the rounds (they share its phase counters), and auto
+// where the host's ranks outnumber its CPUs.
+void testSharedBarrier() {
+  constexpr int kRounds = 4;
+  for (int W : {1, 2, 3, 5}) {
+    std::vector<std::atomic<int>> entered(kRounds);
+    std::atomic<int> early{0}, wrongSum{0};
+    const Algo expected = unsigned(W) > onlineCores() ? Algo::Shared : Algo::Dissemination;
+    auto errors = onSegment(W, shm::Layout{0, 1, 4096, 4096, 2}, 20, [&](int r, Collectives& c) {
+      check(c.resolve(OpKind::Barrier, Algo::Auto, 0) == expected, "auto barrier at W=" + std::to_string(W));
+      for (int k = 0; k < kRounds; ++k) {
+        std::this_thread::sleep_for(std::chrono::microseconds(((r * 7 + k * 3) % 5) * 300));
+        entered[size_t(k)].fetch_add(1);
+        c.barrier(k % 2 ? Algo::Shared : Algo::Auto);
+        if (entered[size_t(k)].load() != W) early.fetch_add(1);
+        float v = 1;
+        c.allreduce(&v, &v, 1, DType::F32, RedOp::Sum, Algo::Shared);
+        if (v != float(W)) wrongSum.fetch_add(1);
+      }
+    });
+    for (const auto& e : errors) check(e.empty(), "shared barrier W=" + std::to_string(W) + ": " + e);
+    check(early.load() == 0, "shared barrier W=" + std::to_string(W) + ": " + std::to_string(early.load()) + " early exits");
+    check(wrongSum.load() == 0, "shared barrier W=" + std::to_string(W) + ": allreduce between barriers wrong");
+  }
+  // A rank that never arrives: rank 0 names it; the others wait on rank 0's release until the deadline.
+  auto errors = onSegment(3, shm::Layout{0, 1, 4096, 4096, 2}, 0.5, [](int r, Collectives& c) {
+    if (r != 2) c.barrier(Algo::Shared);
+  });
+  check(errors[0].find("deadline passed while waiting for rank 2 in a shared barrier (the arrivals)") != std::string::npos,
+        "absent rank: rank 0 names rank 2: " + errors[0]);
+  check(errors[1].find("deadline passed while waiting for rank 0 in a shared barrier") != std::string::npos,
+        "absent rank: rank 1 waits on rank 0's release: " + errors[1]);
+}
+
 void testSharedNeedsSegment() {
   struct NoTransport : Transport {
     int rank() const override { return 0; }
@@ -251,5 +288,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"needs segment", testSharedNeedsSegment}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}});
 }

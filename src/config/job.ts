@@ -161,7 +161,7 @@ export const stageSchema = z.discriminatedUnion("op", [
   stage("all_to_all", { input, algorithm: algorithm("direct", "shared") }),
   allToAllv,
   stage("send_recv", { input, shift: z.int().default(1), algorithm: algorithm("direct") }),
-  stage("barrier", { algorithm: algorithm("dissemination") }),
+  stage("barrier", { algorithm: algorithm("dissemination", "shared") }),
   stage("compute", { us: z.number().min(0), algorithm: algorithm() }),
   // 1-bit allreduce with error feedback; always estimates the mean (DESIGN.md, Stages).
   stage("compressed_allreduce", {

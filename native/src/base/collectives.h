@@ -88,7 +88,8 @@ class Collectives {
   virtual void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) = 0;
   // Sends `bytes` to rank `to` and receives as many from `from`; both this rank: a copy.
   virtual void sendRecv(const void* in, void* out, size_t bytes, int to, int from) = 0;
-  virtual void barrier() = 0;
+  // `a`: Auto, or the algorithm the job names (resolve() says which one runs).
+  virtual void barrier(Algo a) = 0;
   // Bytes and time per kind of link so far, where the transport has two (the hybrid one); else not split.
   virtual LinkUsage linkUsage() const { return {}; }
 

@@ -15,9 +15,11 @@ unsigned usableCores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+unsigned onlineCores() { return unsigned(std::max(0L, sysconf(_SC_NPROCESSORS_ONLN))); }
+
 bool boundToSome() {
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 && usableCores() < unsigned(online);
+  const unsigned online = onlineCores();
+  return online > 0 && usableCores() < online;
 }
 
 bool pinThisThread(unsigned index) {

@@ -6,6 +6,8 @@
 namespace spmd {
 
 unsigned usableCores();  // at least 1
+// The machine's online CPUs, the same for every process on it (0 where unknown).
+unsigned onlineCores();
 // Whether a launcher (or taskset, or a cgroup) bound this process to some of the machine's online CPUs.
 bool boundToSome();
 // Binds the calling thread to the `index`-th CPU of those it may run on; false (and nothing changed) if

@@ -251,7 +251,7 @@ void Executor::execute(Collectives& c, TypedOps& typed, Prepared& p, Clock::time
     case OpKind::AllToAll: return c.allToAll(in, out, p.count, es, p.spec.algo);
     case OpKind::AllToAllv: return c.allToAllv(in, out, p.vcounts, es, s.algo);
     case OpKind::SendRecv: return c.sendRecv(p.in, out, bytes, s.sendTo(r, W), s.recvFrom(r, W));
-    case OpKind::Barrier: return c.barrier();
+    case OpKind::Barrier: return c.barrier(s.algo);
     case OpKind::Compute: return computeFor(s.computeUs, deadline);
   }
 }
@@ -392,7 +392,7 @@ void Executor::stepStart(Run& run, int step) {
   if (lane0_.size() > 1) {
     lane0_.setDeadline(deadlineIn(program_.timeoutSec));
     try {
-      recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(); });
+      recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(Algo::Auto); });
     } catch (const std::exception& e) {
       throw CommError(codeOf(e), "at the start of step " + std::to_string(step) + ": " + e.what());
     }

@@ -96,7 +96,7 @@ void TransportCollectives::sendRecv(const void* in, void* out, size_t bytes, int
   algo::sendRecvPeers(t_, in, out, bytes, to, from);
 }
 
-void TransportCollectives::barrier() { algo::barrierDissemination(t_); }
+void TransportCollectives::barrier(Algo) { algo::barrierDissemination(t_); }
 
 std::unique_ptr<Collectives> TransportCollectives::split(int color, int key) {
   const int W = size();

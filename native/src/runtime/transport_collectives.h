@@ -43,7 +43,7 @@ class TransportCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
-  void barrier() override;
+  void barrier(Algo a) override;
   // Members come from an all-gather of every rank's (color, key); the group moves data on this transport.
   std::unique_ptr<Collectives> split(int color, int key) override;
   void setDeadline(Transport::Clock::time_point d) override { t_.setDeadline(d); }

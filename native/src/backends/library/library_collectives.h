@@ -32,7 +32,7 @@ class LibraryCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
-  void barrier() override;
+  void barrier(Algo a) override;
   // The library's own split (ncclCommSplit); kUnsupported where it has none.
   std::unique_ptr<Collectives> split(int color, int key) override { return splitLane(color, key); }
   std::unique_ptr<LibraryCollectives> splitLane(int color, int key);

@@ -36,7 +36,7 @@ class ResidentCollectives : public Collectives {
   // The vendor's own call where it has one (HcclAlltoAllV), else one group of sends and receives.
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
-  void barrier() override { lane_.barrier(); }
+  void barrier(Algo a) override { lane_.barrier(a); }
   std::unique_ptr<Collectives> split(int color, int key) override;
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;
 

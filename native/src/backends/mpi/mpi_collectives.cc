@@ -247,12 +247,12 @@ void MpiCollectives::sendRecv(const void* in, void* out, size_t bytes, int to, i
 std::unique_ptr<Collectives> MpiCollectives::split(int color, int key) {
   // MPI_Comm_split blocks with no deadline or abort to end it. The barrier before it has both, and once it
   // completes every rank is alive and about to split.
-  barrier();
+  barrier(Algo::Auto);
   return std::unique_ptr<Collectives>(
       new MpiCollectives(lane_, Comm::split(comm_.get(), color, key), faults_, watchdog_, oversubscribed_, deadline_, flight_, -1));
 }
 
-void MpiCollectives::barrier() {
+void MpiCollectives::barrier(Algo) {
   collective(
       "MPI_Barrier", 0, [&] { return MPI_Barrier(comm_.get()); });
 }

@@ -33,7 +33,7 @@ class MpiCollectives : public Collectives {
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
   void sendRecv(const void* in, void* out, size_t bytes, int to, int from) override;
-  void barrier() override;
+  void barrier(Algo a) override;
   // MPI_Comm_split of this lane's communicator: the group runs MPI's collectives among its members.
   std::unique_ptr<Collectives> split(int color, int key) override;
   std::unique_ptr<PostedOp> postGather(const void* in, void* out, size_t bytes, int root, Algo a) override;

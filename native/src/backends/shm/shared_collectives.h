@@ -34,6 +34,9 @@ class SharedCollectives : public TransportCollectives {
   void scatter(const void* in, void* out, size_t count, size_t esize, int root, Algo a) override;
   void allToAll(const void* in, void* out, size_t count, size_t esize, Algo a) override;
   void allToAllv(const void* in, void* out, const AllToAllvCounts& c, size_t esize, Algo a) override;
+  // Shared: every rank counts its arrival in its phase and rank 0, once all have, releases them; auto picks it
+  // where the host's ranks outnumber its CPUs (shared_collectives.cc says why), else the dissemination barrier.
+  void barrier(Algo a) override;
 
  private:
   bool streams(size_t inBytes, size_t outBytes) const;
@@ -49,6 +52,7 @@ class SharedCollectives : public TransportCollectives {
   bool singleCopyOn_ = false;
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
   size_t streamAbove_;
+  bool releaseBarrier_;  // auto's barrier is the shared one: the same answer on every rank of the host
 };
 
 }  // namespace spmd::shm
