@@ -16,7 +16,7 @@ import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, runOmpi, runOurs } from "../bench/lib/peers.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
-import { aboveBound, BEGIN, END, updateDocs } from "../bench/lib/report.mjs";
+import { aboveBound, BEGIN, END, formatTable, unsteady, updateDocs } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
@@ -150,6 +150,18 @@ test("OSU: sizes map to each benchmark's -m, runs chain by powers of two, and -f
   } finally {
     rmSync(empty, { recursive: true, force: true });
   }
+});
+
+test("a time whose repeats differ by more than 2× is marked ‡, a steady one is not", () => {
+  // A run with a slow spell of ours (bench/results, 08:44 UTC): W=2 allreduce 16 MiB took 2116, 8194 and 8075 µs.
+  const { rows } = JSON.parse(readFileSync(path.join(RESULTS, "2026-11-26T08-44-16-075Z.json"), "utf8"));
+  const row = (W, op, nominal) => rows.find((r) => r.W === W && r.op === op && r.nominal === nominal);
+  const spell = row(2, "allreduce", 16 * 2 ** 20), steady = row(2, "allreduce", 2 ** 20);
+  assert.ok(unsteady(spell.ours.time_us) && !unsteady(spell.ompi.time_us) && !unsteady(steady.ours.time_us));
+  const [, steadyLine, spellLine] = formatTable([steady, spell]).split("\n");
+  assert.match(spellLine, /^2\s+allreduce\s+16 MiB\s+\S+\s+[\d.]+‡\s+[\d.]+\s/);
+  assert.doesNotMatch(steadyLine ?? "", /‡/);
+  assert.ok(unsteady({ by_repeat: [1, 2.01], min: 1, max: 2.01 }) && !unsteady({ by_repeat: [1, 2], min: 1, max: 2 }) && !unsteady({ by_repeat: [9], min: 9, max: 9 }));
 });
 
 test("the generated section replaces only what lies between its markers", () => {

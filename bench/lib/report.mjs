@@ -236,13 +236,21 @@ export function evaluateTargets(rows, idle, backend = "shm") {
 
 const withRange = (v, n) => (n > 1 ? `${g3(v.median)} (${g3(v.min)}–${g3(v.max)})` : g3(v.median));
 
+// Repeats of one peer that differ by more than this (slowest over fastest) did not all measure the same
+// machine: on the 2-core VM whole invocations of ours ran 2.5-4 times slower in spells (docs/PERFORMANCE.md,
+// "slow invocations"), and a median of 3 can sit on one. The table marks such a time so no one reads it
+// as the peer's speed.
+const UNSTEADY = 2;
+export const unsteady = (v) => v.by_repeat.length > 1 && v.max > UNSTEADY * v.min;
+const timeCell = (v) => x(v.median, 1) + (unsteady(v) ? "‡" : "");
+
 const COLUMNS = [
   { title: "W", cell: (r) => String(r.W) },
   { title: "op", left: true, cell: (r) => r.op },
   { title: "size", cell: sizeText },
   { title: "algo", left: true, cell: (r) => r.algorithm ?? "—" },
-  { title: "ours µs", cell: (r) => x(r.ours.time_us.median, 1) },
-  { title: "ompi µs", cell: (r) => x(r.ompi.time_us.median, 1) },
+  { title: "ours µs", cell: (r) => timeCell(r.ours.time_us) },
+  { title: "ompi µs", cell: (r) => timeCell(r.ompi.time_us) },
   { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
   { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
   { title: "vs ompi (min–max)", cell: (r) => withRange(r.ratio, r.pairs) },
@@ -266,7 +274,16 @@ export const tableNotes = (doc) => [
   `bound: the memory bound's busbw (the least traffic any implementation must cause, at memcpy's rate: ${bwText(doc.memcpy)}); — where the op moves less than ${CACHE_FACTOR} × the ${formatSize(doc.memcpy.cache_bytes)} last-level cache (${doc.memcpy.cache_from}). % of bound: each peer's busbw over it.`,
   ...(aboveBound(doc.rows).length ? [`Above 100% of the bound (the formula is wrong for these): ${aboveBound(doc.rows).join("; ")}.`] : []),
   "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
+  ...unsteadyNote(doc.rows),
 ];
+
+/** How many times of each peer the table marks ‡, and what the mark means; nothing where none is. */
+function unsteadyNote(rows) {
+  const ours = rows.filter((r) => unsteady(r.ours.time_us)).length;
+  const ompi = rows.filter((r) => unsteady(r.ompi.time_us)).length;
+  if (!ours && !ompi) return [];
+  return [`‡: that peer's repeats of the row differ by more than ${UNSTEADY}× (slowest over fastest), so its median may sit on a slow spell of the machine rather than on its speed (by_repeat in the JSON); ${ours} of ours, ${ompi} of Open MPI's.`];
+}
 
 /** The stdout table, aligned like the runner's own (src/report/table.ts). */
 export function formatTable(rows) {
