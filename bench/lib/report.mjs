@@ -239,9 +239,10 @@ const withRange = (v, n) => (n > 1 ? `${g3(v.median)} (${g3(v.min)}–${g3(v.max
 // Repeats of one peer that differ by more than this (slowest over fastest) did not all measure the same
 // machine: on the 2-core VM whole invocations of ours ran 2.5-4 times slower in spells (docs/PERFORMANCE.md,
 // "slow invocations"), and a median of 3 can sit on one. The table marks such a time so no one reads it
-// as the peer's speed.
+// as the peer's speed. Not below 10 µs, where a microsecond of scheduling doubles a repeat routinely.
 const UNSTEADY = 2;
-export const unsteady = (v) => v.by_repeat.length > 1 && v.max > UNSTEADY * v.min;
+const UNSTEADY_FROM_US = 10;
+export const unsteady = (v) => v.by_repeat.length > 1 && v.min >= UNSTEADY_FROM_US && v.max > UNSTEADY * v.min;
 const timeCell = (v) => x(v.median, 1) + (unsteady(v) ? "‡" : "");
 
 const COLUMNS = [
@@ -282,7 +283,7 @@ function unsteadyNote(rows) {
   const ours = rows.filter((r) => unsteady(r.ours.time_us)).length;
   const ompi = rows.filter((r) => unsteady(r.ompi.time_us)).length;
   if (!ours && !ompi) return [];
-  return [`‡: that peer's repeats of the row differ by more than ${UNSTEADY}× (slowest over fastest), so its median may sit on a slow spell of the machine rather than on its speed (by_repeat in the JSON); ${ours} of ours, ${ompi} of Open MPI's.`];
+  return [`‡: that peer's repeats of the row differ by more than ${UNSTEADY}× (slowest over fastest; from ${UNSTEADY_FROM_US} µs), so its median may sit on a slow spell of the machine rather than on its speed (by_repeat in the JSON); ${ours} of ours, ${ompi} of Open MPI's.`];
 }
 
 /** The stdout table, aligned like the runner's own (src/report/table.ts). */
