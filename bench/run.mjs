@@ -23,7 +23,7 @@ import os from "node:os";
 import path from "node:path";
 import { copiers } from "./bounds.mjs";
 import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
-import { buildTools, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs } from "./lib/peers.mjs";
+import { buildTools, cpuTicks, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs, stealShare } from "./lib/peers.mjs";
 import { osuCommands, prepareOsu, runOsu } from "./lib/osu.mjs";
 import { planGroups } from "./lib/plan.mjs";
 import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs } from "./lib/report.mjs";
@@ -101,13 +101,15 @@ async function main() {
         // Rotate who goes first, across groups and across repeats, so drift does not favour one peer.
         const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
         for (const peer of order) {
+          const before = cpuTicks();
           const r =
             peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "ompi" ? await runOmpi(g, s.timeoutSec) : await runOsu(g, s.timeoutSec, osuBin);
+          const steal = stealShare(before, cpuTicks());
           n++;
           const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
           log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
           if (r.error) failures++;
-          invocations.push({ group: g.id, repeat: rep, peer, ...r });
+          invocations.push({ group: g.id, repeat: rep, peer, ...r, steal });
         }
       }
     }

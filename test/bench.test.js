@@ -14,9 +14,9 @@ import { test } from "node:test";
 import { formulaMarkdown, memoryBound, OPS, TRAFFIC } from "../bench/bounds.mjs";
 import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
-import { buildTools, runOmpi, runOurs } from "../bench/lib/peers.mjs";
+import { buildTools, cpuTicks, runOmpi, runOurs, stealShare } from "../bench/lib/peers.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
-import { aboveBound, BEGIN, END, formatTable, unsteady, updateDocs } from "../bench/lib/report.mjs";
+import { aboveBound, BEGIN, END, formatTable, tableNotes, unsteady, updateDocs } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
@@ -163,6 +163,20 @@ test("a time whose repeats differ by more than 2× is marked ‡, a steady one i
   assert.doesNotMatch(steadyLine ?? "", /‡/);
   const v = (...by_repeat) => ({ by_repeat, min: Math.min(...by_repeat), max: Math.max(...by_repeat) });
   assert.ok(unsteady(v(10, 20.1)) && !unsteady(v(10, 20)) && !unsteady(v(90)) && !unsteady(v(0.2, 0.5)), "2× apart, from 10 µs, over 2 repeats or more");
+});
+
+test("invocations during which the hypervisor stole 2% of the CPU or more are counted per peer in the notes", () => {
+  const doc = JSON.parse(readFileSync(path.join(RESULTS, "2026-11-26T08-44-16-075Z.json"), "utf8"));
+  const note = (d) => tableNotes(d).find((l) => l.startsWith("The hypervisor"));
+  assert.equal(note(doc), undefined, "a run from before steal was recorded");
+  doc.invocations = doc.invocations.map((v, i) => ({ ...v, steal: i === 0 ? 0.031 : i === 1 ? 0.0199 : i === 2 ? null : 0 }));
+  const peer = doc.invocations[0].peer;
+  const counts = { ours: 0, ompi: 0, osu: 0, [peer]: 1 };
+  assert.equal(note(doc), `The hypervisor took 2% or more of the CPU time (steal in /proc/stat) during ${counts.ours} of ours, ${counts.ompi} of Open MPI's and ${counts.osu} of OSU's invocations (at most 3%; steal per invocation in the JSON): their times are the machine's as much as the peer's.`);
+  const ticks = cpuTicks();
+  assert.ok(ticks && ticks.total > 0 && ticks.steal >= 0 && ticks.steal <= ticks.total, JSON.stringify(ticks));
+  assert.equal(stealShare({ total: 100, steal: 1 }, { total: 300, steal: 11 }), 0.05);
+  assert.equal(stealShare(null, ticks), null);
 });
 
 test("the generated section replaces only what lies between its markers", () => {

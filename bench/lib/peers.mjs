@@ -166,6 +166,22 @@ function lastLevelCache() {
   return best?.bytes ?? null;
 }
 
+/**
+ * The machine's CPU ticks so far (/proc/stat's first line: every state summed) and how many of them the
+ * hypervisor gave to other guests (steal); null where /proc/stat does not say.
+ */
+export function cpuTicks() {
+  try {
+    const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1, 9).map(Number);
+    return f.length === 8 && f.every(Number.isFinite) ? { total: f.reduce((a, b) => a + b, 0), steal: f[7] } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The share of the CPU time between two cpuTicks() the hypervisor stole; null where unknown. */
+export const stealShare = (a, b) => (a && b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : null);
+
 /** What the numbers ran on. */
 export function machineInfo() {
   const lscpu = run("lscpu", []) ?? "";

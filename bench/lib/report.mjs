@@ -276,7 +276,21 @@ export const tableNotes = (doc) => [
   ...(aboveBound(doc.rows).length ? [`Above 100% of the bound (the formula is wrong for these): ${aboveBound(doc.rows).join("; ")}.`] : []),
   "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
   ...unsteadyNote(doc.rows),
+  ...stealNote(doc.invocations ?? []),
 ];
+
+// From this share of the CPU time stolen by the hypervisor (another guest ran on the host's core) an
+// invocation is named in the notes: on the 2-core VM steal was 0.5% over a day.
+const STEAL_NOTED = 0.02;
+
+/** How many invocations of each peer ran while the hypervisor took more than STEAL_NOTED of the CPU time. */
+function stealNote(invocations) {
+  const stolen = invocations.filter((v) => v.steal >= STEAL_NOTED);
+  if (!stolen.length) return [];
+  const of = (peer) => stolen.filter((v) => v.peer === peer).length;
+  const worst = Math.max(...stolen.map((v) => v.steal));
+  return [`The hypervisor took ${pct(STEAL_NOTED)} or more of the CPU time (steal in /proc/stat) during ${of("ours")} of ours, ${of("ompi")} of Open MPI's and ${of("osu")} of OSU's invocations (at most ${pct(worst)}; steal per invocation in the JSON): their times are the machine's as much as the peer's.`];
+}
 
 /** How many times of each peer the table marks ‡, and what the mark means; nothing where none is. */
 function unsteadyNote(rows) {
