@@ -86,9 +86,9 @@ export interface ResultDocument {
    */
   topology?: { hosts: { name: string; ranks: number[] }[]; links?: { shm: number; tcp: number } };
   /**
-   * shm only: how large messages moved, as the ranks agreed at start-up: "single-copy: cma
-   * (process_vm_readv/writev)", or "staged (why)" where a rank could not read its peers' memory or
-   * SPMD_SHM_SINGLE_COPY=0 told it not to.
+   * shm, and shm+tcp within rank 0's host: how large messages moved, as the ranks agreed at start-up:
+   * "single-copy: cma (process_vm_readv/writev)", or "staged (why)" where a rank could not read its peers'
+   * memory or SPMD_SHM_SINGLE_COPY=0 told it not to.
    */
   copy_path?: string;
   results: ResultRow[];

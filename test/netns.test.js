@@ -4,14 +4,19 @@
 // --iface; a rank killed on another host. Needs root; skipped with the reason otherwise, except in CI (CI
 // set), where that is a failure.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { native } from "../dist/comm/native.js";
 import { bigJob, prepareJob, slicedRingJob, smallJob, verifyDumps } from "./helpers/matrix.js";
-import { netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
+import { inHost, netnsUnavailable, placeRanks, runInHost, runSpread, withHosts } from "./helpers/netns.js";
 import { runRanks, shmLeftovers } from "./helpers/ranks.js";
 
 const missing = netnsUnavailable();
+// Within a host, shm+tcp hands messages of singleCopyFromBytes and more off single-copy where CMA works.
+const refused = native().singleCopyRefusal();
+const COPY_PATH = refused ? `staged (rank 0: ${refused})` : "single-copy: cma (process_vm_readv/writev)";
 if (missing && !process.env.CI) console.log(`# netns.test.js skipped: ${missing}`);
 
 function netnsTest(name, fn) {
@@ -22,9 +27,9 @@ function netnsTest(name, fn) {
 }
 
 /** Runs `job` with its ranks spread as `placement` says; checks exit codes and 0 wrong; returns the result document. */
-async function runJob(hosts, placement, job, { dump = false, args = [] } = {}) {
+async function runJob(hosts, placement, job, { dump = false, args = [], env = {} } = {}) {
   const W = placement.length;
-  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump, extraArgs: args, launch: (_, a) => runSpread(hosts, placement, a) });
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump, extraArgs: args, launch: (_, a) => runSpread(hosts, placement, a, { env }) });
   try {
     const ranks = await run();
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
@@ -59,6 +64,7 @@ netnsTest("backend auto on 2 hosts × 2 ranks: shm within each host, tcp between
     for (const [job, dump] of [[smallJob(4), true], [bigJob(4), false], [slicedRingJob(), false]]) {
       const { doc, table } = await runJob(hosts, placement, job, { dump });
       assert.equal(doc.backend, "shm+tcp");
+      assert.equal(doc.copy_path, COPY_PATH);
       assert.deepEqual(doc.topology.links, { shm: 2, tcp: 4 });
       assert.match(table, /backend shm\+tcp\n# 2 hosts: \S+ \(ranks 0,1\), \S+ \(ranks 2,3\); links: 2 shm, 4 tcp\n/);
     }
@@ -83,12 +89,33 @@ function hierarchicalJob() {
   return { name: "hierarchical", iterations: 1, warmup: 1, check: true, tensors, stages };
 }
 
-netnsTest("hierarchical allreduce on shm+tcp: 2 × 2, 2 × 2 alternating, 2 × 3 exact element by element (and 2 × 2 on tcp); 3 + 2 ranks fall back to the ring", async () => {
+// Rank 2 of the alternating placement is its host's second member: the staged path names it by its job rank.
+const stageRank2 = (r) => (r === 2 ? { SPMD_SHM_SINGLE_COPY: "0" } : {});
+
+netnsTest("two namespace hosts of one machine: two hosts (keys differ), one machine (the boot id), whose ranks count together where cores are shared", async () => {
+  const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  const script = `import(${JSON.stringify(new URL("../dist/comm/host.js", import.meta.url).href)}).then((m) => console.log(JSON.stringify(m.hostIdentity())))`;
   await withHosts(2, async (hosts) => {
-    for (const [placement, backend] of [[[0, 0, 1, 1]], [[0, 1, 0, 1]], [[0, 0, 0, 1, 1, 1]], [[0, 0, 0, 1, 1]], [[0, 0, 1, 1], "tcp"]]) {
+    const ids = hosts.map((h) => {
+      const [cmd, ...args] = inHost(h, [process.execPath, "-e", script]);
+      const p = spawnSync(cmd, args, { encoding: "utf8" });
+      assert.equal(p.status, 0, p.stderr);
+      return JSON.parse(p.stdout);
+    });
+    assert.deepEqual(ids.map((id) => id.name), hosts.map((h) => h.name));
+    assert.notEqual(ids[0].key, ids[1].key);
+    assert.deepEqual(ids.map((id) => id.machine), [boot, boot]);
+  });
+});
+
+netnsTest("hierarchical allreduce on shm+tcp: 2 × 2, 2 × 2 alternating (single copy and staged), 2 × 3 exact element by element (and 2 × 2 on tcp); 3 + 2 ranks fall back to the ring", async () => {
+  await withHosts(2, async (hosts) => {
+    const cases = [[[0, 0, 1, 1]], [[0, 1, 0, 1]], [[0, 1, 0, 1], undefined, stageRank2], [[0, 0, 0, 1, 1, 1]], [[0, 0, 0, 1, 1]], [[0, 0, 1, 1], "tcp"]];
+    for (const [placement, backend, env = {}] of cases) {
       const even = placement.filter((h) => h === 0).length * 2 === placement.length;
-      const { doc } = await runJob(hosts, placement, hierarchicalJob(), { dump: true, args: backend ? ["--backend", backend] : [] });
+      const { doc } = await runJob(hosts, placement, hierarchicalJob(), { dump: true, args: backend ? ["--backend", backend] : [], env });
       assert.equal(doc.backend, backend ?? "shm+tcp");
+      assert.equal(doc.copy_path, backend ? undefined : env === stageRank2 ? "staged (rank 2: SPMD_SHM_SINGLE_COPY=0)" : COPY_PATH);
       for (const row of doc.results) {
         // Auto keeps the tree below 32 KiB, where latency rules.
         const want = row.stage.endsWith(".auto") && row.size < 32 * 1024 ? "tree" : even ? "hierarchical" : "ring";

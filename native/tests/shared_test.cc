@@ -4,7 +4,7 @@
 // outputs large enough to be streamed past the cache. Then
 // the failures: a rank that never arrives ends the others' waits at the deadline, naming it; and asking for
 // "shared" where no segment exists is refused. And the channels under them: several messages to one peer in one
-// exchange keep their order.
+// exchange keep their order, staged and handed off single-copy.
 #include <unistd.h>
 
 #include <atomic>
@@ -183,39 +183,53 @@ void testAllToAllLargeRecords() {
 
 // Several messages to one peer in one exchange (the sliced ring sends a slice of each step at once) arrive
 // whole and in order, each in its own buffer, though each is many times the channel and the peer keeps
-// writing while this rank reads.
+// writing while this rank reads: staged, and with hand-offs (single copy) from 64 KiB between staged ones.
 void testMessagesToOnePeerInOrder() {
-  const size_t sizes[] = {100'003, 65'536, 7, 50'001};
+  const size_t sizes[] = {100'003, 7, 65'536, 50'001, 200'000};
   auto fill = [](int from, size_t m, size_t i) { return uint8_t((size_t(from) * 97 + m * 31 + i * 7 + i / 4096) % 251); };
-  std::vector<std::string> wrong(2, "");
-  auto errors = onTransports(2, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment&, shm::ShmTransport& t) {
-    for (int round = 0; round < 20; ++round) {
-      std::vector<std::vector<uint8_t>> out, in;
-      std::vector<SendSpec> sends;
-      std::vector<RecvSpec> recvs;
-      for (size_t m = 0; m < std::size(sizes); ++m) {
-        out.emplace_back(sizes[m]);
-        in.emplace_back(sizes[m], 0xEE);
-        for (size_t i = 0; i < sizes[m]; ++i) out[m][i] = fill(r, m, i);
-      }
-      for (size_t m = 0; m < std::size(sizes); ++m) {
-        sends.push_back({1 - r, out[m].data(), sizes[m]});
-        recvs.push_back({1 - r, in[m].data(), sizes[m]});
-      }
-      t.exchange(sends, recvs);
-      for (size_t m = 0; m < std::size(sizes); ++m) {
-        for (size_t i = 0; i < sizes[m]; ++i) {
-          if (in[m][i] != fill(1 - r, m, i)) {
-            wrong[size_t(r)] = "round " + std::to_string(round) + ", message " + std::to_string(m) + ", byte " + std::to_string(i);
-            return;
+  for (size_t handOffFrom : {SIZE_MAX, size_t(65'536)}) {
+    const std::string how = handOffFrom == SIZE_MAX ? "staged" : "hand-offs from 64 KiB";
+    std::vector<std::string> wrong(2, "");
+    auto errors = onTransports(2, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment&, shm::ShmTransport& t) {
+      t.handOffFrom(handOffFrom);
+      for (int round = 0; round < 20; ++round) {
+        std::vector<std::vector<uint8_t>> out, in;
+        std::vector<SendSpec> sends;
+        std::vector<RecvSpec> recvs;
+        for (size_t m = 0; m < std::size(sizes); ++m) {
+          out.emplace_back(sizes[m]);
+          in.emplace_back(sizes[m], 0xEE);
+          for (size_t i = 0; i < sizes[m]; ++i) out[m][i] = fill(r, m, i);
+        }
+        for (size_t m = 0; m < std::size(sizes); ++m) {
+          sends.push_back({1 - r, out[m].data(), sizes[m]});
+          recvs.push_back({1 - r, in[m].data(), sizes[m]});
+        }
+        t.exchange(sends, recvs);
+        for (size_t m = 0; m < std::size(sizes); ++m) {
+          for (size_t i = 0; i < sizes[m]; ++i) {
+            if (in[m][i] != fill(1 - r, m, i)) {
+              wrong[size_t(r)] = "round " + std::to_string(round) + ", message " + std::to_string(m) + ", byte " + std::to_string(i);
+              return;
+            }
           }
         }
       }
+    });
+    for (int r = 0; r < 2; ++r) {
+      check(errors[size_t(r)].empty() && wrong[size_t(r)].empty(), "messages to one peer, " + how + ", rank " + std::to_string(r) + ": " + errors[size_t(r)] + wrong[size_t(r)]);
     }
-  });
-  for (int r = 0; r < 2; ++r) {
-    check(errors[size_t(r)].empty() && wrong[size_t(r)].empty(), "messages to one peer, rank " + std::to_string(r) + ": " + errors[size_t(r)] + wrong[size_t(r)]);
   }
+  // A receiver out of step with a hand-off names the sender and the sizes; the sender's wait ends at the deadline.
+  auto errors = onTransports(2, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment&, shm::ShmTransport& t) {
+    t.handOffFrom(65'536);
+    t.setDeadline(Clock::now() + std::chrono::milliseconds(500));
+    std::vector<uint8_t> buf(100'000);
+    if (r == 0) t.send(1, buf.data(), buf.size());
+    else t.recv(0, buf.data(), 70'000);
+  });
+  check(errors[1].find("rank 0 hands off 100000 bytes where this rank receives 70000 from it") != std::string::npos, "hand-off out of step: " + errors[1]);
+  check(errors[0].find("deadline passed while sending 100000 bytes to rank 1") != std::string::npos, "hand-off never read: " + errors[0]);
 }
 
 void testAbsentRankTimesOut() {

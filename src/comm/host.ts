@@ -9,6 +9,11 @@ export interface HostIdentity {
   key: string;
   /** For people: the host name. */
   name: string;
+  /**
+   * Equal for processes of one kernel (its boot id, else the host name): the hosts of one machine's
+   * namespaces or containers run on the same CPUs, so their ranks count together where cores are shared.
+   */
+  machine: string;
 }
 
 function tryRead(read: () => string): string {
@@ -21,13 +26,9 @@ function tryRead(read: () => string): string {
 
 export function hostIdentity(): HostIdentity {
   const name = os.hostname();
-  const parts = [
-    name,
-    tryRead(() => readFileSync("/proc/sys/kernel/random/boot_id", "utf8")),
-    tryRead(() => readlinkSync("/proc/self/ns/net")),
-    tryRead(() => readlinkSync("/proc/self/ns/ipc")),
-  ];
-  return { key: parts.join("|"), name };
+  const boot = tryRead(() => readFileSync("/proc/sys/kernel/random/boot_id", "utf8"));
+  const parts = [name, boot, tryRead(() => readlinkSync("/proc/self/ns/net")), tryRead(() => readlinkSync("/proc/self/ns/ipc"))];
+  return { key: parts.join("|"), name, machine: boot || name };
 }
 
 /** "0-3,8,10-11" (the kernel's list format) as CPU numbers. */
@@ -48,15 +49,16 @@ export function cpuBinding(): number[] | null {
 }
 
 /**
- * Whether a rank bound to `mine` must leave its CPUs to others while it waits: the ranks of its host whose
- * CPUs overlap its own (itself included) outnumber them. Under mpirun's default binding each rank has a
+ * Whether a rank bound to `mine` must leave its CPUs to others while it waits: the ranks of its machine
+ * (HostIdentity.machine: every host in namespaces or containers of its kernel) whose CPUs overlap its own
+ * (itself included) outnumber them. Under mpirun's default binding each rank has a
  * core of its own (it may poll, as MPI does); 8 unbound ranks on 2 cores, or a job under `taskset -c 0`,
  * share. Unknown bindings count as the whole machine's.
  */
-export function sharesCores(mine: number[] | null, hostRanks: (number[] | null)[]): boolean {
+export function sharesCores(mine: number[] | null, machineRanks: (number[] | null)[]): boolean {
   const all = Array.from({ length: os.cpus().length }, (_, i) => i);
   const own = new Set(mine ?? all);
-  const overlapping = hostRanks.filter((cpus) => (cpus ?? all).some((c) => own.has(c))).length;
+  const overlapping = machineRanks.filter((cpus) => (cpus ?? all).some((c) => own.has(c))).length;
   return overlapping > own.size;
 }
 

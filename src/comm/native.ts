@@ -184,7 +184,7 @@ export interface TcpOptions {
   /** nodeOf[r]: rank r's host (Topology.hostOf), which the hierarchical allreduce groups by. */
   nodeOf: readonly number[];
   /** The segment of this host's ranks (those of its node in nodeOf): its lowest rank creates it. */
-  local?: { name: string; channelBytes?: number };
+  local?: { name: string; channelBytes?: number; singleCopy?: boolean; sharesCores?: boolean };
 }
 
 /** A listening socket opened before the ranks exchange addresses (port 0: the kernel picks). */
@@ -285,8 +285,9 @@ export interface NativeCommunicator {
   /** "shm", "tcp", "shm+tcp" or "mpi". */
   readonly backend: string;
   /**
-   * How large messages move where the backend has a choice, as the ranks agreed at connect(): shm's
-   * "single-copy: cma (process_vm_readv/writev)" or "staged (why)"; "" on other backends.
+   * How large messages move where the backend has a choice, as the ranks agreed at connect(): shm's (and
+   * shm+tcp's within a host) "single-copy: cma (process_vm_readv/writev)" or "staged (why)"; "" on other
+   * backends.
    */
   readonly copyPath: string;
   /** Steps the program now running has finished (for progress displays). */

@@ -8,7 +8,7 @@ import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";
 import { cpuBinding, hostIdentity, sharesCores, type HostIdentity } from "./host.js";
 import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
-import { startShm } from "./start-shm.js";
+import { singleCopyAllowed, startShm } from "./start-shm.js";
 import { StartupTimeout, underDeadline } from "./startup.js";
 import { startTcp } from "./start-tcp.js";
 import {
@@ -156,7 +156,7 @@ async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input
 interface Met {
   topo: Topology;
   warnings: string[];
-  /** This rank's CPUs are shared with other ranks of its host (see sharesCores): it must not spin. */
+  /** This rank's CPUs are shared with other ranks of its machine (see sharesCores): it must not spin. */
   sharesCores: boolean;
 }
 
@@ -172,7 +172,7 @@ async function meet(boot: Bootstrap, place: Place): Promise<Met> {
   const all = (await boot.allGather("host", JSON.stringify({ ...hostIdentity(), said, mpi, cpus }))).map((s) => JSON.parse(s) as Sent);
   const topo = topologyOf(all);
   const warnings = [contradictions(topo, all.map((a) => a.said)), mpi && contradictions(topo, all.map((a) => a.mpi!), MPI_SHARED)];
-  const neighbours = all.filter((a) => a.key === all[place.rank]!.key).map((a) => a.cpus);
+  const neighbours = all.filter((a) => a.machine === all[place.rank]!.machine).map((a) => a.cpus);
   return { topo, warnings: warnings.filter((w): w is string => !!w), sharesCores: sharesCores(cpus, neighbours) };
 }
 
@@ -247,7 +247,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       comm =
         chosen === "shm"
           ? await startShm(boot, o.place, topo, met.sharesCores, input.env)
-          : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp" });
+          : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp", singleCopy: singleCopyAllowed(input.env), sharesCores: met.sharesCores });
       topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}${comm.copyPath ? `, ${comm.copyPath}` : ""}`;
     }

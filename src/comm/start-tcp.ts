@@ -12,6 +12,10 @@ export interface TcpStartOptions {
   token: string;
   iface?: string;
   shmWithinHosts: boolean;
+  /** false: this rank's host stages its local messages (SPMD_SHM_SINGLE_COPY=0, start-shm.ts). */
+  singleCopy: boolean;
+  /** This rank shares its CPUs with other ranks of its machine (host.ts sharesCores): its shm waits must not spin. */
+  sharesCores: boolean;
 }
 
 /** What a peer must show on connect: derived from the job token, so the token itself never travels. */
@@ -45,11 +49,11 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
     let segment = "";
     if (local && local[0] === rank) {
       segment = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, local: { name: segment } });
+      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, local: { name: segment, singleCopy: o.singleCopy, sharesCores: o.sharesCores } });
     }
     const mine: Published & { segment: string } = { port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment };
     const all = (await boot.allGather("tcp/endpoint", JSON.stringify(mine))).map((s) => JSON.parse(s) as typeof mine);
-    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, ...(local && { local: { name: all[local[0]!]!.segment } }) });
+    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, ...(local && { local: { name: all[local[0]!]!.segment, singleCopy: o.singleCopy, sharesCores: o.sharesCores } }) });
     const peers = all.map((p, r) => {
       if (r === rank || local?.includes(r)) return null;
       return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };

@@ -167,7 +167,7 @@ export function placeRanks(hosts, placement, extra = {}) {
       GROUP_RANK: String(h),
       MASTER_ADDR: master.ipv4 ?? master.ipv6,
       MASTER_PORT: "29500", // the namespaces are new: nothing else listens there
-      ...extra,
+      ...(typeof extra === "function" ? extra(rank) : extra),
     };
   });
 }

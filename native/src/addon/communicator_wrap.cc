@@ -56,6 +56,8 @@ std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int s
     group.name = l.string("name");
     if (group.name.size() < 2 || group.name[0] != '/') l.fail("name", "a name that starts with '/'");
     if (l.has("channelBytes")) group.channelBytes = size_t(l.integer("channelBytes", 1, int64_t(1) << 40));
+    if (l.has("singleCopy")) group.singleCopy = l.boolean("singleCopy");
+    if (l.has("sharesCores")) group.sharesCores = l.boolean("sharesCores");
     to.local = std::move(group);
   }
   return std::make_unique<tcp::TcpBackend>(std::move(to));

@@ -18,6 +18,8 @@ class Arena {
   int rank() const { return rank_; }
   int size() const { return seg_.worldSize(); }
   size_t slotBytes() const { return seg_.slotBytes(); }
+  // The job's rank of member `member`, as messages name it (a host's segment under shm+tcp numbers its own).
+  int jobRank(int member) const { return t_.jobRank(member); }
 
   // Starts the next chunk. `writes`: this rank fills its slot, so it first waits for every rank to finish
   // with that slot's previous chunk.

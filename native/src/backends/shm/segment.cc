@@ -13,7 +13,7 @@ namespace spmd::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x73706d642d73686dull;  // "spmd-shm"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 
 size_t roundUp(size_t v) { return (v + kCacheLine - 1) & ~(kCacheLine - 1); }
 

@@ -33,6 +33,9 @@ struct alignas(kCacheLine) PhaseFlag {
 struct ChannelHead {
   alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written, owned by the sender
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes read, owned by the receiver
+  // Messages the receiver has read single-copy from the sender's memory, owned by the receiver: the
+  // sender may reuse such a message's buffer once this counts it (ShmTransport's hand-offs).
+  std::atomic<uint64_t> pulled;
 };
 
 struct alignas(kCacheLine) SegmentHeader {
@@ -48,6 +51,13 @@ struct alignas(kCacheLine) SegmentHeader {
   std::atomic<uint32_t> aborted;  // 0, or 1 + the rank that aborted: the others stop waiting
   char abortReason[256];          // written by the aborting rank before it sets `aborted`
 };
+
+// A stretch of one rank's own memory, as it publishes it for peers to move single-copy (single_copy.h).
+struct Region {
+  uint64_t at = 0;
+  uint64_t bytes = 0;
+};
+inline Region region(const void* at, size_t bytes) { return {uint64_t(reinterpret_cast<uintptr_t>(at)), bytes}; }
 
 // Sized by chunks, not by messages: a message of any size passes through the same slots, so the segment
 // (and what each rank maps of its peers) stays W * (W * channelBytes + slots * slotBytes) per lane.

@@ -33,10 +33,9 @@ void ShmBackend::connect() {
   t.setDeadline(Transport::Clock::time_point::max());
   if (!staged_.empty()) return;
   for (auto& c : collectives_) c->useSingleCopy();
+  for (auto& lane : transports_) lane->handOffFrom(kSingleCopyFromBytes);
 }
 
-std::string ShmBackend::copyPath() const {
-  return staged_.empty() ? "single-copy: cma (process_vm_readv/writev)" : "staged (" + staged_ + ")";
-}
+std::string ShmBackend::copyPath() const { return describeCopyPath(staged_); }
 
 }  // namespace spmd::shm

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "backends/shm/futex.h"
+#include "backends/shm/single_copy.h"
 #include "base/cores.h"
 #include "base/error.h"
 #include "runtime/stragglers.h"
@@ -24,7 +26,7 @@ constexpr int64_t kSleepSliceNs = 50'000'000;
 
 ShmTransport::ShmTransport(const Segment& seg, int rank, int lane, std::vector<int> jobRanks)
     : seg_(seg), rank_(rank), lane_(lane), bell_(seg.doorbell(lane, rank)), jobRanks_(std::move(jobRanks)),
-      sendBusy_(size_t(seg.worldSize())), recvBusy_(size_t(seg.worldSize())) {
+      sendBusy_(size_t(seg.worldSize())), recvBusy_(size_t(seg.worldSize())), handedTo_(size_t(seg.worldSize())) {
   bell_.pid.store(int32_t(getpid()), std::memory_order_release);
   // Without word from the ranks' bindings: as if every rank may run on every CPU this one may.
   shareCores(unsigned(seg.worldSize()) > usableCores());
@@ -227,37 +229,86 @@ std::vector<PeerSighting> ShmTransport::sightings() const {
   return peers;
 }
 
+bool ShmTransport::advanceSend(size_t i, const SendSpec& s) {
+  if (!handsOff(s.bytes)) {
+    const size_t n = push(s.peer, static_cast<const uint8_t*>(s.data) + sent_[i], s.bytes - sent_[i]);
+    sent_[i] += n;
+    return n > 0;
+  }
+  Handoff& h = sendHandoffs_[i];
+  if (!h.described()) {
+    const size_t n = push(s.peer, reinterpret_cast<const uint8_t*>(&h.where) + h.moved, sizeof h.where - h.moved);
+    h.moved += n;
+    if (h.described()) h.ticket = ++handedTo_[size_t(s.peer)];
+    return n > 0;
+  }
+  if (seg_.channel(lane_, rank_, s.peer).pulled.load(std::memory_order_acquire) < h.ticket) return false;
+  sent_[i] = s.bytes;
+  return true;
+}
+
+bool ShmTransport::advanceRecv(size_t i, const RecvSpec& r) {
+  if (!handsOff(r.bytes)) {
+    const size_t n = pull(r.peer, static_cast<uint8_t*>(r.data) + received_[i], r.bytes - received_[i]);
+    received_[i] += n;
+    return n > 0;
+  }
+  Handoff& h = recvHandoffs_[i];
+  if (!h.described()) {
+    h.moved += pull(r.peer, reinterpret_cast<uint8_t*>(&h.where) + h.moved, sizeof h.where - h.moved);
+    if (!h.described()) return h.moved > 0;
+  }
+  if (h.where.bytes != r.bytes) {
+    throw CommError(code::kInvalid, "rank " + std::to_string(jobRank(r.peer)) + " hands off " + std::to_string(h.where.bytes) +
+                                        " bytes where this rank receives " + std::to_string(r.bytes) + " from it");
+  }
+  const int32_t pid = seg_.doorbell(0, r.peer).pid.load(std::memory_order_acquire);
+  try {
+    moveAll(true, pid, static_cast<char*>(r.data), h.where.at, r.bytes, jobRank(r.peer));
+  } catch (const CommError&) {
+    // A sender that died after describing its message: say so, as a wait for it would.
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      throw CommError(code::kPeerGone, "rank " + std::to_string(jobRank(r.peer)) + " (pid " + std::to_string(pid) +
+                                           ") died while this rank was reading " + std::to_string(r.bytes) + " bytes from it");
+    }
+    throw;
+  }
+  seg_.channel(lane_, r.peer, rank_).pulled.fetch_add(1, std::memory_order_release);
+  ring(r.peer);
+  received_[i] = r.bytes;
+  return true;
+}
+
 void ShmTransport::exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) {
   if (flight_) flight_->notePeers(sends, recvs);
   sent_.assign(sends.size(), 0);
   received_.assign(recvs.size(), 0);
+  sendHandoffs_.resize(sends.size());
+  recvHandoffs_.resize(recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) sendHandoffs_[i] = {region(sends[i].data, sends[i].bytes)};
+  for (size_t i = 0; i < recvs.size(); ++i) recvHandoffs_[i] = {};
   int idle = 0;
   for (;;) {
     uint32_t seq = bell_.seq.load(std::memory_order_acquire);
     bool moved = false, done = true;
     // Bytes between a pair are FIFO: of several messages to one peer (from one peer) only the earliest
-    // unfinished one moves, or a later one would take bytes that belong to it.
+    // unfinished one moves, or a later one would take bytes that belong to it. A hand-off holds later
+    // messages back only until it is described: what follows in the channel comes after it either way.
     std::fill(sendBusy_.begin(), sendBusy_.end(), 0);
     std::fill(recvBusy_.begin(), recvBusy_.end(), 0);
     for (size_t i = 0; i < sends.size(); ++i) {
-      size_t left = sends[i].bytes - sent_[i];
-      if (left == 0) continue;
+      if (sent_[i] == sends[i].bytes) continue;
       uint8_t& busy = sendBusy_[size_t(sends[i].peer)];
-      size_t n = busy ? 0 : push(sends[i].peer, static_cast<const uint8_t*>(sends[i].data) + sent_[i], left);
-      sent_[i] += n;
-      moved |= n > 0;
-      done &= n == left;
-      busy |= n < left;
+      if (!busy) moved |= advanceSend(i, sends[i]);
+      done &= sent_[i] == sends[i].bytes;
+      busy |= handsOff(sends[i].bytes) ? !sendHandoffs_[i].described() : sent_[i] < sends[i].bytes;
     }
     for (size_t i = 0; i < recvs.size(); ++i) {
-      size_t left = recvs[i].bytes - received_[i];
-      if (left == 0) continue;
+      if (received_[i] == recvs[i].bytes) continue;
       uint8_t& busy = recvBusy_[size_t(recvs[i].peer)];
-      size_t n = busy ? 0 : pull(recvs[i].peer, static_cast<uint8_t*>(recvs[i].data) + received_[i], left);
-      received_[i] += n;
-      moved |= n > 0;
-      done &= n == left;
-      busy |= n < left;
+      if (!busy) moved |= advanceRecv(i, recvs[i]);
+      done &= received_[i] == recvs[i].bytes;
+      busy |= received_[i] < recvs[i].bytes;
     }
     if (done) return;
     if (moved) {

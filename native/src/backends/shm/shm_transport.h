@@ -2,6 +2,7 @@
 // once, futex sleep when nothing moves. Detects dead peers (pid gone) and ranks that aborted.
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,7 +21,14 @@ class ShmTransport : public InterruptibleTransport {
   // Whether this rank's CPUs are shared with other ranks: its waits then yield at once instead of spinning.
   // Either way the lane's thread binds itself to a CPU at its first wait (pinOnce).
   void shareCores(bool shares);
+  // From now on messages of `fromBytes` and more move single-copy (a hand-off): the sender puts where the
+  // message lies into the channel, the receiver reads it straight from the sender's memory
+  // (process_vm_readv) and counts it in the channel's `pulled`, and only then does the sender's exchange
+  // return. Every member must call it alike, once they agreed that they can read each other's memory.
+  void handOffFrom(size_t fromBytes) { handOffFrom_ = fromBytes; }
   int rank() const override { return rank_; }
+  // The job's rank of segment member `member`, as messages name it.
+  int jobRank(int member) const { return jobRanks_.empty() ? member : jobRanks_[size_t(member)]; }
   int size() const override { return seg_.worldSize(); }
   void exchange(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) override;
   // Only this rank's waits end (the hybrid transport's tcp half failed); the segment stays as it is.
@@ -40,6 +48,18 @@ class ShmTransport : public InterruptibleTransport {
   std::vector<PeerSighting> sightings() const;
 
  private:
+  // A hand-off's descriptor and how much of it has gone through the channel; a send's ticket is the
+  // channel's `pulled` count that completes it.
+  struct Handoff {
+    Region where;
+    size_t moved = 0;
+    uint64_t ticket = 0;
+    bool described() const { return moved == sizeof where; }
+  };
+  bool handsOff(size_t bytes) const { return bytes >= handOffFrom_; }
+  // One pass over message i: moves what it can and says whether anything moved.
+  bool advanceSend(size_t i, const SendSpec& s);
+  bool advanceRecv(size_t i, const RecvSpec& r);
   size_t push(int to, const uint8_t* src, size_t bytes);
   size_t pull(int from, uint8_t* dst, size_t bytes);
   void ring(int peer);
@@ -59,7 +79,6 @@ class ShmTransport : public InterruptibleTransport {
   void checkHealth(const std::function<std::string(int)>& blockedOn, int culprit);
   std::string describePending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, int peer) const;
   int firstPending(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs) const;
-  int jobRank(int member) const { return jobRanks_.empty() ? member : jobRanks_[size_t(member)]; }
 
   const Segment& seg_;
   int rank_;
@@ -71,8 +90,11 @@ class ShmTransport : public InterruptibleTransport {
   std::atomic<bool> interrupted_{false};
   std::vector<size_t> sent_;  // reused across exchanges: no allocation once warm
   std::vector<size_t> received_;
+  std::vector<Handoff> sendHandoffs_, recvHandoffs_;
+  size_t handOffFrom_ = SIZE_MAX;
   // Per peer, per pass: an earlier message to (from) it is unfinished, so a later one must not move yet.
   std::vector<uint8_t> sendBusy_, recvBusy_;
+  std::vector<uint64_t> handedTo_;  // per peer: hand-offs described to it, the last one's ticket
 };
 
 }  // namespace spmd::shm

@@ -50,8 +50,13 @@ ssize_t moveOnce(bool pull, pid_t pid, char* local, uint64_t remote, size_t n) {
   return pull ? process_vm_readv(pid, &mine, 1, &theirs, 1, 0) : process_vm_writev(pid, &mine, 1, &theirs, 1, 0);
 }
 
-// The whole move, looping over partial counts.
-void moveAll(bool pull, pid_t pid, char* local, uint64_t remote, size_t n, int peer) {
+bool overlap(const Region& a, const Region& b) {
+  return a.bytes != 0 && b.bytes != 0 && a.at < b.at + b.bytes && b.at < a.at + a.bytes;
+}
+
+}  // namespace
+
+void moveAll(bool pull, int32_t pid, char* local, uint64_t remote, size_t n, int peer) {
   for (size_t done = 0; done < n;) {
     const ssize_t got = moveOnce(pull, pid, local + done, remote + done, std::min(n - done, kPerCall));
     if (got < 0 && errno == EINTR) continue;
@@ -64,11 +69,9 @@ void moveAll(bool pull, pid_t pid, char* local, uint64_t remote, size_t n, int p
   }
 }
 
-bool overlap(const Region& a, const Region& b) {
-  return a.bytes != 0 && b.bytes != 0 && a.at < b.at + b.bytes && b.at < a.at + a.bytes;
+std::string describeCopyPath(const std::string& staged) {
+  return staged.empty() ? "single-copy: cma (process_vm_readv/writev)" : "staged (" + staged + ")";
 }
-
-}  // namespace
 
 std::string singleCopyRefusal() {
   static const volatile uint64_t word = 0x73706d642d636d61ull;  // "spmd-cma"
@@ -100,9 +103,9 @@ std::string SingleCopy::probePeers() const {
     uint64_t got = 0;
     const pid_t pid = seg_.doorbell(0, j).pid.load(std::memory_order_acquire);
     const ssize_t n = moveOnce(true, pid, reinterpret_cast<char*>(&got), r.nonceAt, sizeof got);
-    if (n < 0) return "process_vm_readv from rank " + std::to_string(j) + ": " + describeErrno(errno);
+    if (n < 0) return "process_vm_readv from rank " + std::to_string(arena_.jobRank(j)) + ": " + describeErrno(errno);
     // Another process under that pid (ranks in different pid namespaces) would not hold the nonce.
-    if (n != ssize_t(sizeof got) || got != r.nonce) return "process_vm_readv from rank " + std::to_string(j) + " read another process";
+    if (n != ssize_t(sizeof got) || got != r.nonce) return "process_vm_readv from rank " + std::to_string(arena_.jobRank(j)) + " read another process";
   }
   return "";
 }
@@ -123,7 +126,7 @@ std::string SingleCopy::agree(bool allowed) {
   std::string agreed;
   for (int j = 0; j < W && agreed.empty(); ++j) {
     const char* theirs = recordOf(arena_.of(j)).why;
-    if (theirs[0]) agreed = "rank " + std::to_string(j) + ": " + std::string(theirs, strnlen(theirs, sizeof mine->why));
+    if (theirs[0]) agreed = "rank " + std::to_string(arena_.jobRank(j)) + ": " + std::string(theirs, strnlen(theirs, sizeof mine->why));
   }
   arena_.step();  // every rank has read every verdict: the slot may be written again
   arena_.end();

@@ -37,12 +37,13 @@ inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 // ranks are to each other ("" when it can): a child it forks tries to read it. For `runner info`.
 std::string singleCopyRefusal();
 
-// A stretch of one rank's own memory, as the handshake publishes it.
-struct Region {
-  uint64_t at = 0;
-  uint64_t bytes = 0;
-};
-inline Region region(const void* at, size_t bytes) { return {uint64_t(reinterpret_cast<uintptr_t>(at)), bytes}; }
+// How a backend with a segment says which path its large messages take (Backend::copyPath): `staged` is
+// why they stage, "" where the ranks agreed on single copy.
+std::string describeCopyPath(const std::string& staged);
+
+// Moves `bytes` between this process's `local` and process `pid`'s `remote` (`pull`: from there to here),
+// in as many calls as the kernel needs. Throws CommError naming rank `peer` when the kernel refuses.
+void moveAll(bool pull, int32_t pid, char* local, uint64_t remote, size_t bytes, int peer);
 
 class SingleCopy {
  public:

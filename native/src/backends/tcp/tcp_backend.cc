@@ -1,10 +1,20 @@
 #include "backends/tcp/tcp_backend.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 
 namespace spmd::tcp {
+
+namespace {
+
+// The ranks call connect() right after they all attached: one that has not arrived by then is stuck.
+constexpr std::chrono::seconds kAgreeWithin{60};
+// A slot for the single-copy handshake: a record and a region per member, for thousands of members.
+constexpr size_t kHandshakeBytes = 64 * 1024;
+
+}  // namespace
 
 size_t localChannelBytes(int members) {
   const size_t channels = size_t(members) * size_t(members) * kMaxLanes;
@@ -21,10 +31,12 @@ TcpBackend::TcpBackend(TcpOptions o)
   int members = 0;
   for (int r = 0; r < size_; ++r) if (nodeOf_[size_t(r)] == nodeOf_[size_t(rank_)]) localIndex_[size_t(r)] = members++;
   const int me = localIndex_[size_t(rank_)];
-  // No slots: across hosts the shared algorithms do not apply, only the channels carry local messages.
+  // Across hosts the shared algorithms do not apply: the channels carry local messages, and one small slot
+  // per rank and lane holds the single-copy handshake.
   const size_t channelBytes = o.local->channelBytes ? o.local->channelBytes : localChannelBytes(members);
-  const shm::Layout layout{members, kLanes, channelBytes, 0, 0};
-  segment_.emplace(me == 0 ? shm::Segment::create(o.local->name, layout) : shm::Segment::attach(o.local->name, layout));
+  const shm::Layout layout{members, kLanes, channelBytes, kHandshakeBytes, 1};
+  local_ = std::move(*o.local);
+  segment_.emplace(me == 0 ? shm::Segment::create(local_.name, layout) : shm::Segment::attach(local_.name, layout));
 }
 
 void TcpBackend::connect() {
@@ -50,6 +62,7 @@ void TcpBackend::connect() {
     Transport* t = tcp_[lane].get();
     if (segment_) {
       shm_[lane] = std::make_unique<shm::ShmTransport>(*segment_, localIndex_[size_t(rank_)], lane, jobRanks);
+      if (local_.sharesCores) shm_[lane]->shareCores(*local_.sharesCores);
       hybrid_[lane] = std::make_unique<HybridTransport>(rank_, localIndex_, *shm_[lane], *tcp_[lane]);
       t = hybrid_[lane].get();
     }
@@ -63,6 +76,17 @@ void TcpBackend::connect() {
     tcp_[lane]->setLifeSigns(&flight);
     shm_[lane]->setLifeSigns(&flight);
   }
+  if (segment_) agreeSingleCopy();
+}
+
+void TcpBackend::agreeSingleCopy() {
+  shm::ShmTransport& t = *shm_[0];
+  t.setDeadline(Transport::Clock::now() + kAgreeWithin);
+  shm::Arena arena(*segment_, t, 0);
+  staged_ = shm::SingleCopy(*segment_, arena).agree(local_.singleCopy);
+  t.setDeadline(Transport::Clock::time_point::max());
+  if (!staged_.empty()) return;
+  for (auto& lane : shm_) lane->handOffFrom(shm::kSingleCopyFromBytes);
 }
 
 Presence& TcpBackend::presence(int lane) {

@@ -15,6 +15,7 @@
 #include "backends/hybrid/hybrid_transport.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shm_transport.h"
+#include "backends/shm/single_copy.h"
 #include "backends/tcp/abort_signal.h"
 #include "backends/tcp/connector.h"
 #include "backends/tcp/roll_call.h"
@@ -28,6 +29,12 @@ namespace spmd::tcp {
 struct LocalGroup {
   std::string name;  // POSIX shm name; the host's lowest rank creates it, the others attach
   size_t channelBytes = 0;  // per channel; 0: localChannelBytes(members)
+  // false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all
+  // the host's ranks.
+  bool singleCopy = true;
+  // This rank's CPUs are shared with other ranks of its machine (hosts in namespaces or containers of one
+  // kernel count together); unset: judged from the host's ranks alone (ShmTransport).
+  std::optional<bool> sharesCores;
 };
 
 // Channels that hold a 1 MiB slice of the ring or the hierarchical allreduce and more (2 MiB), so a slice
@@ -55,6 +62,8 @@ class TcpBackend : public Backend {
   void connect() override;
 
   std::string name() const override { return segment_ ? "shm+tcp" : "tcp"; }
+  // With a local group: whether its large messages move single-copy, as its ranks agreed at connect().
+  std::string copyPath() const override { return segment_ ? shm::describeCopyPath(staged_) : ""; }
   Collectives& lane(int i) override;
   int lanes() const override { return kLanes; }
   void release() override {
@@ -64,6 +73,9 @@ class TcpBackend : public Backend {
  private:
   static constexpr int kLanes = kMaxLanes;
   void abort(int lane, const std::string& reason);
+  // Collective among this host's ranks: whether they can read each other's memory, and if so the local
+  // halves hand off their large messages (ShmTransport::handOffFrom).
+  void agreeSingleCopy();
   // Where `lane` publishes its place in the op sequence.
   Presence& presence(int lane);
   // The deadline message's tail for `lane`: who holds its op up, among every other rank.
@@ -76,6 +88,8 @@ class TcpBackend : public Backend {
   std::vector<int> nodeOf_;
   std::vector<int> localIndex_;  // per job rank: its index in the segment, or -1
   std::optional<shm::Segment> segment_;
+  LocalGroup local_;  // as given, with a segment
+  std::string staged_ = "not agreed: connect() was not called";  // why local messages stage ("" once agreed)
   AbortSignal signal_;
   // Each lane's place, as this rank answers roll calls; with a local group the segment's slots are used
   // instead, where this host's ranks read it too.
