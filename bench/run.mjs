@@ -26,7 +26,7 @@ import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
 import { buildTools, cpuTicks, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs, stealShare } from "./lib/peers.mjs";
 import { osuCommands, prepareOsu, runOsu } from "./lib/osu.mjs";
 import { planGroups } from "./lib/plan.mjs";
-import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs } from "./lib/report.mjs";
+import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs, wavering } from "./lib/report.mjs";
 
 const log = (line) => process.stderr.write(`bench: ${line}\n`);
 
@@ -94,25 +94,34 @@ async function main() {
   const invocations = [];
   let failures = 0;
   let n = 0;
-  const total = groups.length * s.repeats * peers.length;
-  try {
-    for (let rep = 0; rep < s.repeats; rep++) {
-      for (const [gi, g] of groups.entries()) {
-        // Rotate who goes first, across groups and across repeats, so drift does not favour one peer.
-        const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
-        for (const peer of order) {
-          const before = cpuTicks();
-          const r =
-            peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "ompi" ? await runOmpi(g, s.timeoutSec) : await runOsu(g, s.timeoutSec, osuBin);
-          const steal = stealShare(before, cpuTicks());
-          n++;
-          const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
-          log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
-          if (r.error) failures++;
-          invocations.push({ group: g.id, repeat: rep, peer, ...r, steal });
-        }
+  let total = groups.length * s.repeats * peers.length;
+  // One round of `which`: every peer once per group, who goes first rotating across groups and rounds so
+  // that drift does not favour one peer.
+  const round = async (rep, which) => {
+    for (const [gi, g] of which.entries()) {
+      const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
+      for (const peer of order) {
+        const before = cpuTicks();
+        const r =
+          peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "ompi" ? await runOmpi(g, s.timeoutSec) : await runOsu(g, s.timeoutSec, osuBin);
+        const steal = stealShare(before, cpuTicks());
+        n++;
+        const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
+        log(`[${n}/${total}] ${peer.padEnd(4)} W=${g.W} ${what} (${g.warmup}+${g.iterations} steps): ${r.error ?? `${(r.ms / 1000).toFixed(1)} s`}`);
+        if (r.error) failures++;
+        invocations.push({ group: g.id, repeat: rep, peer, ...r, steal });
       }
     }
+  };
+  try {
+    for (let rep = 0; rep < s.repeats; rep++) await round(rep, groups);
+    // Invocations whose rounds disagree (a row's per-round ratios more than WAVERING apart: one round met a
+    // slow spell of the machine) get more rounds, so that their medians rest on more than one good round.
+    const rowsSoFar = summarize(groups, invocations, { cores, bw: bestMemcpy(), cacheBytes });
+    const again = groups.filter((g) => rowsSoFar.some((r) => r.group === g.id && wavering(r)));
+    total += again.length * s.extraRounds * peers.length;
+    if (again.length && s.extraRounds) log(`${again.length} of ${groups.length} invocations wavered: ${s.extraRounds} more round(s) of them`);
+    for (let rep = s.repeats; rep < s.repeats + s.extraRounds; rep++) await round(rep, again);
 
     // What an idle rank costs: the W = max rank count with an 8-byte allreduce.
     const Wmax = Math.max(...s.worldSizes);

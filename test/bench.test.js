@@ -16,7 +16,7 @@ import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, cpuTicks, runOmpi, runOurs, stealShare } from "../bench/lib/peers.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
-import { aboveBound, BEGIN, END, formatTable, tableNotes, unsteady, updateDocs } from "../bench/lib/report.mjs";
+import { aboveBound, BEGIN, END, formatTable, tableNotes, unsteady, updateDocs, wavering } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
@@ -163,6 +163,12 @@ test("a time whose repeats differ by more than 2× is marked ‡, a steady one i
   assert.doesNotMatch(steadyLine ?? "", /‡/);
   const v = (...by_repeat) => ({ by_repeat, min: Math.min(...by_repeat), max: Math.max(...by_repeat) });
   assert.ok(unsteady(v(10, 20.1)) && !unsteady(v(10, 20)) && !unsteady(v(90)) && !unsteady(v(0.2, 0.5)), "2× apart, from 10 µs, over 2 repeats or more");
+});
+
+test("a row whose per-round ratios lie more than 1.5× apart wavers (its invocation gets the extra rounds)", () => {
+  const row = (...by_repeat) => ({ pairs: by_repeat.length, ratio: { by_repeat, min: Math.min(...by_repeat), max: Math.max(...by_repeat) } });
+  assert.ok(wavering(row(1.0, 1.51)) && wavering(row(2.9, 1.2, 3.0)));
+  assert.ok(!wavering(row(1.0, 1.5)) && !wavering(row(0.4)) && !wavering(row(1.2, 1.3, 1.1)));
 });
 
 test("invocations during which the hypervisor stole 2% of the CPU or more are counted per peer in the notes", () => {

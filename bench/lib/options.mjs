@@ -32,6 +32,7 @@ const MODES = {
     ops: OPS,
     sizes: FULL_SIZES,
     repeats: 3,
+    extraRounds: 2,
     budget: 256 * MiB,
     minIters: 5,
     maxIters: 1000,
@@ -46,6 +47,7 @@ const MODES = {
     ops: OPS,
     sizes: [8, 64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB],
     repeats: 1,
+    extraRounds: 0,
     budget: 64 * MiB,
     minIters: 5,
     maxIters: 100,
@@ -63,6 +65,7 @@ const MODES = {
     ops: ["allreduce", "all_gather"],
     sizes: [8, 64 * KiB],
     repeats: 1,
+    extraRounds: 0,
     budget: 4 * MiB,
     minIters: 5,
     maxIters: 20,
@@ -97,6 +100,7 @@ const settingsSchema = z.strictObject({
   isolateWorlds: z.array(z.int()).optional(),
   memcpyBytes: size.pipe(z.int().min(4096)),
   memcpyRepeats: z.int().min(1).max(99),
+  extraRounds: z.int().min(0).max(9),
   writeDocs: z.boolean(),
   out: z.string().min(1).optional(),
   docs: z.string().min(1).optional(),
@@ -111,7 +115,7 @@ const settingsSchema = z.strictObject({
 
 /** One line naming the flag: `--sizes: expected a size like 4096, "4Ki" ...`. */
 function describeIssue(issue) {
-  const flag = { worldSizes: "world-sizes", minIters: "min-iters", maxIters: "max-iters", isolateFrom: "isolate-from", memcpyBytes: "memcpy-bytes", memcpyRepeats: "memcpy-repeats", timeoutSec: "timeout", bindTo: "bind-to" }[issue.path[0]] ?? issue.path[0];
+  const flag = { worldSizes: "world-sizes", minIters: "min-iters", maxIters: "max-iters", isolateFrom: "isolate-from", memcpyBytes: "memcpy-bytes", memcpyRepeats: "memcpy-repeats", extraRounds: "extra-rounds", timeoutSec: "timeout", bindTo: "bind-to" }[issue.path[0]] ?? issue.path[0];
   const at = issue.path.length > 1 ? ` (value ${issue.path[1] + 1})` : "";
   return `--${flag}${at}: ${issue.message}`;
 }
@@ -129,6 +133,7 @@ export async function parseOptions(argv) {
     .option("ops", { type: "array", describe: `Collectives (default all: ${OPS.join(" ")})` })
     .option("sizes", { type: "array", describe: "Message sizes in bytes, e.g. 8 64Ki 1Mi (default 8 B and ×4 from 16 B to 256 MiB)" })
     .option("repeats", { type: "number", describe: "Rounds of runs (ours, Open MPI, OSU) per point; ratios are medians of the per-round ones" })
+    .option("extra-rounds", { type: "number", describe: "More rounds for the invocations whose rows' per-round ratios differ by more than 1.5× after --repeats (full: 2)" })
     .option("budget", { type: "string", describe: "Bytes moved per measured point: iterations = budget / size, clamped" })
     .option("min-iters", { type: "number", describe: "Fewest timed iterations of a point" })
     .option("max-iters", { type: "number", describe: "Most timed iterations of a point" })
@@ -167,6 +172,7 @@ export async function parseOptions(argv) {
     ops: given(a.ops, preset.ops),
     sizes: given(a.sizes, preset.sizes),
     repeats: given(a.repeats, preset.repeats),
+    extraRounds: given(a["extra-rounds"], preset.extraRounds),
     budget: given(a.budget, preset.budget),
     minIters: given(a["min-iters"], preset.minIters),
     maxIters: given(a["max-iters"], preset.maxIters),

@@ -245,6 +245,11 @@ const UNSTEADY_FROM_US = 10;
 export const unsteady = (v) => v.by_repeat.length > 1 && v.min >= UNSTEADY_FROM_US && v.max > UNSTEADY * v.min;
 const timeCell = (v) => x(v.median, 1) + (unsteady(v) ? "‡" : "");
 
+// A row whose per-round ratios (ours over Open MPI's) lie more than this far apart did not measure the same
+// machine in every round; its invocation gets the run's extra rounds (bench/run.mjs).
+const WAVERING = 1.5;
+export const wavering = (row) => row.pairs > 1 && row.ratio.max > WAVERING * row.ratio.min;
+
 const COLUMNS = [
   { title: "W", cell: (r) => String(r.W) },
   { title: "op", left: true, cell: (r) => r.op },
@@ -268,7 +273,7 @@ const COLUMNS = [
 const columnsFor = (rows) => COLUMNS.filter((c) => !c.osu || rows.some((r) => r.osu));
 
 export const tableNotes = (doc) => [
-  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; vs ompi = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}.`,
+  `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; vs ompi = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}${extraNote(doc)}.`,
   doc.osu.programs
     ? "osu µs: OSU 5.3's Max Latency (-f: the slowest rank's mean over its iterations; it times each op alone between barriers, without one before it); vs osu: that over the same statistic of ours (the max over ranks of each rank's mean), per pair, median; > 1 means ours is faster."
     : `OSU 5.3: ${doc.osu.missing}.`,
@@ -290,6 +295,14 @@ function stealNote(invocations) {
   const of = (peer) => stolen.filter((v) => v.peer === peer).length;
   const worst = Math.max(...stolen.map((v) => v.steal));
   return [`The hypervisor took ${pct(STEAL_NOTED)} or more of the CPU time (steal in /proc/stat) during ${of("ours")} of ours, ${of("ompi")} of Open MPI's and ${of("osu")} of OSU's invocations (at most ${pct(worst)}; steal per invocation in the JSON): their times are the machine's as much as the peer's.`];
+}
+
+/** Which rows had extra rounds, if any did. */
+function extraNote(doc) {
+  const extra = doc.settings.extraRounds ?? 0;
+  const more = doc.rows.filter((r) => r.pairs > doc.settings.repeats).length;
+  if (!extra || !more) return "";
+  return `, ${doc.settings.repeats + extra} for the ${more} rows of invocations where some row's per-pair ratios lay more than ${WAVERING}× apart after ${doc.settings.repeats} (their extra rounds)`;
 }
 
 /** How many times of each peer the table marks ‡, and what the mark means; nothing where none is. */
@@ -347,7 +360,7 @@ export function markdownSection(doc) {
     `MPI_Bcast through \`bench/ompi_coll.c\` under \`mpirun --oversubscribe -np W\`, float32, sum, root 0, for W ∈ {${s.worldSizes.join(", ")}}`,
     `(${m.cores} cores: W above that is oversubscribed). Both peers run the same points in the same invocations with the`,
     "same warmup and iteration counts (about the same bytes per point, at least 5 iterations, 3 from 128 MiB),",
-    `rotating which goes first, ${s.repeats} round${s.repeats > 1 ? "s" : ""} per point. Per iteration every rank runs a barrier, then times the`,
+    `rotating which goes first, ${s.repeats} round${s.repeats > 1 ? "s" : ""} per point${s.extraRounds ? ` and ${s.extraRounds} more for an invocation whose rounds disagreed (a row's per-round ratios more than ${WAVERING}× apart)` : ""}. Per iteration every rank runs a barrier, then times the`,
     "op alone (t0, op, t1); an iteration's time is the slowest rank's and a point's time the mean over its",
     "timed iterations (src/metrics/aggregate.ts; the baseline computes the same). Sizes are results.json's:",
     "all_gather and gather count the whole output, reduce_scatter and all_to_all one rank's input; at 8 B those",

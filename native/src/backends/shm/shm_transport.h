@@ -1,5 +1,6 @@
-// Transport over one lane of the shm segment: per-pair byte rings, progress on all pending messages at
-// once, futex sleep when nothing moves. Detects dead peers (pid gone) and ranks that aborted.
+// Transport over one lane of the shm segment: per-pair byte rings (large messages, where the ranks agreed,
+// handed off single-copy through them), progress on all pending messages at once, futex sleep when nothing
+// moves. Detects dead peers (pid gone) and ranks that aborted.
 #pragma once
 #include <atomic>
 #include <cstdint>
