@@ -1,6 +1,7 @@
 // Which ranks share a host. Two processes count as one host when they could share memory and loopback
 // addresses: same machine (boot id), same network namespace and same IPC namespace. So containers on one
-// machine are separate hosts, and so are network namespaces (which the tests use as hosts).
+// machine are separate hosts, and so are network namespaces (which the tests use as hosts); their ranks
+// still share the machine's CPUs (HostIdentity.machine).
 import { readFileSync, readlinkSync } from "node:fs";
 import os from "node:os";
 
