@@ -1,14 +1,6 @@
 #include "backends/shm/shm_backend.h"
 
-#include <chrono>
-
 namespace spmd::shm {
-namespace {
-
-// The ranks call connect() right after they all attached: one that has not arrived by then is stuck.
-constexpr std::chrono::seconds kAgreeWithin{60};
-
-}  // namespace
 
 Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
 

@@ -7,6 +7,7 @@
 // and seccomp profiles often forbid the calls (containers); the ranks then keep the staged path. They find
 // out once, at start-up (agree()), and all take the same path.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,6 +33,10 @@ inline constexpr int kSingleCopyFanOutRanks = 2;
 // A broadcast at W=2 lost or tied at 1 MiB (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16 to
 // 256 MiB in 3 of 4 runs, 0.93x in one), so it moves single-copy from here.
 inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
+
+// How long agree() may wait at connect(), which the ranks call right after they all attached: one that has
+// not arrived by then is stuck. Every backend with a segment agrees under it (shm, shm+tcp).
+inline constexpr std::chrono::seconds kAgreeWithin{60};
 
 // Why this process cannot read the memory of another process of its user that is not its descendant, as
 // ranks are to each other ("" when it can): a child it forks tries to read it. For `runner info`.

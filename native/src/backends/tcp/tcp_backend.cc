@@ -1,7 +1,6 @@
 #include "backends/tcp/tcp_backend.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "base/error.h"
 
@@ -9,8 +8,6 @@ namespace spmd::tcp {
 
 namespace {
 
-// The ranks call connect() right after they all attached: one that has not arrived by then is stuck.
-constexpr std::chrono::seconds kAgreeWithin{60};
 // A slot for the single-copy handshake: a record and a region per member, for thousands of members.
 constexpr size_t kHandshakeBytes = 64 * 1024;
 
@@ -81,7 +78,7 @@ void TcpBackend::connect() {
 
 void TcpBackend::agreeSingleCopy() {
   shm::ShmTransport& t = *shm_[0];
-  t.setDeadline(Transport::Clock::now() + kAgreeWithin);
+  t.setDeadline(Transport::Clock::now() + shm::kAgreeWithin);
   shm::Arena arena(*segment_, t, 0);
   staged_ = shm::SingleCopy(*segment_, arena).agree(local_.singleCopy);
   t.setDeadline(Transport::Clock::time_point::max());
