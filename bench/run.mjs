@@ -69,7 +69,8 @@ async function main() {
       log(`OSU 5.3 unavailable, going on without its column: ${e.message}`);
     }
   }
-  const peers = ["ours", "ompi", ...(osuBin ? ["osu"] : [])];
+  // The control is Open MPI's own again: what a second run of the same code measures against the first.
+  const peers = ["ours", "ompi", ...(s.control ? ["control"] : []), ...(osuBin ? ["osu"] : [])];
 
   const startedAt = new Date();
   const t0 = performance.now();
@@ -103,7 +104,7 @@ async function main() {
       for (const peer of order) {
         const before = cpuTicks();
         const r =
-          peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "ompi" ? await runOmpi(g, s.timeoutSec) : await runOsu(g, s.timeoutSec, osuBin);
+          peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "osu" ? await runOsu(g, s.timeoutSec, osuBin) : await runOmpi(g, s.timeoutSec);
         const steal = stealShare(before, cpuTicks());
         n++;
         const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;

@@ -16,7 +16,7 @@ import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, cpuTicks, runOmpi, runOurs, stealShare } from "../bench/lib/peers.mjs";
 import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
-import { aboveBound, BEGIN, END, formatTable, tableNotes, unsteady, updateDocs, wavering } from "../bench/lib/report.mjs";
+import { aboveBound, BEGIN, END, evaluateTargets, formatTable, summarize, tableNotes, unsteady, updateDocs, wavering } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
 const BENCH = path.join(REPO, "bench/run.mjs");
@@ -183,6 +183,32 @@ test("invocations during which the hypervisor stole 2% of the CPU or more are co
   assert.ok(ticks && ticks.total > 0 && ticks.steal >= 0 && ticks.steal <= ticks.total, JSON.stringify(ticks));
   assert.equal(stealShare({ total: 100, steal: 1 }, { total: 300, steal: 11 }), 0.05);
   assert.equal(stealShare(null, ticks), null);
+});
+
+test("--backend mpi: the control (Open MPI's own again) is counted against the target, and widens it only by its own distance", () => {
+  // Three 8-byte rows at W = 2, one round; Open MPI's own takes 10 µs on each, so the target allows 12.
+  // A: ours 12.5 misses, but the control took 13 (1.3×): within 12 × 1.3. B: ours 20 misses, the control 10
+  // agrees with Open MPI's: a miss beyond the control. C: ours 10.5 holds; the control 9 (0.9×) too.
+  const ops = ["allreduce", "all_gather", "broadcast"];
+  const group = { id: "w2-band0", W: 2, isolated: false, warmup: 2, iterations: 5, points: ops.map((op) => pointFor(op, 2, 8)) };
+  const times = { ours: [12.5, 20, 10.5], ompi: [10, 10, 10], control: [13, 10, 9] };
+  const invocations = Object.entries(times).map(([peer, us]) => ({
+    group: group.id, repeat: 0, peer, max_rss_kib: [1000, 1000],
+    points: us.map((t) => ({ algorithm: "mpi", time: { avg_us: t }, per_rank_avg_us: [t, t] })),
+  }));
+  const rows = summarize([group], invocations, { cores: 2, bw: { 1: 1e10, 2: 1.6e10 }, cacheBytes: 32 * MiB });
+  assert.deepEqual(rows.map((r) => [r.op, r.control.time_us.median, r.control.time_ratio.median]), [["allreduce", 13, 1.3], ["all_gather", 10, 1], ["broadcast", 9, 0.9]]);
+  const [literal, controlled] = evaluateTargets(rows, null, "mpi");
+  assert.equal(literal.verdict, "FAIL");
+  assert.match(literal.detail, /^2 of 3 rows miss it, worst first: all_gather W=2 8 B 20\.0 vs 10\.0 µs; allreduce W=2 8 B 12\.5 vs 10\.0 µs; Open MPI's own run again \(the control\) misses it on 1 of 3 rows$/);
+  assert.deepEqual(literal.control_failing, ["allreduce W=2 8 B 13.0 vs 10.0 µs"]);
+  assert.equal(controlled.verdict, "FAIL");
+  assert.deepEqual(controlled.failing, ["all_gather W=2 8 B 20.0 vs 10.0 µs, control 1.00×"]);
+  assert.match(formatTable(rows).split("\n")[0], /ctl vs ompi/);
+  // Without a control: the literal target alone, and no control column.
+  const alone = summarize([group], invocations.filter((v) => v.peer !== "control"), { cores: 2, bw: { 1: 1e10 }, cacheBytes: 32 * MiB });
+  assert.equal(evaluateTargets(alone, null, "mpi").length, 1);
+  assert.doesNotMatch(formatTable(alone), /ctl vs ompi/);
 });
 
 test("the generated section replaces only what lies between its markers", () => {

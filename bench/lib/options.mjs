@@ -109,6 +109,7 @@ const settingsSchema = z.strictObject({
   backend: z.enum(["shm", "mpi"]),
   bindTo: z.enum(["default", "none"]),
   osu: z.string().min(1).nullable(),
+  control: z.boolean(),
 }).superRefine((s, ctx) => {
   if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
 });
@@ -149,9 +150,12 @@ export async function parseOptions(argv) {
     .option("bind-to", { type: "string", default: "default", describe: "mpirun's binding for every peer it starts: default (mpirun's own: a core per rank while cores go round) or none" })
     .option("osu", { type: "string", describe: `OSU micro-benchmarks 5.3 as a second peer: a tarball, an unpacked tree or a built one (default ${OSU_DEFAULT}; built once into bench/build/osu)` })
     .option("no-osu", { type: "boolean", describe: "Run without the OSU peer" })
+    .option("control", { type: "boolean", describe: "Run Open MPI's own a second time in every round, against the first: how far two runs of the same code lie apart (default with --backend mpi)" })
+    .option("no-control", { type: "boolean", describe: "Run without the control" })
     .conflicts("quick", "smoke")
     .conflicts("docs", "no-docs")
     .conflicts("osu", "no-osu")
+    .conflicts("control", "no-control")
     .parserConfiguration({ "boolean-negation": false })
     .strict()
     .help()
@@ -188,6 +192,9 @@ export async function parseOptions(argv) {
     backend: a.backend,
     bindTo: a["bind-to"],
     osu: a["no-osu"] ? null : (a.osu ?? OSU_DEFAULT),
+    // The mpi target's margin (10% and 1 µs) is about what two runs of MPI's own differ by on a small
+    // machine: there the control says which misses the bench can see at all.
+    control: a["no-control"] ? false : (a.control ?? a.backend === "mpi"),
   };
   const parsed = settingsSchema.safeParse(raw);
   if (!parsed.success) throw new UsageError(describeIssue(parsed.error.issues[0]));
