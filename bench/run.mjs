@@ -23,7 +23,7 @@ import os from "node:os";
 import path from "node:path";
 import { copiers } from "./bounds.mjs";
 import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
-import { buildTools, cpuTicks, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, oursCommand, runOmpi, runOurs, stealShare } from "./lib/peers.mjs";
+import { buildTools, cpuTicks, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, OURS, oursCommand, runOmpi, runOurs, stealShare } from "./lib/peers.mjs";
 import { osuCommands, prepareOsu, runOsu } from "./lib/osu.mjs";
 import { planGroups } from "./lib/plan.mjs";
 import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs, wavering } from "./lib/report.mjs";
@@ -70,7 +70,10 @@ async function main() {
     }
   }
   // The control is Open MPI's own again: what a second run of the same code measures against the first.
-  const peers = ["ours", "ompi", ...(s.control ? ["control"] : []), ...(osuBin ? ["osu"] : [])];
+  // shm under mpirun is judged against itself under `runner launch` (issue #32), which then runs too.
+  const ours = { backend: s.backend, launcher: s.launcher };
+  const launchToo = s.backend === "shm" && s.launcher === "mpirun";
+  const peers = ["ours", "ompi", ...(s.control ? ["control"] : []), ...(launchToo ? ["launch"] : []), ...(osuBin ? ["osu"] : [])];
 
   const startedAt = new Date();
   const t0 = performance.now();
@@ -92,6 +95,12 @@ async function main() {
   log(`memcpy ${ks.map((k) => `BW_agg(${k}) = ${(bestMemcpy()[k] / 1e9).toFixed(2)} GB/s`).join(", ")} (best repeat so far)`);
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), "spmd-bench-"));
+  const runPeer = (peer, g, rep) => {
+    if (peer === "ours") return runOurs(g, tmp, `r${rep}`, s.timeoutSec, ours);
+    if (peer === "launch") return runOurs(g, tmp, `r${rep}-launch`, s.timeoutSec, OURS);
+    if (peer === "osu") return runOsu(g, s.timeoutSec, osuBin);
+    return runOmpi(g, s.timeoutSec);
+  };
   const invocations = [];
   let failures = 0;
   let n = 0;
@@ -103,8 +112,7 @@ async function main() {
       const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
       for (const peer of order) {
         const before = cpuTicks();
-        const r =
-          peer === "ours" ? await runOurs(g, tmp, `r${rep}`, s.timeoutSec, s.backend) : peer === "osu" ? await runOsu(g, s.timeoutSec, osuBin) : await runOmpi(g, s.timeoutSec);
+        const r = await runPeer(peer, g, rep);
         const steal = stealShare(before, cpuTicks());
         n++;
         const what = g.isolated ? `${g.points[0].op} ${g.points[0].nominal} B` : `${g.points.length} points`;
@@ -127,12 +135,12 @@ async function main() {
     // What an idle rank costs: the W = max rank count with an 8-byte allreduce.
     const Wmax = Math.max(...s.worldSizes);
     const idleGroup = { id: `idle-w${Wmax}`, W: Wmax, bindTo: s.bindTo, isolated: true, warmup: 2, iterations: 5, points: [{ op: "allreduce", W: Wmax, nominal: 8, count: 2, bytes: 8 }] };
-    const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec, s.backend);
+    const idleOurs = await runOurs(idleGroup, tmp, "idle", s.timeoutSec, ours);
     const idleOmpi = await runOmpi(idleGroup, s.timeoutSec);
     if (idleOurs.error || idleOmpi.error) failures++;
     const idle = {
       W: Wmax,
-      command: { ours: oursCommand(idleGroup, "JOB.json", "DIR", s.backend).slice(1).join(" "), ompi: ompiCommand(idleGroup).join(" ") },
+      command: { ours: oursCommand(idleGroup, "JOB.json", "DIR", ours).slice(1).join(" "), ompi: ompiCommand(idleGroup).join(" ") },
       ours: { max: idleOurs.max_rss_kib ? Math.max(...idleOurs.max_rss_kib) : null, median: idleOurs.max_rss_kib ? median(idleOurs.max_rss_kib) : null, per_rank_kib: idleOurs.max_rss_kib ?? null },
       ompi: { max: idleOmpi.max_rss_kib ? Math.max(...idleOmpi.max_rss_kib) : null, median: idleOmpi.max_rss_kib ? median(idleOmpi.max_rss_kib) : null, per_rank_kib: idleOmpi.max_rss_kib ?? null },
     };
@@ -145,7 +153,7 @@ async function main() {
     const stamp = finishedAt.toISOString().replace(/[:.]/g, "-");
     const resultsFile = path.join(s.out, `${stamp}.json`);
     const doc = {
-      kind: `spmd-runner bench: ${s.backend} vs Open MPI`,
+      kind: `spmd-runner bench: ${s.backend}${launchToo ? " under mpirun" : ""} vs Open MPI`,
       runner_version: await runVersion(),
       commit: gitCommit(),
       command: commandLine(argv),

@@ -45,6 +45,7 @@ test("bad flags are one line on stderr and exit code 2", async () => {
     [["--quick", "--smoke"], /^bench: Arguments quick and smoke are mutually exclusive/],
     [["--backend", "nccl"], /^bench: --backend: .*expected one of "shm"\|"mpi"\n$/],
     [["--world-sizes", "1"], /^bench: --world-sizes \(value 1\): /],
+    [["--backend", "mpi", "--launcher", "launch"], /^bench: --launcher: the mpi backend runs under mpirun only\n$/],
   ]) {
     const p = await bench(args, 30_000);
     assert.equal(p.code, 2, `${args.join(" ")}: ${p.stderr}`);
@@ -211,6 +212,22 @@ test("--backend mpi: the control (Open MPI's own again) is counted against the t
   assert.doesNotMatch(formatTable(alone), /ctl vs ompi/);
 });
 
+test("--launcher mpirun: shm under mpirun is judged against shm under `runner launch` in the same rounds", () => {
+  // Two rows, two rounds. allreduce: 10/12 µs under mpirun against 10/10 under launch: ratios 1.0 and 1.2,
+  // median 1.1, holds. broadcast: 13 and 14 against 10: 1.3 and 1.4, misses.
+  const group = { id: "w2-band0", W: 2, isolated: false, warmup: 2, iterations: 5, points: ["allreduce", "broadcast"].map((op) => pointFor(op, 2, 8)) };
+  const times = { ours: [[10, 13], [12, 14]], ompi: [[5, 5], [5, 5]], launch: [[10, 10], [10, 10]] };
+  const invocations = Object.entries(times).flatMap(([peer, rounds]) => rounds.map((us, repeat) => ({
+    group: group.id, repeat, peer, max_rss_kib: [1000, 1000],
+    points: us.map((t) => ({ algorithm: "ring", time: { avg_us: t }, per_rank_avg_us: [t, t] })),
+  })));
+  const rows = summarize([group], invocations, { cores: 2, bw: { 1: 1e10, 2: 1.6e10 }, cacheBytes: 32 * MiB });
+  assert.deepEqual(rows.map((r) => [r.op, r.launch.time_us.median, r.launch.time_ratio.median]), [["allreduce", 10, 1.1], ["broadcast", 10, 1.35]]);
+  const targets = evaluateTargets(rows, null, "shm");
+  assert.deepEqual(targets.map((t) => [t.id, t.verdict, t.failing]), [["shm-under-mpirun", "FAIL", ["broadcast W=2 8 B 13.5 vs 10.0 µs = 1.35×"]]]);
+  assert.match(formatTable(rows).split("\n")[0], /launch µs/);
+});
+
 test("the generated section replaces only what lies between its markers", () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "bench-docs-"));
   try {
@@ -331,7 +348,7 @@ test("mpi backend, 64 KiB allreduce at W=2 under mpirun: at most 2× MPI's own t
   const seen = [];
   try {
     for (let pair = 0; pair < 3 && !seen.some((s) => s.ratio <= 2); pair++) {
-      const ours = await runOurs(group, dir, `p${pair}`, 120, "mpi");
+      const ours = await runOurs(group, dir, `p${pair}`, 120, { backend: "mpi", launcher: "mpirun" });
       const ompi = await runOmpi(group, 120);
       assert.ok(!ours.error && !ompi.error, ours.error ?? ompi.error);
       const [a, b] = [ours.points[0].time.p50_us, ompi.points[0].time.p50_us];

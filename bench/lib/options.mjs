@@ -107,10 +107,12 @@ const settingsSchema = z.strictObject({
   keepRuns: z.boolean(),
   timeoutSec: z.number().positive(),
   backend: z.enum(["shm", "mpi"]),
+  launcher: z.enum(["launch", "mpirun"]),
   bindTo: z.enum(["default", "none"]),
   osu: z.string().min(1).nullable(),
   control: z.boolean(),
 }).superRefine((s, ctx) => {
+  if (s.backend === "mpi" && s.launcher !== "mpirun") ctx.addIssue({ code: "custom", path: ["launcher"], message: "the mpi backend runs under mpirun only" });
   if (s.minIters > s.maxIters) ctx.addIssue({ code: "custom", path: ["minIters"], message: `--min-iters ${s.minIters} is above --max-iters ${s.maxIters}` });
 });
 
@@ -147,6 +149,7 @@ export async function parseOptions(argv) {
     .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
     .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
     .option("backend", { type: "string", default: "shm", describe: "Our side: shm (under `runner launch`) or mpi (under mpirun, its default binding)" })
+    .option("launcher", { type: "string", describe: "What starts our ranks: launch (`runner launch`; shm's default) or mpirun (the mpi backend's; with shm, each row is also judged against shm under `runner launch`, run too)" })
     .option("bind-to", { type: "string", default: "default", describe: "mpirun's binding for every peer it starts: default (mpirun's own: a core per rank while cores go round) or none" })
     .option("osu", { type: "string", describe: `OSU micro-benchmarks 5.3 as a second peer: a tarball, an unpacked tree or a built one (default ${OSU_DEFAULT}; built once into bench/build/osu)` })
     .option("no-osu", { type: "boolean", describe: "Run without the OSU peer" })
@@ -185,11 +188,12 @@ export async function parseOptions(argv) {
     memcpyRepeats: given(a["memcpy-repeats"], preset.memcpyRepeats),
     writeDocs: preset.writeDocs,
     out: a.out,
-    // The docs' generated section is the shm comparison; an mpi run writes its section only where told.
-    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
+    // The docs' generated section is the shm comparison under `runner launch`; other runs write only where told.
+    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" && a.launcher === undefined ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
     backend: a.backend,
+    launcher: a.launcher ?? (a.backend === "mpi" ? "mpirun" : "launch"),
     bindTo: a["bind-to"],
     osu: a["no-osu"] ? null : (a.osu ?? OSU_DEFAULT),
     // The mpi target's margin (10% and 1 µs) is about what two runs of MPI's own differ by on a small

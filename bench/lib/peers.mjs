@@ -82,14 +82,17 @@ export function mpirunArgs({ W, bindTo }) {
   return ["mpirun", ...root, "--oversubscribe", ...bind, "-np", String(W)];
 }
 
+/** Our side unless told otherwise: the shm backend under `runner launch`. */
+export const OURS = { backend: "shm", launcher: "launch" };
+
 /**
- * The command that runs a group on our side (also what results.json records): shm under `runner launch`,
- * or the mpi backend under mpirun, in the same setting as the Open MPI baseline.
+ * The command that runs a group on our side (also what results.json records): `backend` under `launcher`
+ * (`runner launch`, or mpirun in the same setting as the Open MPI baseline).
  */
-export function oursCommand(group, jobFile, outDir, backend = "shm") {
-  const rest = [jobFile, "--out", outDir, "--quiet", "--iterations", String(group.iterations), "--warmup", String(group.warmup)];
-  if (backend === "mpi") return [...mpirunArgs(group), process.execPath, RUNNER, "--backend", "mpi", ...rest];
-  return [process.execPath, RUNNER, "launch", "-n", String(group.W), "--backend", "shm", ...rest];
+export function oursCommand(group, jobFile, outDir, { backend, launcher } = OURS) {
+  const rest = ["--backend", backend, jobFile, "--out", outDir, "--quiet", "--iterations", String(group.iterations), "--warmup", String(group.warmup)];
+  if (launcher === "mpirun") return [...mpirunArgs(group), process.execPath, RUNNER, ...rest];
+  return [process.execPath, RUNNER, "launch", "-n", String(group.W), ...rest];
 }
 
 export function ompiCommand(group) {
@@ -100,15 +103,15 @@ export function ompiCommand(group) {
  * One invocation of our runner for a group: per point the row of results.json (algorithm, size, time,
  * busbw, per-rank averages) and per rank the peak RSS.
  */
-export async function runOurs(group, dir, tag, timeoutSec, backend = "shm") {
+export async function runOurs(group, dir, tag, timeoutSec, side = OURS) {
   const jobFile = path.join(dir, "jobs", `${group.id}.json`);
   mkdirSync(path.dirname(jobFile), { recursive: true });
   writeFileSync(jobFile, JSON.stringify(jobFor(group, Math.max(60, timeoutSec)), null, 2));
   const outDir = path.join(dir, "runs", `${group.id}-${tag}-ours`);
-  const [program, ...args] = oursCommand(group, jobFile, outDir, backend);
+  const [program, ...args] = oursCommand(group, jobFile, outDir, side);
   const p = await runProcess(program, args, { timeoutMs: timeoutSec * 1000 });
   if (p.code !== 0) {
-    return { error: `${backend === "mpi" ? "mpirun" : "runner launch"} exited ${p.timedOut ? "(timed out) " : ""}${p.code}: ${firstLine(p.stderr) || firstLine(p.stdout)}`, ms: p.ms };
+    return { error: `${side.launcher === "mpirun" ? "mpirun" : "runner launch"} exited ${p.timedOut ? "(timed out) " : ""}${p.code}: ${firstLine(p.stderr) || firstLine(p.stdout)}`, ms: p.ms };
   }
   const runs = readdirSync(outDir);
   const doc = JSON.parse(readFileSync(path.join(outDir, runs[0], "results.json"), "utf8"));

@@ -23,7 +23,21 @@ export const TARGETS = {
   // Issue #32: the mpi backend runs MPI's own collectives, so it costs what MPI does, give or take the
   // runner's per-op bookkeeping.
   mpi: { maxRatio: 1.1, plusUs: 1 },
+  // Issue #32: the shm backend under mpirun (its binding) costs at most this much over `runner launch`.
+  launcher: { maxRatio: 1.2 },
 };
+
+/** shm under mpirun: every row's time within maxRatio × shm's under `runner launch` (median of per-pair ratios). */
+function evaluateLauncherTarget(rows) {
+  const t = TARGETS.launcher;
+  const checked = rows.filter((r) => r.launch).sort((a, b) => b.launch.time_ratio.median - a.launch.time_ratio.median);
+  const describe = (r) => `${rowName(r)} ${x(r.ours.time_us.median, 1)} vs ${x(r.launch.time_us.median, 1)} µs = ${g3(r.launch.time_ratio.median)}×`;
+  return {
+    id: "shm-under-mpirun",
+    target: `shm under mpirun ≤ ${t.maxRatio}× its time under \`runner launch\`, every op and size (median of per-pair ratios)`,
+    ...verdict(checked, checked.filter((r) => !(r.launch.time_ratio.median <= t.maxRatio)), describe, "no rows in this run"),
+  };
+}
 
 /**
  * --backend mpi: every row's median time within maxRatio × Open MPI's + plusUs. Where the control ran, also
@@ -121,11 +135,14 @@ function versus(op, W, bytes, pairs, bound) {
   return { a, b, ratio, time_ratio };
 }
 
-/** The control (Open MPI's own run again) against Open MPI's own, per pair; null where it did not run. */
-function controlSide(op, W, bytes, pairs, bound) {
+/**
+ * A further peer's side where it ran (else null), with the per-pair ratios of `pairs`: `which` is "a" for
+ * the control (its pairs: the control over Open MPI's own), "b" for shm under `runner launch` (ours over it).
+ */
+function furtherSide(op, W, bytes, pairs, bound, which) {
   if (!pairs.length) return null;
-  const { a, ratio, time_ratio } = versus(op, W, bytes, pairs, bound);
-  return { ...a, ratio, time_ratio };
+  const v = versus(op, W, bytes, pairs, bound);
+  return { ...v[which], ratio: v.ratio, time_ratio: v.time_ratio };
 }
 
 /**
@@ -156,7 +173,8 @@ export function summarize(groups, invocations, { cores, bw, cacheBytes }) {
         ours,
         ompi,
         osu: osuSide(pt.op, g.W, pt.bytes, pairsWith(invocations, g, i, "osu"), bound),
-        control: controlSide(pt.op, g.W, pt.bytes, pairsWith(invocations, g, i, "ompi", "control"), bound),
+        control: furtherSide(pt.op, g.W, pt.bytes, pairsWith(invocations, g, i, "ompi", "control"), bound, "a"),
+        launch: furtherSide(pt.op, g.W, pt.bytes, pairsWith(invocations, g, i, "launch"), bound, "b"),
         ratio,
         time_ratio,
         memory_bound: bound,
@@ -212,6 +230,7 @@ function beyondBound(r, ratio) {
 /** Each target's verdict with its numbers. A missed target is reported, never an error. */
 export function evaluateTargets(rows, idle, backend = "shm") {
   if (backend === "mpi") return evaluateMpiTarget(rows);
+  if (rows.some((r) => r.launch)) return [evaluateLauncherTarget(rows)];
   const out = [];
   const measured = rows.filter((r) => r.pairs > 0);
   for (const t of TARGETS.busbw) {
@@ -298,6 +317,7 @@ const COLUMNS = [
   { title: "ours GB/s", cell: (r) => g3(r.ours.busbw.median) },
   { title: "ompi GB/s", cell: (r) => g3(r.ompi.busbw.median) },
   { title: "vs ompi (min–max)", cell: (r) => withRange(r.ratio, r.pairs) },
+  { title: "launch µs", launch: true, cell: (r) => (r.launch ? timeCell(r.launch.time_us) : "—") },
   { title: "ctl vs ompi", control: true, cell: (r) => (r.control ? withRange(r.control.ratio, r.control.ratio.by_repeat.length) : "—") },
   { title: "osu µs", osu: true, cell: (r) => x(r.osu?.time_us.median, 1) },
   { title: "vs osu (min–max)", osu: true, cell: (r) => (r.osu ? withRange(r.osu.ratio, r.osu.ratio.by_repeat.length) : "—") },
@@ -308,11 +328,12 @@ const COLUMNS = [
   { title: "ompi RSS MiB", cell: (r) => mib(r.ompi.max_rss_kib.median) + (r.isolated ? "" : "*") },
 ];
 
-/** The table's columns: OSU's and the control's only where they ran. */
-const columnsFor = (rows) => COLUMNS.filter((c) => (!c.osu || rows.some((r) => r.osu)) && (!c.control || rows.some((r) => r.control)));
+/** The table's columns: OSU's, the control's and launch's only where they ran. */
+const columnsFor = (rows) => COLUMNS.filter((c) => ["osu", "control", "launch"].every((peer) => !c[peer] || rows.some((r) => r[peer])));
 
 export const tableNotes = (doc) => [
   `busbw in GB/s (1e9 B/s) from the runner's own factors; time = mean over timed iterations of the slowest rank's time; vs ompi = ours / Open MPI's busbw per pair, median${doc.settings.repeats > 1 ? " (min–max)" : ""} over ${doc.settings.repeats} pair${doc.settings.repeats > 1 ? "s" : ""}${extraNote(doc)}.`,
+  ...(doc.rows.some((r) => r.launch) ? ["ours = shm under mpirun (its binding); launch µs: the same job under `runner launch -n W --backend shm` in the same round."] : []),
   ...(doc.rows.some((r) => r.control)
     ? ["ctl vs ompi: the control (bench/ompi_coll.c run a second time in each round, in the rotation) against Open MPI's own, as vs ompi: how far two runs of the same code lie apart here."]
     : []),
