@@ -263,7 +263,7 @@ export interface FlightEntry {
   /** -1 outside the step loop (setup, reporting). */
   step: number;
   op: NativeOpKind;
-  /** The stage id, "(step start)" for the barrier that starts each step, "(report: ...)" for reporting. */
+  /** The stage id, "(step start)" and "(run end)" for the barriers that start each step and follow the last, "(report: ...)" for reporting. */
   stage: string;
   bytes: number;
   state: "running" | "done" | "failed" | "timed out" | "peer gone" | "aborted";

@@ -35,8 +35,9 @@ export interface ExecuteOptions {
 
 const POLL_MS = 200;
 
-/** Runs one program, feeding the progress display with the native step counter while it runs. */
-async function runWithProgress(comm: NativeCommunicator, program: Plan["program"], onSteps: (done: number) => void) {
+/** Runs one program, feeding the progress display (if any) with the native step counter while it runs. */
+async function runWithProgress(comm: NativeCommunicator, program: Plan["program"], onSteps?: (done: number) => void) {
+  if (!onSteps) return comm.run(program);
   const timer = setInterval(() => onSteps(comm.stepsDone), POLL_MS);
   try {
     return await comm.run(program);
@@ -64,15 +65,15 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   const points = sweepPoints(job);
   const perPoint = job.warmup + job.iterations;
   const total = points.length * perPoint;
-  const progress = o.progress ?? { update: () => {}, stop: () => {} };
+  const { progress } = o;
   try {
     for (const [index, point] of points.entries()) {
       const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       // Concurrent stages are timed alone first, left out of the rows, so their outputs are the step loop's.
       const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;
-      const results = await runWithProgress(comm, p.program, (done) => progress.update(index * perPoint + done, total));
-      progress.update((index + 1) * perPoint, total);
+      const results = await runWithProgress(comm, p.program, progress && ((done) => progress.update(index * perPoint + done, total)));
+      progress?.update((index + 1) * perPoint, total);
       const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
       const graph = solo && (await graphMetric(comm, p, results, solo));
       const done = pointRows.map((row) => (graph ? { ...row, graph } : row));
@@ -85,7 +86,7 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
       });
     }
   } finally {
-    progress.stop();
+    progress?.stop();
   }
   return rows;
 }

@@ -12,8 +12,6 @@ const SHOW_AFTER_MS = 2000;
 /** Under `runner launch`, rank 0 reports steps on this file descriptor and the launcher draws the bar. */
 export const PROGRESS_FD_ENV = "SPMD_PROGRESS_FD";
 
-const none: Progress = { update: () => {}, stop: () => {} };
-
 // What cli-progress turns off while it draws (the cursor, line wrapping), turned back on.
 const RESTORE_TERMINAL = "\x1b[?25h\x1b[?7h\n";
 
@@ -70,10 +68,11 @@ export function interactive(quiet: boolean): boolean {
 
 /**
  * Rank 0's progress: to the launcher's channel when one was given, else a bar on an interactive
- * terminal; other ranks and quiet or non-interactive runs show nothing.
+ * terminal; other ranks and quiet or non-interactive runs show nothing (undefined: nobody polls the
+ * step counter then, so no timer wakes a rank that shares its core while it runs).
  */
-export function rankProgress(rank: number, quiet: boolean): Progress {
-  if (rank !== 0 || quiet) return none;
+export function rankProgress(rank: number, quiet: boolean): Progress | undefined {
+  if (rank !== 0 || quiet) return undefined;
   const fd = Number(process.env[PROGRESS_FD_ENV]);
   if (Number.isInteger(fd) && fd > 2) {
     return {
@@ -87,5 +86,5 @@ export function rankProgress(rank: number, quiet: boolean): Progress {
       stop: () => {},
     };
   }
-  return interactive(quiet) ? progressBar() : none;
+  return interactive(quiet) ? progressBar() : undefined;
 }

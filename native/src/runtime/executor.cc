@@ -62,8 +62,9 @@ void computeFor(double us, Clock::time_point deadline) {
   if (cut) throw CommError(code::kTimeout, "deadline passed during " + durationText(us) + " of compute");
 }
 
-// The step-start barrier's name in flight records (no stage of a job can be named so).
+// The names in flight records of the barriers that align the ranks (no stage of a job can be named so).
 constexpr std::string_view kStepStart = "(step start)";
+constexpr std::string_view kRunEnd = "(run end)";
 
 // An op's output: in the backend's memory, and on the host where checks, dumps and error measurements read
 // it (one and the same buffer when that memory is the host's).
@@ -271,6 +272,9 @@ struct Executor::Run {
   };
   std::vector<Group> groups;
   std::vector<Prepared> ops;
+  // Ops posted on another lane and not yet completed: what a lane-0 op's time is added to. A list, so an
+  // op touches these and not every op of the step (a cold cache line each, after a context switch).
+  std::vector<size_t> inFlight;
   std::vector<OpResult> results;
   std::vector<std::unique_ptr<TypedOps>> typed;  // per lane: each lane's thread its own scratch
   // Declared after `ops` and `groups`: destroyed first, so no thread outlives what its ops reference.
@@ -280,6 +284,17 @@ struct Executor::Run {
 };
 
 namespace {
+
+// Room for every timed step's numbers before the first: a step then writes into memory it already has,
+// never reallocating a series (and copying it) between ops.
+void reserveSteps(OpResult& r, int iterations, bool nonblocking) {
+  const size_t n = size_t(std::max(iterations, 0));
+  r.timeUs.reserve(n);
+  r.startUs.reserve(n);
+  if (!nonblocking) return;
+  r.overallUs.reserve(n);
+  r.concurrentUs.reserve(n);
+}
 
 // What one op moved over each kind of link: the transport's counters after it less those before.
 void addLinkUsage(LinkUsage& sum, const LinkUsage& before, const LinkUsage& after) {
@@ -336,9 +351,11 @@ Collectives& Executor::communicator(Run& run, const OpSpec& s) {
 
 void Executor::prepareAll(Run& run) {
   run.ops.reserve(program_.ops.size());
+  run.inFlight.reserve(program_.ops.size());
   run.results.resize(program_.ops.size());
   for (size_t i = 0; i < program_.ops.size(); ++i) {
     const OpSpec& s = program_.ops[i];
+    reserveSteps(run.results[i], program_.iterations, s.lane > 0);
     Collectives& c = communicator(run, s);
     run.ops.push_back(prepare(s, c));
     for (const Run::Group& g : run.groups) if (&*g.comm == &c) run.ops.back().members = g.members;
@@ -389,15 +406,22 @@ void Executor::setUpEstimators(Run& run) {
 // Aligns the ranks so each op's time measures the op, not the previous step's skew.
 void Executor::stepStart(Run& run, int step) {
   run.timed = step >= program_.warmup;
-  if (lane0_.size() > 1) {
-    lane0_.setDeadline(deadlineIn(program_.timeoutSec));
-    try {
-      recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, kStepStart, 0, [&] { lane0_.barrier(Algo::Auto); });
-    } catch (const std::exception& e) {
-      throw CommError(codeOf(e), "at the start of step " + std::to_string(step) + ": " + e.what());
-    }
-  }
+  alignRanks(step);
   run.stepStarted = Clock::now();
+}
+
+// A barrier on lane 0: at the start of `step`, or after the last step (`step` = their count), where it
+// keeps a rank's wrap-up (results, reports) from taking the core of a rank still inside its last timed op
+// (on shared cores that made the last step's last op milliseconds long).
+void Executor::alignRanks(int step) {
+  if (lane0_.size() <= 1) return;
+  const bool end = step == program_.warmup + program_.iterations;
+  lane0_.setDeadline(deadlineIn(program_.timeoutSec));
+  try {
+    recordOp(lane0_, lane0_.flight().issue(), step, OpKind::Barrier, end ? kRunEnd : kStepStart, 0, [&] { lane0_.barrier(Algo::Auto); });
+  } catch (const std::exception& e) {
+    throw CommError(codeOf(e), (end ? "after the last step: " : "at the start of step " + std::to_string(step) + ": ") + e.what());
+  }
 }
 
 // An op on another stream: on its lane's worker, after what it waits for on other lanes, or, where the
@@ -408,6 +432,7 @@ void Executor::post(Run& run, Prepared& p, int step) {
   p.posted = Clock::now();
   p.concurrentUs = 0;
   p.inFlight = true;
+  run.inFlight.push_back(size_t(&p - run.ops.data()));
   p.seq = flight0.issue();
   LaneWorker* worker = run.workers[size_t(s.lane)].get();
   if (!worker) return postOnLane0(p, step);
@@ -468,6 +493,7 @@ void Executor::complete(Run& run, size_t i) {
     run.workers[size_t(p.spec.lane)]->wait(p.ticket);
   }
   p.inFlight = false;
+  run.inFlight.erase(std::find(run.inFlight.begin(), run.inFlight.end(), i));
   if (!run.timed) return;
   keepTimes(run, i, p.started, p.finished);
   run.results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
@@ -497,11 +523,12 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   const OpSpec& s = p.spec;
   FlightRecorder& flight0 = lane0_.flight();
   refill(p, memory_);
-  const Clock::time_point deadline = deadlineIn(s.timeoutSec);
-  p.comm->setDeadline(deadline);
   const uint64_t seq = flight0.issue();
   const LinkUsage linksBefore = data0_.linkUsage();
+  // One clock read for the op's start, its deadline and its flight record.
   auto t0 = Clock::now();
+  const Clock::time_point deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.timeoutSec));
+  p.comm->setDeadline(deadline);
   flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
   try {
     execute(*p.comm, *run.typed[0], p, deadline);
@@ -517,7 +544,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
     addLinkUsage(run.results[i].links, linksBefore, data0_.linkUsage());
   }
   const double us = microsBetween(t0, t1);
-  for (Prepared& q : run.ops) if (q.inFlight) q.concurrentUs += us;
+  for (size_t k : run.inFlight) run.ops[k].concurrentUs += us;
   observe(p);
 }
 
@@ -577,7 +604,9 @@ std::vector<OpResult> Executor::run() {
   try {
     prepareAll(run);
     setUpEstimators(run);
-    for (int s = 0; s < program_.warmup + program_.iterations; ++s) runStep(run, s);
+    const int steps = program_.warmup + program_.iterations;
+    for (int s = 0; s < steps; ++s) runStep(run, s);
+    alignRanks(steps);
   } catch (const std::exception& e) {
     // Every lane: a peer may wait on any of them, and a worker still running here must fail fast.
     for (int k = 0; k < backend_.lanes(); ++k) backend_.lane(k).abort(e.what());

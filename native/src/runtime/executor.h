@@ -32,6 +32,7 @@ class Executor {
   void startWorker(Run& run, int lane);
   void setUpEstimators(Run& run);
   void stepStart(Run& run, int step);
+  void alignRanks(int step);
   void runStep(Run& run, int step);
   void post(Run& run, Prepared& p, int step);
   void postOnLane0(Prepared& p, int step);

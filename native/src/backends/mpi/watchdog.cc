@@ -75,6 +75,9 @@ void Watchdog::onFatal(Handler h) {
 
 Watchdog::Inside Watchdog::enter(int lane, const char* call, size_t bytes, Clock::time_point deadline, const FlightRecorder& flight) {
   Slot& s = slots_[size_t(lane)];
+  // Orders the last call's leaving store before the new fields: a reader that sees a new field then sees
+  // seq moved on (its acquire fence pairs with this one).
+  std::atomic_thread_fence(std::memory_order_release);
   s.call.store(call, std::memory_order_relaxed);
   s.bytes.store(bytes, std::memory_order_relaxed);
   s.deadlineNs.store(nanosOf(deadline), std::memory_order_relaxed);
@@ -83,11 +86,11 @@ Watchdog::Inside Watchdog::enter(int lane, const char* call, size_t bytes, Clock
     s.thread.store(pthread_self(), std::memory_order_relaxed);
     s.enteredNs.store(steadyNowNs(), std::memory_order_relaxed);
   }
-  s.seq.fetch_add(1, std::memory_order_release);  // odd: inside
+  s.seq.store(s.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // odd: inside
   return Inside(s.seq);
 }
 
-Watchdog::Inside::~Inside() { seq_.fetch_add(1, std::memory_order_release); }
+Watchdog::Inside::~Inside() { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
 Watchdog::Snapshot Watchdog::read(const Slot& s) const {
   const uint64_t before = s.seq.load(std::memory_order_acquire);

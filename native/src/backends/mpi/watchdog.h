@@ -68,7 +68,8 @@ class Watchdog {
 
  private:
   // One lane's call, published like a seqlock: `seq` is odd while the lane is inside the call the fields
-  // describe, and changes whenever it leaves or enters, so a reader can tell a consistent snapshot.
+  // describe, and changes whenever it leaves or enters, so a reader can tell a consistent snapshot. Only the
+  // lane's thread writes it: plain release stores, no locked read-modify-write around every MPI call.
   struct Slot {
     std::atomic<uint64_t> seq{0};
     std::atomic<const char*> call{nullptr};
