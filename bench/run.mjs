@@ -25,7 +25,7 @@ import { copiers } from "./bounds.mjs";
 import { parseOptions, REPO, UsageError } from "./lib/options.mjs";
 import { buildTools, cpuTicks, machineInfo, memcpyBandwidth, mpiMissing, ompiCommand, OURS, oursCommand, runOmpi, runOurs, stealShare } from "./lib/peers.mjs";
 import { osuCommands, prepareOsu, runOsu } from "./lib/osu.mjs";
-import { planGroups } from "./lib/plan.mjs";
+import { peerOrder, planGroups } from "./lib/plan.mjs";
 import { evaluateTargets, formatTable, formatVerdicts, markdownSection, median, summarize, tableNotes, updateDocs, wavering } from "./lib/report.mjs";
 
 const log = (line) => process.stderr.write(`bench: ${line}\n`);
@@ -105,12 +105,11 @@ async function main() {
   let failures = 0;
   let n = 0;
   let total = groups.length * s.repeats * peers.length;
-  // One round of `which`: every peer once per group, who goes first rotating across groups and rounds so
-  // that drift does not favour one peer.
+  // One round of `which`: every peer once per group, in an order that changes across groups and rounds
+  // (peerOrder) so that neither drift nor what ran just before favours one peer.
   const round = async (rep, which) => {
     for (const [gi, g] of which.entries()) {
-      const order = peers.map((_, i) => peers[(i + rep + gi) % peers.length]);
-      for (const peer of order) {
+      for (const peer of peerOrder(peers, rep + gi)) {
         const before = cpuTicks();
         const r = await runPeer(peer, g, rep);
         const steal = stealShare(before, cpuTicks());

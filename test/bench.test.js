@@ -15,7 +15,7 @@ import { formulaMarkdown, memoryBound, OPS, TRAFFIC } from "../bench/bounds.mjs"
 import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, cpuTicks, runOmpi, runOurs, stealShare } from "../bench/lib/peers.mjs";
-import { jobFor, planGroups, pointFor } from "../bench/lib/plan.mjs";
+import { jobFor, peerOrder, planGroups, pointFor } from "../bench/lib/plan.mjs";
 import { aboveBound, BEGIN, END, evaluateTargets, formatTable, summarize, tableNotes, unsteady, updateDocs, wavering } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
@@ -69,6 +69,22 @@ test("sizes follow results.json; both peers get the same counts", () => {
   assert.deepEqual(job.stages.map((st) => st.op), ["allreduce", "barrier", "gather", "barrier", "allreduce", "barrier", "gather"]);
   assert.equal(job.check, false);
 
+});
+
+test("the peers' order: each goes first equally often, and none always follows the same one", () => {
+  for (const peers of [["ours", "ompi"], ["ours", "ompi", "osu"], ["ours", "ompi", "control", "osu"], ["ours", "ompi", "control", "launch", "osu"]]) {
+    const n = peers.length;
+    const orders = Array.from({ length: 2 * n }, (_, k) => peerOrder(peers, k));
+    for (const o of orders) assert.deepEqual([...o].sort(), [...peers].sort(), "every peer once");
+    for (const p of peers) assert.equal(orders.filter((o) => o[0] === p).length, 2, `${p} first twice in ${2 * n}`);
+    if (n < 3) continue;
+    for (const p of peers) {
+      const before = new Set(orders.map((o) => o[o.indexOf(p) - 1]).filter(Boolean));
+      assert.ok(before.size >= 2, `${p} follows ${[...before]} only (${n} peers)`);
+    }
+  }
+  assert.deepEqual(peerOrder(["a", "b", "c", "d"], 0), ["a", "b", "c", "d"]);
+  assert.deepEqual(peerOrder(["a", "b", "c", "d"], 1), ["b", "a", "d", "c"]);
 });
 
 const MiB = 1024 * 1024;

@@ -68,6 +68,16 @@ export function planGroups(s) {
   return groups;
 }
 
+/**
+ * The order of the peers in the k-th run of a group (k = round + group index): who goes first rotates, and
+ * every other time the rest follow backwards, so a peer does not always run straight after the same one
+ * (what ran just before can move a time: the machine's caches, its frequency, a process still leaving).
+ */
+export function peerOrder(peers, k) {
+  const n = peers.length;
+  return peers.map((_, i) => peers[(k + (k % 2 ? n - i : i)) % n]);
+}
+
 /** The runner's job for a group: one float32 tensor per point, a barrier stage between ops. */
 export function jobFor(group, timeoutSec) {
   const tensors = {};

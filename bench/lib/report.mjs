@@ -424,7 +424,7 @@ export function markdownSection(doc) {
     `MPI_Bcast through \`bench/ompi_coll.c\` under \`mpirun --oversubscribe -np W\`, float32, sum, root 0, for W ∈ {${s.worldSizes.join(", ")}}`,
     `(${m.cores} cores: W above that is oversubscribed). Both peers run the same points in the same invocations with the`,
     "same warmup and iteration counts (about the same bytes per point, at least 5 iterations, 3 from 128 MiB),",
-    `rotating which goes first, ${s.repeats} round${s.repeats > 1 ? "s" : ""} per point${s.extraRounds ? ` and ${s.extraRounds} more for an invocation whose rounds disagreed (a row's per-round ratios more than ${WAVERING}× apart)` : ""}. Per iteration every rank runs a barrier, then times the`,
+    `rotating which goes first (every other time the rest run backwards, so no peer always follows the same one), ${s.repeats} round${s.repeats > 1 ? "s" : ""} per point${s.extraRounds ? ` and ${s.extraRounds} more for an invocation whose rounds disagreed (a row's per-round ratios more than ${WAVERING}× apart)` : ""}. Per iteration every rank runs a barrier, then times the`,
     "op alone (t0, op, t1); an iteration's time is the slowest rank's and a point's time the mean over its",
     "timed iterations (src/metrics/aggregate.ts; the baseline computes the same). Sizes are results.json's:",
     "all_gather and gather count the whole output, reduce_scatter and all_to_all one rank's input; at 8 B those",

@@ -24,8 +24,8 @@ double microsBetween(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count();
 }
 
-Clock::time_point deadlineIn(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+Clock::time_point deadlineIn(double seconds, Clock::time_point from = Clock::now()) {
+  return from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // Runs `allocate` for `what` (a tensor, a stage's output); a refusal becomes ERR_SPMD_NOMEM naming it, be it the
@@ -527,7 +527,7 @@ void Executor::runTimed(Run& run, size_t i, int step) {
   const LinkUsage linksBefore = data0_.linkUsage();
   // One clock read for the op's start, its deadline and its flight record.
   auto t0 = Clock::now();
-  const Clock::time_point deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.timeoutSec));
+  const Clock::time_point deadline = deadlineIn(s.timeoutSec, t0);
   p.comm->setDeadline(deadline);
   flight0.begin(seq, step, s.kind, s.stage, p.bytes(), nanos(t0));
   try {
