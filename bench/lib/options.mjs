@@ -172,6 +172,7 @@ export async function parseOptions(argv) {
   const mode = a.smoke ? "smoke" : a.quick ? "quick" : "full";
   const preset = MODES[mode];
   const given = (v, fallback) => (v === undefined ? fallback : v);
+  const launcher = a.launcher ?? (a.backend === "mpi" ? "mpirun" : "launch");
   const raw = {
     ...preset,
     mode,
@@ -189,11 +190,11 @@ export async function parseOptions(argv) {
     writeDocs: preset.writeDocs,
     out: a.out,
     // The docs' generated section is the shm comparison under `runner launch`; other runs write only where told.
-    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" && a.launcher === undefined ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
+    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" && launcher === "launch" ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
     backend: a.backend,
-    launcher: a.launcher ?? (a.backend === "mpi" ? "mpirun" : "launch"),
+    launcher,
     bindTo: a["bind-to"],
     osu: a["no-osu"] ? null : (a.osu ?? OSU_DEFAULT),
     // The mpi target's margin (10% and 1 µs) is about what two runs of MPI's own differ by on a small

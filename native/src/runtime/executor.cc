@@ -108,7 +108,6 @@ struct Executor::Prepared {
   Clock::time_point posted{}, started{}, finished{};
   uint64_t seq = 0;                      // nonblocking: the number of this step's instance, for its record
   double concurrentUs = 0;
-  bool inFlight = false;
 };
 
 Executor::Executor(Backend& backend, const Program& program)
@@ -272,8 +271,8 @@ struct Executor::Run {
   };
   std::vector<Group> groups;
   std::vector<Prepared> ops;
-  // Ops posted on another lane and not yet completed: what a lane-0 op's time is added to. A list, so an
-  // op touches these and not every op of the step (a cold cache line each, after a context switch).
+  // Ops posted on another lane and not yet completed (indices): what a lane-0 op's time is added to. A
+  // list, so an op touches these and not every op of the step (a cold cache line each, after a context switch).
   std::vector<size_t> inFlight;
   std::vector<OpResult> results;
   std::vector<std::unique_ptr<TypedOps>> typed;  // per lane: each lane's thread its own scratch
@@ -431,7 +430,6 @@ void Executor::post(Run& run, Prepared& p, int step) {
   FlightRecorder& flight0 = lane0_.flight();  // numbers every op, the other lanes' included
   p.posted = Clock::now();
   p.concurrentUs = 0;
-  p.inFlight = true;
   run.inFlight.push_back(size_t(&p - run.ops.data()));
   p.seq = flight0.issue();
   LaneWorker* worker = run.workers[size_t(s.lane)].get();
@@ -478,7 +476,8 @@ void Executor::postOnLane0(Prepared& p, int step) {
 // Waits for op i, if in flight on another lane, and keeps its times.
 void Executor::complete(Run& run, size_t i) {
   Prepared& p = run.ops[i];
-  if (!p.inFlight) return;
+  const auto flying = std::find(run.inFlight.begin(), run.inFlight.end(), i);
+  if (flying == run.inFlight.end()) return;
   if (p.request) {
     try {
       p.request->wait();
@@ -492,8 +491,7 @@ void Executor::complete(Run& run, size_t i) {
   } else {
     run.workers[size_t(p.spec.lane)]->wait(p.ticket);
   }
-  p.inFlight = false;
-  run.inFlight.erase(std::find(run.inFlight.begin(), run.inFlight.end(), i));
+  run.inFlight.erase(flying);
   if (!run.timed) return;
   keepTimes(run, i, p.started, p.finished);
   run.results[i].overallUs.push_back(microsBetween(p.posted, Clock::now()));
