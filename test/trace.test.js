@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { gzipSync } from "node:zlib";
 import { buildJob } from "../dist/trace/job.js";
 import { rankFromFileName } from "../dist/trace/names.js";
-import { readTrace, traceFiles } from "../dist/trace/read.js";
+import { readTrace, readTraces } from "../dist/trace/read.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
 
@@ -19,9 +19,9 @@ const fixture = (...p) => path.join(FIXTURES, ...p);
 const RESNET = path.join(process.env.SPMD_SHARED_DIR ?? path.join(REPO, "..", "shared"), "traces", "resnet-ddp-2rank.et.json.gz");
 
 /** The job and summary that `runner trace import` would write for these files or folders. */
-function imported(paths, options = {}) {
-  const files = traceFiles(paths);
-  return buildJob(files.map(readTrace), files, options);
+async function imported(paths, options = {}) {
+  const { files, traces } = await readTraces(paths, options);
+  return buildJob(traces, files, options);
 }
 
 const byId = (job) => new Map(job.stages.map((s) => [s.id, s]));
@@ -53,8 +53,8 @@ test("the rank comes from a file name's rank/worker/gpu number, else its last nu
   assert.equal(rankFromFileName("trace.json"), undefined);
 });
 
-test("ET 1.0.1: positional inputs on the node, groups by backend id, every op mapped", () => {
-  const { job } = imported([fixture("et-1.0.1")]);
+test("ET 1.0.1: positional inputs on the node, groups by backend id, every op mapped", async () => {
+  const { job } = await imported([fixture("et-1.0.1")]);
   assert.equal(job.worldSize, 2);
   assert.deepEqual(job.stages.map((s) => s.op), ["allreduce", "all_gather", "broadcast", "reduce_scatter", "allreduce", "send_recv", "all_to_all", "reduce", "gather"]);
   const [ar, ag, bc, rs, bytes, p2p, a2a, red, ga] = job.stages;
@@ -79,8 +79,8 @@ test("ET 1.0.1: positional inputs on the node, groups by backend id, every op ma
   assert.equal(job.source.schema, "1.0.1");
 });
 
-test("ET 1.1.0: named attrs, process groups as partitions, group-local roots, waits", () => {
-  const { job, summary } = imported([fixture("et-1.1.0-groups")]);
+test("ET 1.1.0: named attrs, process groups as partitions, group-local roots, waits", async () => {
+  const { job, summary } = await imported([fixture("et-1.1.0-groups")]);
   // [0,2] and [1,3] complete each other: one family, whose k-th collectives are one stage run in both groups.
   assert.deepEqual(job.groups, { pg_4_3: { ranks: [[0, 2], [1, 3]] } });
   const stages = job.stages.map((s) => [s.op, s.group, s.root]);
@@ -95,8 +95,8 @@ test("ET 1.1.0: named attrs, process groups as partitions, group-local roots, wa
   assert.ok(summary.includes('groups: "0" [0, 1, 2, 3] (the world); "4" [0, 2] -> job group "pg_4_3"; "3" [1, 3] -> job group "pg_4_3"'), summary.join("\n"));
 });
 
-test("a process group that leaves ranks out is completed in rank order, and the notes say so", () => {
-  const traces = traceFiles([fixture("et-1.1.0-groups", "rank1.json")]).map(readTrace);
+test("a process group that leaves ranks out is completed in rank order, and the notes say so", async () => {
+  const traces = (await readTraces([fixture("et-1.1.0-groups", "rank1.json")])).traces;
   // Rank 1 alone, with a group table that knows only [1, 3]: ranks 0 and 2 make the second group.
   traces[0].groups = traces[0].groups.filter((g) => g.name !== "4");
   const { job } = buildJob(traces, []);
@@ -115,8 +115,8 @@ test("ET 1.0.1 replays at W=2 with 0 wrong, every collective in order", async ()
   assert.deepEqual(new Set(doc.results.map((r) => r.stage)), new Set(job.stages.map((s) => s.id)));
 });
 
-test("Kineto: kernels ordered by ts, trace_us the slowest rank's, bare kernels dropped, gaps as compute", () => {
-  const { job, summary } = imported([fixture("kineto-2rank")], { computeGaps: true });
+test("Kineto: kernels ordered by ts, trace_us the slowest rank's, bare kernels dropped, gaps as compute", async () => {
+  const { job, summary } = await imported([fixture("kineto-2rank")], { computeGaps: true });
   assert.equal(job.source.format, "kineto");
   const collectives = job.stages.filter((s) => s.op !== "compute");
   assert.deepEqual(collectives.map((s) => s.op), ["allreduce", "all_gather", "reduce_scatter", "broadcast"]);
@@ -140,8 +140,8 @@ test("Kineto replay: rows carry trace_us and the table shows it beside the time"
   assert.match(run.stdout, /allreduce-0 .* 311\.50 /);
 });
 
-test("Kineto: a group list cut after 30 ranks is rebuilt from start and stride; one rank stands for all", () => {
-  const { job, summary } = imported([fixture("kineto-64rank")]);
+test("Kineto: a group list cut after 30 ranks is rebuilt from start and stride; one rank stands for all", async () => {
+  const { job, summary } = await imported([fixture("kineto-64rank")]);
   const odd = Array.from({ length: 32 }, (_, i) => 2 * i + 1), even = odd.map((r) => r - 1);
   assert.deepEqual(job.groups, { pg_7: { ranks: [even, odd] } });
   assert.ok(job.source.notes.some((n) => n.startsWith('process group "7" of 32 ranks: ranks 0, 2, 4, 6,')), job.source.notes.join("\n"));
@@ -150,8 +150,8 @@ test("Kineto: a group list cut after 30 ranks is rebuilt from start and stride; 
   assert.ok(summary.some((l) => l.includes("rank 5's trace stands for all 64 ranks") && l.includes("missing ranks 0-4, 6-63")), summary.join("\n"));
 });
 
-test("the ResNet DDP trace's comms (a fixture cut from the real one): 3 steps of 2 broadcasts and 5 allreduce buckets", () => {
-  const { job } = imported([fixture("resnet-ddp-rank1.comms.et.json.gz")]);
+test("the ResNet DDP trace's comms (a fixture cut from the real one): 3 steps of 2 broadcasts and 5 allreduce buckets", async () => {
+  const { job } = await imported([fixture("resnet-ddp-rank1.comms.et.json.gz")]);
   const sizes = [2049000, 7875584, 6563840, 6637568, 2431040];
   const expected = [0, 1, 2].flatMap(() => [["broadcast", "float32", 53120], ["broadcast", "int64", 53], ...sizes.map((n) => ["allreduce", "float32", n])]);
   assert.deepEqual(job.stages.map((s) => [s.op, job.tensors[s.input].dtype, job.tensors[s.input].count]), expected);
@@ -161,7 +161,7 @@ test("the ResNet DDP trace's comms (a fixture cut from the real one): 3 steps of
 
 test("the real ResNet trace (../shared/traces) imports and replays at W=2 with 0 wrong, every collective in order", async () => {
   assert.ok(existsSync(RESNET), `${RESNET} is missing (CI keeps shared/ beside the clone)`);
-  const { doc, imp, job } = await importAndReplay([RESNET], 2);
+  const { doc, imp, job } = await importAndReplay([RESNET, "--step", "all"], 2);
   assert.match(imp.stdout, /rank 1 \(from its collectives' own rank\) of 2, 21 collectives/);
   assert.match(imp.stdout, /^ {2}allreduce +15 +292\.48 MiB$/m);
   assert.equal(job.stages.length, 21);
@@ -170,7 +170,7 @@ test("the real ResNet trace (../shared/traces) imports and replays at W=2 with 0
 });
 
 test("--world N rescales a whole-world trace, and refuses one with subgroups naming the first op", async () => {
-  const { job } = imported([fixture("resnet-ddp-rank1.comms.et.json.gz")], { world: 4 });
+  const { job } = await imported([fixture("resnet-ddp-rank1.comms.et.json.gz")], { world: 4 });
   assert.equal(job.worldSize, 4);
   assert.equal(job.source.worldSize, 2);
   const p = await runNode([RUNNER, "trace", "import", fixture("et-1.1.0-groups"), "--world", "8"]);
@@ -238,7 +238,7 @@ test("a trace without its rank takes the file name's; two files of one rank are 
     const kineto = JSON.parse(etText("kineto-2rank/rank1.pt.trace.json"));
     delete kineto.distributedInfo.rank;
     writeFileSync(path.join(dir, "worker1_step_7.json"), JSON.stringify(kineto));
-    const t = readTrace(path.join(dir, "worker1_step_7.json"));
+    const t = await readTrace(path.join(dir, "worker1_step_7.json"));
     assert.deepEqual([t.rank, t.rankFrom], [1, "the file name"]);
     writeFileSync(path.join(dir, "again.json"), etText("kineto-2rank/rank1.pt.trace.json"));
     const p = await runNode([RUNNER, "trace", "import", dir]);
@@ -269,8 +269,8 @@ test("all_to_allv with rank-dependent splits needs every rank: the missing ones 
   assert.match(p.stderr, /^runner: .*: alltoall_base \(group 0 #1\) has rank-dependent splits, so it needs every rank's trace: missing ranks 3, 4, 6, 7\n$/);
 });
 
-test("all_to_allv: what i sends j must be what j receives from i", () => {
-  const traces = traceFiles([fixture("a2av-8rank")]).map(readTrace);
+test("all_to_allv: what i sends j must be what j receives from i", async () => {
+  const traces = (await readTraces([fixture("a2av-8rank")])).traces;
   traces[3].collectives[1].outSplits[6] += 1;
   assert.throws(() => buildJob(traces, []), /dlrm_eg_3\.et\.json: ranks disagree at group 0 #1 \(alltoall_base\): rank 6 sends rank 3 \d+ elements, rank 3 receives \d+ from it/);
 });
@@ -278,8 +278,8 @@ test("all_to_allv: what i sends j must be what j receives from i", () => {
 // The counts the 8-rank fixture's ranks record: rank i sends counts[i][j] floats to rank j.
 const A2AV = Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => ((i * 3 + j * 5) % 7) + (i === j ? 0 : i + 1)));
 
-test("all_to_allv: every rank's own splits make the job's counts matrix, the tensor the largest row", () => {
-  const { job } = imported([fixture("a2av-8rank")]);
+test("all_to_allv: every rank's own splits make the job's counts matrix, the tensor the largest row", async () => {
+  const { job } = await imported([fixture("a2av-8rank")]);
   const [, floats, longs] = job.stages;
   assert.deepEqual(floats.counts, A2AV);
   assert.deepEqual(job.tensors[floats.input], { dtype: "float32", count: Math.max(...A2AV.map((row) => row.reduce((a, b) => a + b))) });

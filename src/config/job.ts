@@ -231,12 +231,14 @@ export const groupSpecSchema = z.union([
 /** Where an imported job came from (`runner trace import`; DESIGN.md, "Trace import"). */
 export const sourceSchema = z.strictObject({
   files: z.array(z.string()).min(1),
-  format: z.enum(["pytorch-et", "kineto"]),
+  format: z.enum(["pytorch-et", "kineto", "chakra"]),
   /** The trace's own schema version (ET `schema`, Kineto `schemaVersion`). */
   schema: z.string(),
   worldSize: z.int().min(1),
   /** The ranks whose traces were read. */
   ranks: z.array(z.int().min(0)).min(1),
+  /** Which profiled steps the job replays (ProfilerStep#N), in words. */
+  steps: z.string().optional(),
   /** The trace's own duration of a stage's collective, by stage id (Kineto's kernel `dur`). */
   trace_us: z.record(stageId, z.number().min(0)).optional(),
   /** What the import left out, and why. */

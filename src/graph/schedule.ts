@@ -9,16 +9,51 @@ import type { Job, Stage } from "../config/job.js";
 export function topologicalOrder(stages: readonly Stage[]): number[] {
   const indexOf = new Map<string, number>();
   stages.forEach((s, i) => indexOf.has(s.id) || indexOf.set(s.id, i));
-  const waitingOn = stages.map((s) => new Set((s.after ?? []).flatMap((id) => indexOf.get(id) ?? [])));
-  const done = stages.map(() => false);
+  // Kahn's algorithm, the lowest ready index first (a heap): linear in the stages and their `after` lists,
+  // so an imported trace of 100k stages orders in milliseconds.
+  const pending = stages.map(() => 0);
+  const dependents: number[][] = stages.map(() => []);
+  stages.forEach((s, i) => {
+    const deps = new Set((s.after ?? []).flatMap((id) => indexOf.get(id) ?? []));
+    pending[i] = deps.size;
+    for (const d of deps) dependents[d]!.push(i);
+  });
+  const heap: number[] = [];
+  const push = (x: number) => {
+    let i = heap.push(x) - 1;
+    while (i > 0) {
+      const up = (i - 1) >> 1;
+      if (heap[up]! <= x) break;
+      heap[i] = heap[up]!;
+      i = up;
+    }
+    heap[i] = x;
+  };
+  const pop = (): number => {
+    const top = heap[0]!, last = heap.pop()!;
+    if (heap.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let m = i, v = last;
+        if (l < heap.length && heap[l]! < v) [m, v] = [l, heap[l]!];
+        if (r < heap.length && heap[r]! < v) m = r;
+        if (m === i) break;
+        heap[i] = heap[m]!;
+        i = m;
+      }
+      heap[i] = last;
+    }
+    return top;
+  };
+  pending.forEach((n, i) => n === 0 && push(i));
   const order: number[] = [];
-  for (;;) {
-    const next = waitingOn.findIndex((deps, i) => !done[i] && deps.size === 0);
-    if (next < 0) return order;
-    done[next] = true;
+  while (heap.length) {
+    const next = pop();
     order.push(next);
-    for (const deps of waitingOn) deps.delete(next);
+    for (const d of dependents[next]!) if (--pending[d]! === 0) push(d);
   }
+  return order;
 }
 
 /** The order one step runs the stages in; the job must have passed validateGraph. */

@@ -5,19 +5,19 @@ import { parseJob } from "../config/load.js";
 import { validateGraph } from "../graph/validate.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import { buildJob, type ImportOptions } from "./job.js";
-import { readTrace, traceFiles } from "./read.js";
+import { readTraces, type ReadOptions } from "./read.js";
 
 /** "resnet-ddp-2rank.et.json.gz" -> "resnet-ddp-2rank". */
 function jobName(file: string): string {
-  const base = path.basename(file).replace(/(\.gz)?$/, "").replace(/(\.pt)?(\.trace)?(\.et)?\.json$/, "");
+  const base = path.basename(file).replace(/(\.gz|\.tgz)?$/i, "").replace(/\.tar$/i, "").replace(/(\.pt)?(\.trace)?(\.et)?(\.json)?$/, "").replace(/(\.kineto|\.\d+)$/, "");
   return base.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 128) || "trace";
 }
 
 /** The job's text and the summary lines; with `output`, the job is written there. */
-export function importTraces(paths: readonly string[], options: ImportOptions & { output?: string }): { text: string; summary: string[] } {
-  const files = traceFiles(paths);
+export async function importTraces(paths: readonly string[], options: ImportOptions & ReadOptions & { output?: string }): Promise<{ text: string; summary: string[] }> {
+  const { files, traces } = await readTraces(paths, options);
   // Named after what the user gave: a folder's name, or the first file's.
-  const imported = buildJob(files.map(readTrace), files, { name: jobName(paths[0]!), ...options });
+  const imported = buildJob(traces, files, { name: jobName(paths[0]!), ...options });
   const text = `${JSON.stringify(imported.job, null, 2)}\n`;
   const where = options.output ?? "the imported job";
   // What the writer made must be a job the runner takes as it stands: a failure here is this importer's bug.

@@ -5,9 +5,12 @@ import { formatSize } from "../config/size.js";
 import { IN_PLACE_OPS } from "../graph/validate.js";
 import { checkSplits, mergeRanks, type MergedCollective } from "./merge.js";
 import type { RankTrace, TraceCollective, TraceGroup } from "./model.js";
-import { TraceError } from "./model.js";
+import { printable, TraceError } from "./model.js";
 import { rankRanges, traceElementBytes } from "./names.js";
-import { planGroups, type GroupPlan } from "./partition.js";
+import { maxOf, minOf, sumOf } from "./limits.js";
+import { MAX_COUNT } from "./limits.js";
+import { ordered, planGroups, type GroupPlan } from "./partition.js";
+import { selectSteps, type StepChoice } from "./steps.js";
 
 export interface ImportOptions {
   /** Replay at this many ranks instead of the trace's (`--world N`). */
@@ -15,6 +18,8 @@ export interface ImportOptions {
   /** Compute stages holding the gaps between collectives (Kineto timelines). */
   computeGaps?: boolean;
   name?: string;
+  /** `--step N` / `--step all`; default: the last step every rank recorded completely. */
+  step?: StepChoice;
 }
 
 type Json = Record<string, unknown>;
@@ -70,6 +75,8 @@ function elements(c: TraceCollective, n: number): number {
 }
 
 interface Builder {
+  /** The collective being written, for a message about its sizes. */
+  at?: { file: string; what: string };
   W: number;
   tensors: Map<string, { dtype: DType; count: number }>;
   parts: GroupPlan;
@@ -77,6 +84,9 @@ interface Builder {
 }
 
 function tensor(b: Builder, dtype: DType, count: number): string {
+  if (!Number.isSafeInteger(count) || count < 0 || count > MAX_COUNT) {
+    throw new TraceError(b.at?.file ?? "trace import", `${b.at?.what ?? "a collective"}: a tensor of ${count} elements, outside the job's range of 0 to 2^40`);
+  }
   const name = `${dtype}_${count}`;
   b.tensors.set(name, { dtype, count });
   return name;
@@ -109,8 +119,9 @@ function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number)
       return { op: "reduce_scatter", input: t(Math.max(c.inCount, c.outCount * G)) };
     case "all_to_allv": {
       if (!rankDependent(c)) return { op: "all_to_all", input: t(c.inCount) };
+      if (G > 4096) throw new TraceError(b.at?.file ?? "trace import", `${b.at?.what}: an all_to_allv with uneven splits over ${G} ranks (a ${G}x${G} counts matrix); the importer writes those up to 4096 ranks`);
       const counts = countsMatrix(m);
-      return { op: "all_to_allv", input: tensor(b, c.dtype, Math.max(...counts.map((row) => row.reduce((s, x) => s + x, 0)))), counts };
+      return { op: "all_to_allv", input: tensor(b, c.dtype, maxOf(counts.map(sumOf))), counts };
     }
     case "barrier":
       return { op: "barrier" };
@@ -171,12 +182,12 @@ const round = (us: number) => Math.round(us * 10) / 10;
 /** The trace's own time for a collective: the slowest rank's kernel, as the replay's time is. */
 function traceUs(m: MergedCollective): number | undefined {
   const durs = [...m.byRank.values()].map((c) => c.durUs).filter((d): d is number => d !== undefined);
-  return durs.length ? round(Math.max(...durs)) : undefined;
+  return durs.length ? round(maxOf(durs)) : undefined;
 }
 
 /** The first rank's idle time on the communication timeline before this collective (for --compute gaps). */
 function gapBefore(prev: MergedCollective | undefined, m: MergedCollective): number {
-  const rank = Math.min(...m.byRank.keys());
+  const rank = minOf(m.byRank.keys());
   const a = prev?.byRank.get(rank), c = m.byRank.get(rank);
   if (!a || !c || a.tsUs === undefined || a.durUs === undefined || c.tsUs === undefined) return 0;
   return round(Math.max(0, c.tsUs - (a.tsUs + a.durUs)));
@@ -200,6 +211,8 @@ const fileOf = (traces: RankTrace[], m: MergedCollective) => traces.find((t) => 
 export function buildJob(traces: RankTrace[], files: string[], options: ImportOptions = {}): Imported {
   traces = [...traces].sort((a, b) => a.rank - b.rank);
   const traceW = world(traces);
+  const steps = selectSteps(traces, options.step);
+  traces = steps.traces;
   if (options.computeGaps && traces[0].format !== "kineto") {
     throw new TraceError(traces[0].file, "--compute gaps needs a Kineto trace's timeline (its kernels' ts and dur); a PyTorch Execution Trace records none");
   }
@@ -214,7 +227,8 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     if (problem) throw new TraceError(files[0], `cannot replay at --world ${options.world}: ${problem}`);
     W = options.world;
     notes.push(`rescaled from the trace's ${traceW} ranks to ${W}: every collective is on the whole world, each rank's message sizes kept`);
-    for (const m of merged) m.first = { ...m.first, group: { ...m.first.group, ranks: Array.from({ length: W }, (_, r) => r) } };
+    const whole = Array.from({ length: W }, (_, r) => r);
+    for (const m of merged) m.first = { ...m.first, group: { name: m.first.group.name, ranks: whole } };
   }
   const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
   const overlap = new Overlap(traces, b.notes);
@@ -227,8 +241,9 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     // Rescaled, every collective is on the whole world; send_recv shifts over it.
     const group = W !== traceW || m.first.op === "send" || m.first.op === "recv" ? undefined : b.parts.jobGroup(m.first.group, fileOf(traces, m));
     const G = group ? m.first.group.ranks.length : W;
-    const sorted = [...m.first.group.ranks].sort((x, y) => x - y);
-    const fields = opFields(m, b, G, (r) => (group ? sorted.indexOf(r) : r));
+    b.at = { file: fileOf(traces, m), what: `${m.first.name} (${m.key})` };
+    const index = ordered(m.first.group.ranks).index;
+    const fields = opFields(m, b, G, (r) => (group ? index.get(r)! : r));
     const id = `${String(fields.op).replace(/_/g, "")}-${k}`;
     const after = overlap.due(m);
     const stream = overlap.stream(id, m);
@@ -242,7 +257,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
   notes.push(...b.parts.notes, ...b.notes, ...new Set(traces.flatMap((t) => t.notes)));
   const dropped = countDropped(traces);
   const source = {
-    files, format: traces[0].format, schema: traces[0].schema, worldSize: traceW, ranks: traces.map((t) => t.rank),
+    files, format: traces[0].format, schema: traces[0].schema, worldSize: traceW, ranks: traces.map((t) => t.rank), steps: steps.line.replace(/^steps?: /, ""),
     ...(Object.keys(traceTimes).length ? { trace_us: traceTimes } : {}), dropped, notes,
   };
   const job: Json = {
@@ -256,7 +271,9 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
     stages,
   };
-  return { job, traces, summary: summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined)) };
+  const summary = summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));
+  summary.splice(traces.length + 1, 0, steps.line);
+  return { job, traces, summary: summary.map((l) => printable(l, 4000)) };
 }
 
 function countDropped(traces: RankTrace[]): { what: string; count: number; why: string }[] {

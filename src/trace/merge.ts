@@ -2,7 +2,8 @@
 // SPMD: each stage runs on every rank, a group's stage inside each group of its partition).
 import type { RankTrace, TraceCollective } from "./model.js";
 import { TraceError } from "./model.js";
-import type { GroupPlan } from "./partition.js";
+import { minOf } from "./limits.js";
+import { ordered, type GroupPlan } from "./partition.js";
 
 /** One collective of the step: what each rank whose trace was read did in it, by rank. */
 export interface MergedCollective {
@@ -17,6 +18,25 @@ function members(c: TraceCollective, rank: number, groups: GroupPlan): number[] 
   if (c.op === "send") return [rank, c.peer!];
   if (c.op === "recv") return [c.peer!, rank];
   return groups.familyRanks(c.group);
+}
+
+/** The traces (by index) that take part in a collective: those of its members that were read. */
+function reader(traces: readonly RankTrace[], groups: GroupPlan): (c: TraceCollective, rank: number) => number[] {
+  const byRank = new Map(traces.map((t, i) => [t.rank, i] as const));
+  const family = new Map<string, number[]>();
+  const among = (ranks: readonly number[]) => {
+    // The smaller side is walked: the traces read, or the group's ranks.
+    if (ranks.length <= traces.length) return ranks.filter((r) => byRank.has(r)).map((r) => byRank.get(r)!);
+    const set = new Set(ranks);
+    return traces.map((t, i) => (set.has(t.rank) ? i : -1)).filter((i) => i >= 0);
+  };
+  return (c, rank) => {
+    if (c.op === "send" || c.op === "recv") return among(members(c, rank, groups));
+    const key = groups.familyOf(c.group);
+    let known = family.get(key);
+    if (!known) family.set(key, (known = among(groups.familyRanks(c.group))));
+    return known;
+  };
 }
 
 /** Keys that match one collective across ranks: the k-th on a group's family, the k-th from i to j. */
@@ -34,7 +54,7 @@ function keyed(trace: RankTrace, groups: GroupPlan): string[] {
 const describe = (c: TraceCollective) => `${c.name} of ${c.inCount} ${c.traceDtype}`;
 
 /** A root as its group's index, the same in every group of a family. */
-const localRoot = (c: TraceCollective) => (c.root === undefined ? undefined : [...c.group.ranks].sort((x, y) => x - y).indexOf(c.root));
+const localRoot = (c: TraceCollective) => (c.root === undefined ? undefined : ordered(c.group.ranks).index.get(c.root));
 
 /** What rank j's record must agree on with the first rank's (splits are checked pairwise, in checkSplits). */
 function agree(a: TraceCollective, b: TraceCollective): boolean {
@@ -50,14 +70,14 @@ function agree(a: TraceCollective, b: TraceCollective): boolean {
  */
 export function mergeRanks(traces: readonly RankTrace[], groups: GroupPlan): MergedCollective[] {
   const keys = traces.map((t) => keyed(t, groups));
-  const present = new Set(traces.map((t) => t.rank));
+  const taking = reader(traces, groups);
   const next = traces.map(() => 0);
   const merged: MergedCollective[] = [];
   for (;;) {
     const progressed = traces.some((t, i) => {
       if (next[i] >= t.collectives.length) return false;
       const c = t.collectives[next[i]], key = keys[i][next[i]];
-      const ready = members(c, t.rank, groups).filter((r) => present.has(r)).map((r) => traces.findIndex((u) => u.rank === r));
+      const ready = taking(c, t.rank);
       if (!ready.every((j) => keys[j][next[j]] === key)) return false;
       const byRank = new Map(ready.map((j) => [traces[j].rank, traces[j].collectives[next[j]]!] as const));
       for (const j of ready) {
@@ -67,7 +87,7 @@ export function mergeRanks(traces: readonly RankTrace[], groups: GroupPlan): Mer
         }
         next[j]++;
       }
-      merged.push({ key, first: byRank.get(Math.min(...byRank.keys()))!, byRank });
+      merged.push({ key, first: byRank.get(minOf(byRank.keys()))!, byRank });
       return true;
     });
     if (progressed) continue;
@@ -80,10 +100,10 @@ export function mergeRanks(traces: readonly RankTrace[], groups: GroupPlan): Mer
 
 /** all_to_allv: what i sends j must be what j receives from i, for every pair of ranks read. */
 export function checkSplits(m: MergedCollective, traces: readonly RankTrace[]): void {
-  const ranks = m.first.group.ranks;
+  const index = new Map(m.first.group.ranks.map((r, k) => [r, k] as const));
   for (const [i, ci] of m.byRank) {
     for (const [j, cj] of m.byRank) {
-      const sent = ci.inSplits?.[ranks.indexOf(j)], received = cj.outSplits?.[ranks.indexOf(i)];
+      const sent = ci.inSplits?.[index.get(j) ?? -1], received = cj.outSplits?.[index.get(i) ?? -1];
       if (sent !== undefined && received !== undefined && sent !== received) {
         const file = traces.find((t) => t.rank === j)!.file;
         throw new TraceError(file, `ranks disagree at ${m.key} (${m.first.name}): rank ${i} sends rank ${j} ${sent} elements, rank ${j} receives ${received} from it`);

@@ -42,6 +42,17 @@ export interface TraceCollective {
   /** The trace's duration of the collective (Kineto's kernel `dur`), and its start (for compute gaps). */
   durUs?: number;
   tsUs?: number;
+  /** The profiled step it ran in (ProfilerStep#N): ET by node id, Kineto by time; undefined where unmarked. */
+  step?: number;
+}
+
+/** A trace's step marks (ProfilerStep#N), in order, and those it did not record whole. */
+export interface StepInfo {
+  numbers: number[];
+  /** Steps the trace cut short (Kineto: a step event without its end). */
+  incomplete: number[];
+  /** Collectives before the first mark (set-up: process-group init, DDP's first broadcasts). */
+  before: number;
 }
 
 export interface Dropped {
@@ -52,7 +63,7 @@ export interface Dropped {
 /** One rank's trace, read. */
 export interface RankTrace {
   file: string;
-  format: "pytorch-et" | "kineto";
+  format: "pytorch-et" | "kineto" | "chakra";
   schema: string;
   rank: number;
   /** How the rank was found ("the trace's distributedInfo", "the file name"...). */
@@ -62,13 +73,32 @@ export interface RankTrace {
   collectives: TraceCollective[];
   dropped: Dropped[];
   notes: string[];
+  steps?: StepInfo;
 }
 
-/** Bad input: one line naming the file and what is wrong (exit 2). */
+/**
+ * Text from a file or a file name, made safe for one terminal line: control bytes (C0, DEL, C1, the Unicode
+ * line and paragraph separators, bidi overrides) written as \xNN / \uNNNN, and cut to `max` characters.
+ */
+export function printable(text: string, max = 400): string {
+  const cut = text.length > max ? `${text.slice(0, max)}...` : text;
+  return cut.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
+
+/** A value from the file quoted for a message: JSON for strings, short, printable. */
+export function quoted(value: unknown, max = 60): string {
+  const text = typeof value === "string" ? value : value === undefined ? "undefined" : typeof value === "object" ? (Array.isArray(value) ? "a list" : value === null ? "null" : "an object") : String(value);
+  return printable(JSON.stringify(text.length > max ? `${text.slice(0, max)}...` : text), max + 20);
+}
+
+/** Bad input: one line naming the file and what is wrong (exit 2), with nothing unprintable from the file. */
 export class TraceError extends Error {
   readonly exitCode = 2;
   constructor(file: string, detail: string) {
-    super(`${file}: ${detail}`);
+    super(printable(`${file}: ${detail}`, 1000));
     this.name = "TraceError";
   }
 }

@@ -4,10 +4,11 @@ import type { TraceOp } from "./model.js";
 
 /** record_param_comms' collective names (ProcessGroupNCCL and friends) -> the op they replay as. */
 const OPS: Record<string, TraceOp> = {
-  allreduce: "allreduce", all_reduce: "allreduce", allreduce_coalesced: "allreduce",
+  allreduce: "allreduce", all_reduce: "allreduce", allreduce_coalesced: "allreduce", all_reduce_coalesced: "allreduce",
   broadcast: "broadcast",
   reduce: "reduce",
-  allgather: "all_gather", all_gather: "all_gather", _allgather_base: "all_gather", allgather_coalesced: "all_gather",
+  allgather: "all_gather", all_gather: "all_gather", _allgather_base: "all_gather", _all_gather_base: "all_gather", allgather_coalesced: "all_gather",
+  all_gather_coalesced: "all_gather",
   allgather_into_tensor_coalesced: "all_gather", all_gather_into_tensor: "all_gather",
   reduce_scatter: "reduce_scatter", _reduce_scatter_base: "reduce_scatter", reduce_scatter_tensor_coalesced: "reduce_scatter",
   reduce_scatter_tensor: "reduce_scatter",
@@ -25,8 +26,14 @@ export const NOT_REPLAYED: Record<string, string> = {
   coalesced: "an NCCL group end (`coalesced`) records no sizes of its own; the collectives inside it are replayed",
 };
 
+/** Why a name that is no collective to replay is left out. */
+export function notReplayed(name: string): string {
+  return Object.hasOwn(NOT_REPLAYED, name) ? NOT_REPLAYED[name]! : `unknown collective ${JSON.stringify(name.length > 60 ? `${name.slice(0, 60)}...` : name)}`;
+}
+
 export function traceOp(name: string): TraceOp | undefined {
-  return OPS[name.toLowerCase()];
+  const key = name.toLowerCase();
+  return Object.hasOwn(OPS, key) ? OPS[key] : undefined;
 }
 
 /**
@@ -57,7 +64,8 @@ function canonical(name: string): string {
 }
 
 export function jobDtype(name: string): DType | undefined {
-  return DTYPES[canonical(name)];
+  const key = canonical(name);
+  return Object.hasOwn(DTYPES, key) ? DTYPES[key] : undefined;
 }
 
 /** "0-4, 6, 8-63": a list of ranks as short as its runs allow, for messages. */
@@ -74,6 +82,7 @@ export function rankRanges(ranks: readonly number[]): string {
 
 /** A group's ranks from its first rank, stride and size (what Kineto keeps when it cuts the list). */
 export function ranksFromStride(start: number, stride: number, size: number): number[] {
+  // Callers check size against MAX_WORLD (limits.ts) first.
   return Array.from({ length: size }, (_, i) => start + i * stride);
 }
 
@@ -85,5 +94,6 @@ export function rankFromFileName(file: string): number | undefined {
   const base = file.split(/[\\/]/).at(-1)!;
   const named = /(?:rank|worker|gpu)[-_]?(\d+)/i.exec(base);
   const numbers = base.match(/\d+/g);
-  return named ? Number(named[1]) : numbers ? Number(numbers.at(-1)) : undefined;
+  const n = named ? Number(named[1]) : numbers ? Number(numbers.at(-1)) : undefined;
+  return n !== undefined && Number.isSafeInteger(n) ? n : undefined;
 }

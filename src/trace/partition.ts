@@ -5,6 +5,7 @@
 // stage, run in every group of it at once, as the step ran them.
 import type { RankTrace, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
+import { minOf } from "./limits.js";
 import { rankRanges } from "./names.js";
 
 export interface GroupPlan {
@@ -19,9 +20,21 @@ export interface GroupPlan {
   readonly notes: string[];
 }
 
-const isWorld = (ranks: readonly number[], W: number) => ranks.length === W && [...ranks].sort((a, b) => a - b).every((r, i) => r === i);
+const SORTED = new WeakMap<readonly number[], { sorted: number[]; index: Map<number, number> }>();
 
-const sorted = (ranks: readonly number[]) => [...ranks].sort((a, b) => a - b);
+/** A group's ranks in order, and each rank's index among them: made once per group. */
+export function ordered(ranks: readonly number[]): { sorted: number[]; index: Map<number, number> } {
+  let o = SORTED.get(ranks);
+  if (!o) {
+    const sorted = [...ranks].sort((a, b) => a - b);
+    SORTED.set(ranks, (o = { sorted, index: new Map(sorted.map((r, i) => [r, i] as const)) }));
+  }
+  return o;
+}
+
+const isWorld = (ranks: readonly number[], W: number) => ranks.length === W && ordered(ranks).sorted.every((r, i) => r === i);
+
+const sorted = (ranks: readonly number[]) => ordered(ranks).sorted.slice();
 
 /** The partition `g` completes into, and the ranks no traced group of its size held; undefined where it cannot. */
 function complete(g: TraceGroup, others: readonly TraceGroup[], W: number): { parts: number[][]; filled: number[] } | undefined {
@@ -45,7 +58,8 @@ function knownGroups(traces: readonly RankTrace[]): TraceGroup[] {
   const known = new Map<string, TraceGroup>();
   for (const t of traces) for (const g of t.groups) if (!known.has(g.name)) known.set(g.name, g);
   for (const t of traces) for (const c of t.collectives) if (!known.has(c.group.name)) known.set(c.group.name, c.group);
-  return [...known.values()].sort((a, b) => Math.min(...a.ranks) - Math.min(...b.ranks) || a.name.localeCompare(b.name));
+  const first = new Map([...known.values()].map((g) => [g, minOf(g.ranks)] as const));
+  return [...known.values()].sort((a, b) => first.get(a)! - first.get(b)! || a.name.localeCompare(b.name));
 }
 
 export function planGroups(traces: readonly RankTrace[], W: number): GroupPlan {

@@ -1,9 +1,16 @@
-import type { Dropped, RankTrace, TraceCollective, TraceGroup } from "./model.js";
+import { MAX_COLLECTIVES, MAX_WORLD, maxOf } from "./limits.js";
+import type { Dropped, RankTrace, StepInfo, TraceCollective, TraceGroup } from "./model.js";
 import { TraceError } from "./model.js";
 
 /** What the file name says, for traces that do not record their rank. */
 export interface RankHint {
   fileRank?: number;
+}
+
+/** Where the world comes from for traces that record none: --world, else the number of traces given. */
+export interface WorldHint {
+  world?: number;
+  files: number;
 }
 
 export interface ReadRank {
@@ -15,21 +22,68 @@ export interface ReadRank {
   notes: string[];
   groups: TraceGroup[];
   worldSize?: number;
-  /** The rank as the trace records it, and where. */
+  /** The rank as the trace records it, and where; else the file name's. */
   rank?: { rank: number; from: string };
+  fileRank?: number;
+  /**
+   * A trace without a process-group table (ET 1.0.1, Chakra): the group its collectives name as the world,
+   * whose ranks are filled in once every trace is read; the lengths its split lists imply, to check against.
+   */
+  defaultWorld?: { group: TraceGroup; splitLengths: Set<number>; needsWorld?: string };
+  steps?: StepInfo;
+  /** Why there is nothing to replay, where a reader knows better than "no collectives". */
+  empty?: string;
 }
 
-/** A reader's result with its rank (the trace's own, else the file name's) and world size settled. */
-export function finishRank(read: ReadRank, hint: RankHint): RankTrace {
-  if (read.collectives.length === 0) {
-    const why = read.dropped.length ? ` (left out: ${[...new Set(read.dropped.map((d) => d.what))].join(", ")})` : "";
-    throw new TraceError(read.file, `no collectives to replay${why}`);
+/** The world of traces that record none: --world, else the split lists' length, else the traces given. */
+function defaultWorld(read: ReadRank[], hint: WorldHint): { size: number; from: string } {
+  if (hint.world !== undefined) return { size: hint.world, from: "--world" };
+  const lengths = new Set(read.flatMap((r) => [...(r.defaultWorld?.splitLengths ?? [])]));
+  if (lengths.size === 1) return { size: [...lengths][0]!, from: "its split lists' length" };
+  return { size: hint.files, from: `the ${hint.files} trace${hint.files > 1 ? "s" : ""} given` };
+}
+
+/** The readers' results with their ranks (the trace's own, else the file name's) and world sizes settled. */
+export function finishRanks(read: ReadRank[], hint: WorldHint): RankTrace[] {
+  if (read.length === 0) throw new TraceError("trace import", "no traces read");
+  const needing = read.filter((r) => r.defaultWorld);
+  if (needing.length) {
+    const needsWorld = needing.find((r) => r.defaultWorld!.needsWorld);
+    if (needsWorld && hint.world === undefined) throw new TraceError(needsWorld.file, needsWorld.defaultWorld!.needsWorld!);
+    const world = defaultWorld(needing, hint);
+    if (world.size > MAX_WORLD) throw new TraceError(needing[0]!.file, `a world of ${world.size} ranks (from ${world.from}) is more than the importer's cap of ${MAX_WORLD}`);
+    for (const r of needing) {
+      const d = r.defaultWorld!;
+      for (const len of d.splitLengths) {
+        if (len !== world.size) {
+          throw new TraceError(r.file, `its split lists name ${len} ranks, but the world is ${world.size} (from ${world.from}): the trace records no process-group table, so its groups are taken as the world${hint.world === undefined ? "; give every rank's trace or --world N" : ""}`);
+        }
+      }
+      d.group.ranks = Array.from({ length: world.size }, (_, i) => i);
+      r.worldSize = world.size;
+      r.notes.push(`the trace records no process-group table: its collectives run on the world of ${world.size} ranks (from ${world.from})`);
+    }
   }
-  const rank = read.rank ?? (hint.fileRank !== undefined ? { rank: hint.fileRank, from: "the file name" } : undefined);
+  return read.map(finishRank);
+}
+
+function finishRank(read: ReadRank): RankTrace {
+  if (read.collectives.length === 0) {
+    const why = read.empty ?? (read.dropped.length ? `left out: ${[...new Set(read.dropped.map((d) => d.what))].slice(0, 10).join(", ")}` : "");
+    throw new TraceError(read.file, `no collectives to replay${why ? ` (${why})` : ""}`);
+  }
+  if (read.collectives.length > MAX_COLLECTIVES) throw new TraceError(read.file, `${read.collectives.length} collectives, more than the importer's cap of ${MAX_COLLECTIVES}`);
+  const rank = read.rank ?? (read.fileRank !== undefined ? { rank: read.fileRank, from: "the file name" } : undefined);
   if (!rank) throw new TraceError(read.file, "the trace does not record its rank and the file name holds no number");
-  const largest = Math.max(...read.collectives.flatMap((c) => c.group.ranks)) + 1;
+  if (!Number.isInteger(rank.rank) || rank.rank < 0 || rank.rank >= MAX_WORLD) throw new TraceError(read.file, `rank ${String(rank.rank)} (from ${rank.from}) is not an integer from 0 to ${MAX_WORLD - 1}`);
+  let largest = -1;
+  for (const c of read.collectives) largest = Math.max(largest, maxOf(c.group.ranks));
+  largest += 1;
   const worldSize = read.worldSize ?? largest;
   if (rank.rank >= worldSize) throw new TraceError(read.file, `rank ${rank.rank} (from ${rank.from}) is outside the trace's world of ${worldSize} ranks`);
-  const { rank: _, ...rest } = read;
-  return { ...rest, rank: rank.rank, rankFrom: rank.from, worldSize: Math.max(worldSize, largest) };
+  if (largest > worldSize) throw new TraceError(read.file, `its process groups name rank ${largest - 1}, outside the trace's world of ${worldSize} ranks`);
+  return {
+    file: read.file, format: read.format, schema: read.schema, rank: rank.rank, rankFrom: rank.from, worldSize,
+    groups: read.groups, collectives: read.collectives, dropped: read.dropped, notes: read.notes, steps: read.steps,
+  };
 }

@@ -1,14 +1,28 @@
 // `runner trace import TRACE... [-o JOB.json] [--world N] [--compute gaps]`: PyTorch ET / Kineto traces -> a job.
 import type { Argv, CommandModule } from "yargs";
+import { parseSize } from "../../config/size.js";
+import { DEFAULT_MAX_BYTES, MAX_WORLD } from "../../trace/limits.js";
 
 export interface TraceImportArgs {
   traces: string[];
   output?: string;
   world?: number;
   compute?: string;
+  step?: string;
+  "max-bytes"?: string;
 }
 
 const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
+
+function maxBytes(value: string): number {
+  try {
+    const n = parseSize(value);
+    if (n < 1) throw new RangeError("expected at least 1 byte");
+    return n;
+  } catch (error) {
+    throw badInput(`--max-bytes: ${(error as Error).message}`);
+  }
+}
 
 const importCommand: CommandModule<object, TraceImportArgs> = {
   command: "import <traces..>",
@@ -19,15 +33,24 @@ const importCommand: CommandModule<object, TraceImportArgs> = {
       .option("output", { alias: "o", type: "string", describe: "Write the job here (default: stdout)" })
       .option("world", { type: "number", describe: "Replay at N ranks (only where every collective is on the whole world without rank-dependent splits)" })
       .option("compute", { type: "string", choices: ["gaps"], describe: "gaps: compute stages holding the time between collectives (Kineto)" })
+      .option("step", { type: "string", describe: "N: replay ProfilerStep#N; all: every profiled step in order (default: the last step every rank recorded completely)" })
+      .option("max-bytes", { type: "string", describe: `Refuse a trace that decompresses to more than this (default ${DEFAULT_MAX_BYTES / 1024 ** 3}Gi; "8Gi", "16Gi"...)` })
       .check((argv) => {
-        if (argv.world !== undefined && (!Number.isInteger(argv.world) || argv.world < 1)) throw badInput(`--world must be an integer >= 1, got ${argv.world}`);
+        if (argv.world !== undefined && (!Number.isInteger(argv.world) || argv.world < 1 || argv.world > MAX_WORLD)) throw badInput(`--world must be an integer from 1 to ${MAX_WORLD}, got ${argv.world}`);
+        if (argv.step !== undefined && argv.step !== "all" && !/^\d{1,15}$/.test(String(argv.step))) throw badInput(`--step must be a step number or "all", got ${JSON.stringify(String(argv.step))}`);
+        if (argv["max-bytes"] !== undefined) maxBytes(argv["max-bytes"]);
         return true;
       })
       .example("$0 trace import rank0.json.gz rank1.json.gz -o step.json", "")
-      .example("$0 trace import traces/ --world 8 -o step8.json", "DDP-style traces replayed at 8 ranks") as Argv<TraceImportArgs>,
+      .example("$0 trace import traces/ --world 8 -o step8.json", "DDP-style traces replayed at 8 ranks")
+      .example("$0 trace import traces.json.tar.gz --step all -o steps.json", "every profiled step of the traces in an archive") as Argv<TraceImportArgs>,
   handler: async (args) => {
     const { importTraces } = await import("../../trace/import.js");
-    const { text, summary } = importTraces(args.traces, { world: args.world, computeGaps: args.compute === "gaps", output: args.output });
+    const step = args.step === undefined ? undefined : args.step === "all" ? "all" as const : Number(args.step);
+    const { text, summary } = await importTraces(args.traces, {
+      world: args.world, computeGaps: args.compute === "gaps", output: args.output, step,
+      maxBytes: args["max-bytes"] === undefined ? undefined : maxBytes(args["max-bytes"]),
+    });
     if (args.output === undefined) {
       process.stdout.write(text);
       for (const line of summary) process.stderr.write(`${line}\n`);
