@@ -4,7 +4,7 @@
 # native C++ tests, finds libnccl.so.2 (NCCL_LIBRARY, else the NVIDIA pip wheel nvidia-nccl-cu12/cu13, else
 # the loader's path), then runs:
 #  - the C++ tests: cuda_kernels_test (every CUDA kernel against the CPU's, and each one's bandwidth against
-#    a device-to-device copy at 256 MiB: at least 70% for the streaming kernels), nccl_test (world-size-1
+#    a device-to-device copy at 256 MiB: at least 80% for every kernel), nccl_test (world-size-1
 #    NCCL communicators, the lane over device memory, ncclCommSplit, the 1-bit and quantized allreduces on
 #    the GPU against the same ops in host memory), and the rest of the suite;
 #  - test/gpu/: one-rank jobs on device "cuda" through the real NCCL.

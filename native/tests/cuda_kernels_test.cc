@@ -1,8 +1,9 @@
 // The CUDA kernels (kernels/cuda, launched by backends/library/cuda_kernels.cc) against the CPU kernels they
 // stand in for (kernels/cpu/cpu_kernels.h), on CUDA device 0: packed signs, records, codes, steps, error
 // feedback, sums and conversions bit for bit (a NaN from arithmetic: any NaN), scales (sums of squares added
-// in another order) within the bound of that order. Then each kernel's speed at 256 MiB against a device-to-device copy of 256 MiB: the streaming kernels
-// must reach 70% of the copy's bandwidth (bytes read plus written per second). Built when nvcc is found;
+// in another order) within the bound of that order. Then each kernel's speed at 256 MiB against a device-to-device
+// copy of 256 MiB: every kernel must reach 80% of the copy's bandwidth (bytes read plus written per second), and
+// the table is printed whether it does or not. Built when nvcc is found;
 // skipped (77), saying why, where there is no GPU, driver or CUDA runtime. Exits non-zero on a failure.
 #include <algorithm>
 #include <chrono>
@@ -219,7 +220,8 @@ void sums(Gpu& g, QuantFormat f, size_t n, size_t stride, bool feedback, const s
 
 void quantization(Gpu& g) {
   for (int bits : {8, 4}) {
-    for (size_t groupSize : {size_t(2048), size_t(100)}) {
+    // 2048 and 1152 (9 tiles): whole groups from registers; 100: a value at a time.
+    for (size_t groupSize : {size_t(2048), size_t(1152), size_t(100)}) {
       const QuantFormat f{bits, groupSize};
       const size_t n = 3 * groupSize + 42;
       const std::string at = "int" + std::to_string(bits) + " g=" + std::to_string(groupSize) + " ";
@@ -264,7 +266,9 @@ void conversions(Gpu& g) {
   const size_t n = 100003;
   std::vector<float> f = normals<float>(n, 9, 1e4);
   const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::nanf(""), 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 3e38f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f};
+                            std::nanf(""), 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 3e38f, 1.0f + 0x1p-11f, 1.0f + 0x1p-8f,
+                            // the edges of the range a float32 division takes by its reciprocal
+                            1e-40f, -0x1p-60f, 0x1.fffffep-61f, 0x1p100f, -0x1.fffffep99f, 1.17549435e-38f};
   std::copy(std::begin(specials), std::end(specials), f.begin());
   for (DType dt : {DType::F16, DType::BF16, DType::F64}) {
     const std::string at = std::string(dtypeName(dt)) + " ";
@@ -287,11 +291,14 @@ void conversions(Gpu& g) {
     std::vector<float> s(f);
     void* host = dt == DType::F64 ? static_cast<void*>(d.data()) : static_cast<void*>(s.data());
     void* dev = dt == DType::F64 ? static_cast<void*>(g.put(d)) : static_cast<void*>(g.put(s));
-    g.k().divideInPlace(dt, dev, n, 3);
-    cpu.divideInPlace(dt, host, n, 3);
-    const bool same = dt == DType::F64 ? sameBits(g.get(static_cast<double*>(dev), n), d, true)
-                                       : sameBits(g.get(static_cast<float*>(dev), n), s, true);
-    check(same, std::string(dtypeName(dt)) + " divideInPlace");
+    // 3, 1/3 (an inexact reciprocal), and 1e30 (beyond the reciprocal's range: IEEE division throughout).
+    for (double divisor : {3.0, 1.0 / 3, 1e30}) {
+      g.k().divideInPlace(dt, dev, n, divisor);
+      cpu.divideInPlace(dt, host, n, divisor);
+      const bool same = dt == DType::F64 ? sameBits(g.get(static_cast<double*>(dev), n), d, true)
+                                         : sameBits(g.get(static_cast<float*>(dev), n), s, true);
+      check(same, std::string(dtypeName(dt)) + " divideInPlace by " + std::to_string(divisor));
+    }
     g.clear();
   }
 }
@@ -299,18 +306,21 @@ void conversions(Gpu& g) {
 // ------------------------------------------------------------------------------------------ speed
 
 constexpr size_t kBytes = size_t(256) << 20;
-constexpr double kTarget = 0.70;
+constexpr double kTarget = 0.80;
+// Launches timed together: one launch and its wait cost 10-20 us, which on a 60 us kernel read as a quarter
+// of its bandwidth lost. 256 MiB is well above the L2 cache, so every launch goes to memory.
+constexpr int kLaunches = 10;
 
-// Seconds per run of `run`, the best of a few after a warm-up, everything issued waited for.
+// Seconds per run of `run`: of 5 samples of kLaunches runs back to back, after a warm-up, the best.
 double seconds(library::Device& d, const std::function<void()>& run) {
   run();
   d.synchronize();
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    run();
+    for (int i = 0; i < kLaunches; ++i) run();
     d.synchronize();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kLaunches);
   }
   return best;
 }
@@ -321,8 +331,13 @@ void speed(Gpu& g) {
   const size_t n = kBytes / sizeof(float);
   const QuantFormat int8{8, 2048};
   Buffer a(d, kBytes), b(d, kBytes), bits(d, n / 8 + 64), codes(d, int8.bytes(n) * 2), out(d, int8.bytes(n)), scale(d, 64);
-  d.zero(a.get(), kBytes);
-  d.zero(b.get(), kBytes);
+  // Values as a gradient holds them, not zeros: a division's slow path takes zeros, and the kernels should be
+  // timed on the path real data takes.
+  const std::vector<float> tile = normals<float>(size_t(1) << 20, 21);
+  for (size_t at = 0; at < kBytes; at += tile.size() * sizeof(float)) {
+    d.upload(a.as<char>() + at, tile.data(), tile.size() * sizeof(float));
+    d.upload(b.as<char>() + at, tile.data(), tile.size() * sizeof(float));
+  }
   d.zero(codes.get(), codes.bytes());
   d.zero(scale.get(), scale.bytes());
   auto* x = a.as<float>();
@@ -332,35 +347,34 @@ void speed(Gpu& g) {
   const double copyBw = 2.0 * kBytes / seconds(d, [&] { d.copy(y, x, kBytes); });
   std::printf("cuda_kernels_test: device-to-device copy of 256 MiB: %.1f GB/s (read + written)\n", copyBw / 1e9);
 
-  // What each kernel reads plus writes at n = 64 Mi floats; gated: the streaming ones.
+  // What each kernel reads plus writes at n = 64 Mi floats.
   struct Case {
     const char* name;
     double bytes;
-    bool gated;
     std::function<void()> run;
   };
   const double f = double(kBytes), packed = double(n) / 8, q8 = double(int8.bytes(n));
   const Strided record{bits.as<uint8_t>(), n / 8 + sizeof(float), 1};
   const Strided two{codes.as<uint8_t>(), int8.bytes(n), 2};
   const std::vector<Case> cases{
-      {"addAndScale (x += y, scale)", 3 * f, true, [&] { k.addAndScale(x, y, n, n, s, flag); }},
-      {"packRecords (signs, error kept)", 2 * f + packed, true, [&] { k.packRecords(x, n, 1, s, bits.as<uint8_t>(), n / 8 + 4); }},
-      {"unpackRecords", f + packed, true, [&] { k.unpackRecords(record, n, n, y); }},
-      {"accumulateRecords (1 source)", 2 * f + packed, true, [&] { k.accumulateRecords(record, 1.0f, x, n, s); }},
-      {"quantize int8 g=2048", f + q8, true, [&] { k.quantize(int8, x, nullptr, 0, n, codes.as<uint8_t>(), flag); }},
-      {"quantize int8 g=2048, feedback", 3 * f + q8, true, [&] { k.quantize(int8, x, y, 1, n, codes.as<uint8_t>(), flag); }},
-      {"dequantize int8", q8 + f, true, [&] { k.dequantize(int8, codes.as<uint8_t>(), n, y); }},
-      {"dequantizeSum int8, 2 sources", 2 * q8 + f, false, [&] { k.dequantizeSum(int8, two, n, y); }},
-      {"dequantizeSumQuantize int8, 2 sources", 3 * q8, false,
-       [&] { k.dequantizeSumQuantize(int8, two, nullptr, 0, n, out.as<uint8_t>(), flag); }},
-      {"fromF32 bfloat16", 1.5 * f, true, [&] { k.fromF32(DType::BF16, x, y, n); }},
-      {"toF32 bfloat16 (n/2 values)", 0.75 * f, true, [&] { k.toF32(DType::BF16, y, x, n / 2); }},
-      {"divideInPlace float32", 2 * f, true, [&] { k.divideInPlace(DType::F32, x, n, 3); }},
+      {"addAndScale (x += y, scale)", 3 * f, [&] { k.addAndScale(x, y, n, n, s, flag); }},
+      {"packRecords (signs, error kept)", 2 * f + packed, [&] { k.packRecords(x, n, 1, s, bits.as<uint8_t>(), n / 8 + 4); }},
+      {"unpackRecords", f + packed, [&] { k.unpackRecords(record, n, n, y); }},
+      {"accumulateRecords (1 source)", 2 * f + packed, [&] { k.accumulateRecords(record, 1.0f, x, n, s); }},
+      {"quantize int8 g=2048", f + q8, [&] { k.quantize(int8, x, nullptr, 0, n, codes.as<uint8_t>(), flag); }},
+      {"quantize int8 g=2048, feedback", 3 * f + q8, [&] { k.quantize(int8, x, y, 1, n, codes.as<uint8_t>(), flag); }},
+      {"dequantize int8", q8 + f, [&] { k.dequantize(int8, codes.as<uint8_t>(), n, y); }},
+      {"dequantizeSum int8, 2 sources", 2 * q8 + f, [&] { k.dequantizeSum(int8, two, n, y); }},
+      {"dequantizeSumQuantize int8, 2 sources", 3 * q8, [&] { k.dequantizeSumQuantize(int8, two, nullptr, 0, n, out.as<uint8_t>(), flag); }},
+      {"fromF32 bfloat16", 1.5 * f, [&] { k.fromF32(DType::BF16, x, y, n); }},
+      {"toF32 bfloat16", 1.5 * f, [&] { k.toF32(DType::BF16, y, x, n); }},
+      // By 3 and by 1/3 in turn, so the values stay where they started over the runs.
+      {"divideInPlace float32", 2 * f, [&, by3 = false]() mutable { k.divideInPlace(DType::F32, x, n, (by3 = !by3) ? 3.0 : 1.0 / 3); }},
   };
   for (const Case& c : cases) {
     const double bw = c.bytes / seconds(d, c.run), ratio = bw / copyBw;
-    std::printf("  %-40s %7.1f GB/s  %5.1f%% of copy%s\n", c.name, bw / 1e9, 100 * ratio, c.gated ? "" : "  (not gated)");
-    if (c.gated) check(ratio >= kTarget, std::string(c.name) + " reaches 70% of the copy's bandwidth");
+    std::printf("  %-40s %7.1f GB/s  %5.1f%% of copy%s\n", c.name, bw / 1e9, 100 * ratio, ratio >= kTarget ? "" : "  BELOW 80%");
+    check(ratio >= kTarget, std::string(c.name) + " reaches 80% of the copy's bandwidth");
   }
 }
 

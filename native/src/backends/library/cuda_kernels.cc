@@ -87,14 +87,14 @@ class CudaKernels final : public kernels::DeviceKernels {
   void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) override { dequantizeSum(f, {in, 0, 1}, n, out); }
   void dequantizeSum(QuantFormat f, Strided in, size_t n, float* out) override {
     if (n) {
-      launch(dequantizeSum_, groupBlocks(f, n), 1, stepsBytes(in),
+      launch(dequantizeSum_, groupBlocks(f, n), 1, 0,
              DequantizeSumArgs{layout(f, n), in.base, in.stride, uint32_t(in.count), out});
     }
   }
   void dequantizeSumQuantize(QuantFormat f, Strided in, float* error, float beta, size_t n, uint8_t* out,
                              uint32_t* nonFinite) override {
     if (n) {
-      launch(dequantizeSumQuantize_, groupBlocks(f, n), 1, stepsBytes(in),
+      launch(dequantizeSumQuantize_, groupBlocks(f, n), 1, 0,
              DequantizeSumQuantizeArgs{layout(f, n), in.base, in.stride, uint32_t(in.count), error, beta, out, nonFinite});
     }
   }
@@ -147,9 +147,9 @@ class CudaKernels final : public kernels::DeviceKernels {
     if (count > kMaxGridY) throw CommError(code::kUnsupported, "CUDA kernels: at most " + std::to_string(kMaxGridY) + " ranks");
     return blocks(items, std::max(1u, maxBlocks_ / unsigned(count)));
   }
-  unsigned groupBlocks(QuantFormat f, size_t n) const { return unsigned(std::min<uint64_t>(f.groups(n), maxBlocks_)); }
+  // The quantization kernels give each group a warp.
+  unsigned groupBlocks(QuantFormat f, size_t n) const { return blocks(f.groups(n) * 32); }
   static QuantLayout layout(QuantFormat f, size_t n) { return {uint32_t(f.bits), f.groupSize, n}; }
-  static unsigned stepsBytes(Strided in) { return unsigned(in.count) * sizeof(float); }
   static int wideIndex(DType dt) { return dt == DType::F16 ? 0 : dt == DType::BF16 ? 1 : 2; }
 
   template <class T>

@@ -64,7 +64,7 @@ struct UnpackRecordsArgs {
   T* out;
 };
 
-// A block of n values quantized in groups (kernels/cpu/quant.h); one thread block per group.
+// A block of n values quantized in groups (kernels/cpu/quant.h); one warp per group.
 struct QuantLayout {
   uint32_t bits;
   uint64_t groupSize, n;
@@ -80,7 +80,7 @@ struct QuantizeArgs {
   uint32_t* nonFinite;
 };
 
-// spmd_dequantize_sum, dynamic shared memory count·4: out = the sum of the count sources' values, in order.
+// spmd_dequantize_sum: out = the sum of the count sources' values, in order.
 struct DequantizeSumArgs {
   QuantLayout f;
   const uint8_t* sources;
@@ -89,7 +89,7 @@ struct DequantizeSumArgs {
   float* out;
 };
 
-// spmd_dequantize_sum_quantize, dynamic shared memory count·4: the sum as spmd_dequantize_sum, quantized as
+// spmd_dequantize_sum_quantize: the sum as spmd_dequantize_sum, quantized as
 // spmd_quantize.
 struct DequantizeSumQuantizeArgs {
   QuantLayout f;
