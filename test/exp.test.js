@@ -2,7 +2,7 @@
 // report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
@@ -42,10 +42,23 @@ test("plan: one line per point with its id and parameters, the exclusions and co
     assert.equal(p.code, 0, p.stderr);
     assert.match(p.stdout, /^# t: 3 points, 1 excluded, 2 repetitions each \(6 runs, order interleaved, executor local\)/);
     assert.match(p.stdout, /# 3 points in .*: 3 pending/);
-    assert.match(p.stdout, /\nexcluded: job=tiny backend=shm world_size=3 hosts=1 variant=b\n/);
+    assert.match(p.stdout, /\nexcluded: job=tiny backend=shm world_size=3 hosts=1 variant=b executor="local"\n/);
     const ids = pointIds(p.stdout);
     assert.equal(new Set(ids).size, 3);
     assert.deepEqual(pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout), ids, "ids are a function of the experiment");
+    // The executor and what shapes its runs are part of every id, and the plan shows them.
+    const underMpirun = async (executor) => {
+      const e = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2, 3], variant: { a: {}, b: { env: { X: "1" } } } }, exclude: [{ world_size: 3, variant: "b" }], repetitions: 2, executor });
+      const q = await exp(["plan", e.file, "--dir", e.dir]);
+      assert.equal(q.code, 0, q.stderr);
+      return q.stdout;
+    };
+    const mpirun = await underMpirun({ kind: "mpirun", args: ["--bind-to", "core"] });
+    assert.match(mpirun, /executor mpirun \(mpirun --bind-to core\)\)/);
+    assert.match(mpirun, /variant=a executor="mpirun --bind-to core"\n/);
+    const otherIds = pointIds(mpirun);
+    assert.equal(otherIds.filter((id) => ids.includes(id)).length, 0, "another executor, other ids");
+    assert.notDeepEqual(pointIds(await underMpirun({ kind: "mpirun", args: ["--bind-to", "none"] })), otherIds, "another mpirun option, other ids");
 
     // The order repetitions run in, as --dry-run prints them (nothing runs).
     let n = 0;
@@ -70,6 +83,7 @@ test("plan: one line per point with its id and parameters, the exclusions and co
 test("bad experiment files: exit 2 before anything runs, one line naming the key or the point", async () => {
   await withTempDir("spmd-exp-bad-", async (tmp) => {
     const matrix = { backend: ["shm"], world_size: [2] };
+    writeFileSync(path.join(tmp, "hosts.txt"), "# one host\nnodeA slots=4\n");
     const cases = [
       [{ matrix, repetition: 2 }, /exp\.jsonc: line \d+ column \d+: unknown key "repetition" \(did you mean "repetitions"\?\)/],
       [{ matrix: { ...matrix, world_size: [] } }, /matrix\.world_size: expected at least 1 item, got 0/],
@@ -77,7 +91,9 @@ test("bad experiment files: exit 2 before anything runs, one line naming the key
       [{ matrix: { ...matrix, world_size: [2, 3] }, zip: [["backend", "world_size"]] }, /zip\[0\]: zipped axes need as many values each: backend has 1, world_size 2/],
       [{ matrix, exclude: [{ backend: "tcp" }] }, /exclude\[0\]: matches no point/],
       [{ matrix, exclude: [{ world_size: 2 }] }, /every point is excluded/],
-      [{ matrix: { ...matrix, hosts: [2] } }, /point job=tiny backend=shm world_size=2 hosts=2 variant=base: the local executor starts every rank on this host/],
+      [{ matrix: { ...matrix, hosts: [2] } }, /executor: 1 point cannot run: job=tiny backend=shm world_size=2 hosts=2 variant=base executor="local" \(the local executor starts every rank on this host/],
+      [{ matrix: { backend: ["mpi", "shm"], world_size: [2, 3] } }, /executor: 2 points cannot run: job=tiny backend=mpi world_size=2 .*\(backend mpi needs ranks started by an MPI launcher.*\); job=tiny backend=mpi world_size=3 /],
+      [{ matrix: { ...matrix, hosts: [2] }, executor: { kind: "mpirun", hostfile: "hosts.txt" } }, /executor: 1 point cannot run: .* hosts=2 .*\(hosts 2, but the hostfile names 1\)/],
     ];
     for (const [experiment, expected] of cases) {
       const c = campaign(tmp, experiment);
@@ -91,7 +107,7 @@ test("bad experiment files: exit 2 before anything runs, one line naming the key
     const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [3, 2] } }, rooted);
     const p = await exp(["run", c.file, "--dir", c.dir]);
     assert.equal(p.code, 2, p.stderr);
-    assert.match(p.stderr, /^runner: .*exp\.jsonc: point job=tiny backend=shm world_size=2 hosts=1 variant=base: .*root/);
+    assert.match(p.stderr, /^runner: .*exp\.jsonc: point job=tiny backend=shm world_size=2 hosts=1 variant=base executor="local": .*root/);
     assert.ok(!existsSync(c.dir), "nothing ran");
     writeFileSync(c.file, '{ "name": "t", "jobs": ["job.json"] "matrix": {} }');
     assert.match((await exp(["plan", c.file])).stderr, /exp\.jsonc: line 1 column 37: invalid JSON: CommaExpected/);
@@ -121,7 +137,7 @@ test("run: a failing point does not stop the others (--fail-fast does); status, 
     assert.equal(byVariant(s, "base", 2).attempts, 2, "the repetition done before was not run again");
     const text = (await exp(["status", "--dir", c.dir])).stdout;
     assert.match(text, /: 2 done, 1 failed\n/);
-    assert.match(text, /failed .* variant=broken exit 1\n( {4}\| .*\n)*? {4}\| Error: Cannot find module .\/nonexistent-spmd-module/);
+    assert.match(text, /failed .* variant=broken executor="local" exit 1\n( {4}\| .*\n)*? {4}\| Error: Cannot find module .\/nonexistent-spmd-module/);
 
     // query: every row of every repetition, as the files have it.
     const rows = JSON.parse((await exp(["query", "SELECT r.*, p.world_size FROM rows r JOIN points p USING (point_id) ORDER BY p.world_size, rep, size", "--dir", c.dir, "--format", "json"])).stdout);
@@ -160,25 +176,30 @@ async function reportChecks(c, tmp) {
 }
 
 /**
- * A copy of the campaign in which every repetition holds repetition 1's results (no spread) times
+ * A copy of the campaign with 3 repetitions a point, each holding repetition 1's results (no spread) times
  * `factor(rep)`: as fast, or slower by that much.
  */
 function copyWith(c, tmp, name, factor) {
   const to = path.join(tmp, name);
   cpSync(c.dir, to, { recursive: true });
   for (const id of readdirSync(path.join(to, "points"))) {
-    const first = path.join(to, "points", id, "rep-1", "results.json");
+    const point = path.join(to, "points", id);
+    const first = path.join(point, "rep-1", "results.json");
     if (!existsSync(first)) continue;
     const text = readFileSync(first, "utf8");
-    for (const rep of [1, 2]) {
+    for (const rep of [1, 2, 3]) {
       const doc = JSON.parse(text);
       for (const r of doc.results) {
         r.busbw *= factor(rep);
         r.algbw *= factor(rep);
         for (const k of Object.keys(r.time)) r.time[k] /= factor(rep);
       }
-      writeFileSync(path.join(to, "points", id, `rep-${rep}`, "results.json"), JSON.stringify(doc));
+      mkdirSync(path.join(point, `rep-${rep}`), { recursive: true });
+      writeFileSync(path.join(point, `rep-${rep}`, "results.json"), JSON.stringify(doc));
+      if (rep > 1) cpSync(path.join(point, "rep-1", "marker.json"), path.join(point, `rep-${rep}`, "marker.json"));
     }
+    const record = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8"));
+    writeFileSync(path.join(point, "point.json"), JSON.stringify({ ...record, repetitions: 3 }));
   }
   return to;
 }
@@ -186,33 +207,47 @@ function copyWith(c, tmp, name, factor) {
 async function compareChecks(c, tmp) {
   const same = await exp(["compare", c.dir, c.dir]);
   assert.equal(same.code, 0, same.stdout);
-  assert.match(same.stdout, /# 0 regressions, 0 improvements over 8 comparisons/, "2 points x 2 sizes x 2 metrics");
+  assert.match(same.stdout, /^# too few repetitions: 2 and 2; the test across repetitions needs 3 a side/m);
+  assert.match(same.stdout, /^# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(8 within tolerance, 0 within noise; 8 comparisons, 2 and 2 repetitions\)$/m, "2 points x 2 sizes x 2 metrics");
   const base = copyWith(c, tmp, "base", () => 1);
   const slower = copyWith(c, tmp, "slower", () => 0.2);
   const worse = await exp(["compare", base, slower]);
   assert.equal(worse.code, 1, worse.stdout);
-  assert.match(worse.stdout, /^REGRESSION +busbw +tiny ar \(allreduce\) size \d+ W=\d shm\/base: .* \(80\.0% worse\)/m);
+  assert.match(worse.stdout, /^REGRESSION +busbw +tiny ar \(allreduce\) size \d+ W=\d shm\/base: .* \(80\.0% worse\) \(change across repetitions -80\.0%\.\.-80\.0%\)/m);
   assert.match(worse.stdout, /^REGRESSION +time\.avg_us .* \(80\.0% worse\)/m, "a time 5x as long is worse: lower is better");
-  assert.match(worse.stdout, /# 8 regressions, 0 improvements over 8 comparisons/);
+  assert.match(worse.stdout, /^# FAIL: 8 regressions, 0 improvements, 0 missing, 1 failed \(0 within tolerance, 0 within noise; 8 comparisons, 3 and 3 repetitions\)/m);
   const better = await exp(["compare", slower, base]);
   assert.equal(better.code, 0, better.stdout);
-  assert.match(better.stdout, /# 0 regressions, 8 improvements/);
-  // One repetition as fast as before, one 5x slower: 40% worse in the median, but within the repetitions' spread.
-  const noisy = copyWith(c, tmp, "noisy", (rep) => (rep === 1 ? 1 : 0.2));
-  const noise = await exp(["compare", base, noisy]);
-  assert.equal(noise.code, 0, noise.stdout);
-  assert.equal((noise.stdout.match(/^WITHIN NOISE .* \(40\.0% worse\)/gm) ?? []).length, 4, noise.stdout);
-  assert.match(noise.stdout, /# 0 regressions, 0 improvements/);
+  assert.match(better.stdout, /# PASS: 0 regressions, 8 improvements/);
+  // One repetition of three 5x slower decides nothing; two of three are 80% worse in the median, but one
+  // repetition still as fast as before keeps it within noise.
+  const oneSlow = await exp(["compare", base, copyWith(c, tmp, "one-slow", (rep) => (rep === 3 ? 0.2 : 1))]);
+  assert.equal(oneSlow.code, 0, oneSlow.stdout);
+  assert.match(oneSlow.stdout, /# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(8 within tolerance/);
+  const twoSlow = await exp(["compare", base, copyWith(c, tmp, "two-slow", (rep) => (rep === 1 ? 1 : 0.2))]);
+  assert.equal(twoSlow.code, 0, twoSlow.stdout);
+  assert.equal((twoSlow.stdout.match(/^WITHIN NOISE .* \(80\.0% worse\)/gm) ?? []).length, 8, twoSlow.stdout);
+  // A point on one side only is named by its parameters, and fails the comparison.
+  const fewer = copyWith(c, tmp, "fewer", () => 1);
+  const gone = JSON.parse((await exp(["query", "SELECT point_id FROM points WHERE world_size = 3", "--dir", fewer, "--format", "json"])).stdout)[0].point_id;
+  rmSync(path.join(fewer, "points", gone), { recursive: true });
+  const missing = await exp(["compare", base, fewer]);
+  assert.equal(missing.code, 1, missing.stdout);
+  assert.match(missing.stdout, /^MISSING +only in the baseline: job=tiny backend=shm world_size=3 hosts=1 variant=base executor="local"$/m);
+  assert.match(missing.stdout, /^# FAIL: 0 regressions, 0 improvements, 1 missing, 1 failed/m);
+  // A folder compares on the metrics its experiment recorded (measures.json), as the experiment file would.
+  writeFileSync(path.join(slower, "measures.json"), JSON.stringify({ metrics: { busbw: "higher" }, tolerance: {} }));
+  assert.match((await exp(["compare", base, slower])).stdout, /# FAIL: 4 regressions, .* 4 comparisons/);
   // One experiment against its compare.baseline, with its metrics and tolerances: busbw alone here.
   const withBaseline = campaign(path.join(tmp, "base"), { matrix: { backend: ["shm"], world_size: [2] }, metrics: { busbw: "higher" }, compare: { baseline: ".", tolerance: { busbw: "90%" } } });
   const tolerated = await exp(["compare", withBaseline.file, "--dir", slower]);
   assert.equal(tolerated.code, 0, tolerated.stdout);
-  assert.match(tolerated.stdout, /^# 0 regressions, 0 improvements over 4 comparisons/m, "80% worse is within a 90% tolerance");
-  // The report against a baseline lists the changes, each in its metric's direction.
+  assert.match(tolerated.stdout, /^# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(4 within tolerance, 0 within noise; 4 comparisons/m, "80% worse is within a 90% tolerance");
+  // The report against a baseline leads with the verdict and lists the changes, each in its metric's direction.
   assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
   const html = readFileSync(path.join(slower, "report.html"), "utf8");
-  assert.match(html, /<h2>Against the baseline<\/h2>/);
-  assert.equal((html.match(/<tr><td>regression<\/td><td>time\.avg_us<\/td>/g) ?? []).length, 4);
+  assert.match(html, /<h2>Against the baseline<\/h2>\n<p class="headline">FAIL: 4 regressions/);
+  assert.equal((html.match(/<tr><td>regression<\/td><td>busbw<\/td>/g) ?? []).length, 4);
 }
 
 test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {

@@ -1,25 +1,22 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { bootstrapRatio } from "../report/compare.js";
+import { describeInterval, judge, median, MIN_REPS, repetitionValue, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
 import type { Database } from "./store.js";
 
 /** A result row joined with its point's coordinates, as the index holds it. */
 export type CampaignRow = Record<string, unknown> & {
   point_id: string; rep: number; job: string; backend: string; world_size: number; hosts: number; variant: string;
-  stage: string; op: string; size: number; type: string | null; busbw: number; wrong: number | null;
+  executor: string | null; stage: string; op: string; size: number; type: string | null; busbw: number; wrong: number | null;
 };
 
 export function campaignRows(db: Database): CampaignRow[] {
-  return db.prepare("SELECT p.job, p.backend, p.world_size, p.hosts, p.variant, r.* FROM rows r JOIN points p USING (point_id) ORDER BY p.job, r.stage, r.size, p.world_size, p.backend, p.variant, r.rep").all() as CampaignRow[];
+  return db.prepare("SELECT p.job, p.backend, p.world_size, p.hosts, p.variant, p.executor, r.* FROM rows r JOIN points p USING (point_id) ORDER BY p.job, r.stage, r.size, p.world_size, p.backend, p.variant, r.rep").all() as CampaignRow[];
 }
 
 /** The index's column of a metric: "time.p50_us" -> p50_us, "overlap.overlap_pct" -> overlap_overlap_pct. */
-export const metricColumn = (metric: string) => (metric.startsWith("time.") ? metric.slice(5) : metric.replace(/[^A-Za-z0-9_]/g, "_"));
+export { median };
 
-export function median(v: number[]): number {
-  const s = [...v].sort((x, y) => x - y);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-}
+export const metricColumn = (metric: string) => (metric.startsWith("time.") ? metric.slice(5) : metric.replace(/[^A-Za-z0-9_]/g, "_"));
 
 /** One row of one point over its repetitions. */
 export interface Group {
@@ -30,7 +27,7 @@ export interface Group {
   rows: CampaignRow[];
 }
 
-const AXES = ["job", "backend", "world_size", "hosts", "variant"] as const;
+const AXES = ["job", "backend", "world_size", "hosts", "variant", "executor"] as const;
 const rowKey = (r: CampaignRow) => JSON.stringify([...AXES.map((a) => r[a]), r.stage, r.op, r.size, r.type, r.params_json ?? null, ...Object.keys(r).filter((k) => k.startsWith("params_")).sort().map((k) => r[k])]);
 
 export function groupRows(rows: CampaignRow[]): Group[] {
@@ -74,42 +71,30 @@ export function crossovers(groups: Group[], axes: readonly string[]): Crossover[
   });
 }
 
-export interface Change {
+export interface Change extends Omit<Judgement, "verdict"> {
   key: string;
   row: CampaignRow;
   metric: string;
-  before: number;
-  after: number;
-  /** How much better (> 0) or worse (< 0), as a fraction, whichever way the metric is better. */
-  gain: number;
-  interval?: [number, number];
-  verdict: "regression" | "improvement" | "within tolerance" | "within noise" | "wrong elements";
+  verdict: Verdict | "wrong elements";
 }
 
+/** Each repetition's value of a metric in a group, at its median iteration (metrics/verdict.ts). */
+const repetitionValues = (g: Group, metric: string) =>
+  g.rows.map((r) => repetitionValue(metric, (name) => r[metricColumn(name)])).filter((v): v is number => v !== undefined);
+
 /** For each metric and each row both campaigns have: whether it got better or worse beyond tolerance and noise. */
-export function compareCampaigns(before: Group[], after: Group[], metrics: Record<string, "higher" | "lower">, tolerance: Record<string, number>, defaultTolerance: number): Change[] {
+export function compareCampaigns(before: Group[], after: Group[], metrics: Record<string, Direction>, tolerance: Record<string, number>, defaultTolerance: number): Change[] {
   const earlier = new Map(before.map((g) => [g.key, g]));
   const out: Change[] = [];
   for (const a of after) {
     const b = earlier.get(a.key);
     if (!b) continue;
+    const wrong = a.rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     for (const [metric, direction] of Object.entries(metrics)) {
-      const column = metricColumn(metric);
-      const [bv, av] = [values(b, column), values(a, column)];
+      const [bv, av] = [repetitionValues(b, metric), repetitionValues(a, metric)];
       if (!bv.length || !av.length) continue;
-      const [mb, ma] = [median(bv), median(av)];
-      const ratio = ma / mb;
-      const gain = direction === "higher" ? ratio - 1 : 1 / ratio - 1;
-      const base = { key: a.key, row: a.first, metric, before: mb, after: ma, gain };
-      const wrong = a.rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
-      if (wrong > 0) out.push({ ...base, verdict: "wrong elements" });
-      else if (!Number.isFinite(gain) || Math.abs(gain) <= (tolerance[metric] ?? defaultTolerance)) out.push({ ...base, verdict: "within tolerance" });
-      else {
-        // Only a change that the repetitions' own spread cannot explain: the ratio's interval excludes 1.
-        const interval = bv.length > 1 || av.length > 1 ? bootstrapRatio(bv, av) : undefined;
-        const noise = interval !== undefined && interval[0] <= 1 && interval[1] >= 1;
-        out.push({ ...base, interval, verdict: noise ? "within noise" : gain < 0 ? "regression" : "improvement" });
-      }
+      const j = judge(bv, av, direction, tolerance[metric] ?? defaultTolerance);
+      out.push({ ...j, key: a.key, row: a.first, metric, verdict: wrong > 0 ? "wrong elements" : j.verdict });
     }
   }
   return out;
@@ -119,14 +104,43 @@ export const isRegression = (c: Change) => c.verdict === "regression" || c.verdi
 
 export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${r.size} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
 
-/** The changes as text, regressions first, one line each; rows within tolerance are only counted. */
-export function formatChanges(changes: Change[]): string {
-  const order = ["wrong elements", "regression", "improvement", "within noise"];
-  const shown = changes.filter((c) => c.verdict !== "within tolerance").sort((x, y) => order.indexOf(x.verdict) - order.indexOf(y.verdict));
-  const lines = shown.map((c) => {
-    const range = c.interval ? ` (95% interval of B/A ${c.interval[0].toFixed(3)}..${c.interval[1].toFixed(3)})` : "";
-    return `${c.verdict.toUpperCase().padEnd(16)} ${c.metric.padEnd(12)} ${describeRow(c.row)}: ${c.before.toPrecision(4)} -> ${c.after.toPrecision(4)} (${(Math.abs(c.gain) * 100).toFixed(1)}% ${c.gain >= 0 ? "better" : "worse"})${range}`;
+/** Two campaigns side by side: every row's verdicts, the points only one of them measured, the other's failures. */
+export interface CampaignComparison {
+  changes: Change[];
+  /** "only in the baseline: job=... " per point with results on one side only. */
+  missing: string[];
+  /** Points of the later campaign that failed. */
+  failed: number;
+  /** The fewest repetitions a point has on either side. */
+  reps: [number, number];
+}
+
+export const comparisonFails = (c: CampaignComparison) => c.missing.length > 0 || c.changes.some(isRegression);
+
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+
+/** The verdict in one line: PASS or FAIL with the counts that decide it, then the rest. */
+export function headline(c: CampaignComparison): string {
+  const count = (v: Change["verdict"]) => c.changes.filter((x) => x.verdict === v).length;
+  const wrong = count("wrong elements");
+  const decisive = [plural(count("regression"), "regression"), plural(count("improvement"), "improvement"), `${c.missing.length} missing`, `${c.failed} failed`, ...(wrong ? [`${wrong} with wrong elements`] : [])];
+  const rest = `${count("within tolerance")} within tolerance, ${count("within noise")} within noise${count("too few repetitions") ? `, ${count("too few repetitions")} too few repetitions` : ""}`;
+  return `# ${comparisonFails(c) ? "FAIL" : "PASS"}: ${decisive.join(", ")} (${rest}; ${plural(c.changes.length, "comparison")}, ${c.reps[0]} and ${c.reps[1]} repetitions)`;
+}
+
+const ORDER = ["wrong elements", "regression", "improvement", "within noise", "too few repetitions"];
+
+/** The changes beyond tolerance, regressions first (rows within tolerance are only counted). */
+export const shownChanges = (changes: Change[]) => changes.filter((x) => x.verdict !== "within tolerance").sort((x, y) => ORDER.indexOf(x.verdict) - ORDER.indexOf(y.verdict));
+
+/** The comparison as text: one line per change beyond tolerance, the missing points, the headline. */
+export function formatChanges(c: CampaignComparison): string {
+  const lines = shownChanges(c.changes).map((x) => {
+    const p = x.interval ? ` (${describeInterval(x.interval)})` : "";
+    return `${x.verdict.toUpperCase().padEnd(19)} ${x.metric.padEnd(12)} ${describeRow(x.row)}: ${x.before.toPrecision(4)} -> ${x.after.toPrecision(4)} (${(Math.abs(x.gain) * 100).toFixed(1)}% ${x.gain >= 0 ? "better" : "worse"})${p}`;
   });
-  const regressions = changes.filter(isRegression).length, improvements = changes.filter((c) => c.verdict === "improvement").length;
-  return [...lines, `# ${regressions} regression${regressions === 1 ? "" : "s"}, ${improvements} improvement${improvements === 1 ? "" : "s"} over ${changes.length} comparisons`].join("\n") + "\n";
+  const few = Math.min(...c.reps) < MIN_REPS
+    ? [`# too few repetitions: ${c.reps[0]} and ${c.reps[1]}; the test across repetitions needs ${MIN_REPS} a side, so no row is a regression for being slower`]
+    : [];
+  return [...lines, ...c.missing.map((m) => `MISSING             ${m}`), ...few, headline(c)].join("\n") + "\n";
 }

@@ -76,6 +76,16 @@ export function preparePoint(dir: string, point: Point, record: PointRecord): st
   return jobFile;
 }
 
+/** DIR/measures.json: what the campaign is compared on, so a folder compares as its experiment file would. */
+export interface Measures {
+  metrics: Record<string, "higher" | "lower">;
+  tolerance: Record<string, number>;
+}
+
+const measuresFile = (dir: string) => path.join(dir, "measures.json");
+export const writeMeasures = (dir: string, m: Measures) => writeFileAtomic(measuresFile(dir), JSON.stringify(m, null, 2) + "\n");
+export const readMeasures = (dir: string) => readJson<Measures>(measuresFile(dir));
+
 /** DIR/run.json while `exp run` works on the campaign: its pid, and the SLURM jobs it submitted. */
 export interface RunRecord {
   pid: number;

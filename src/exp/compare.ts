@@ -1,13 +1,16 @@
 // `exp compare` and the report's baseline section: two campaigns' rows matched by point coordinates and row,
 // each metric judged in its own direction, beyond its tolerance and the repetitions' noise.
 import path from "node:path";
+import { DEFAULT_THRESHOLD } from "../metrics/verdict.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
-import { campaignRows, compareCampaigns, groupRows, type Change } from "./analyze.js";
+import { campaignRows, compareCampaigns, groupRows, type CampaignComparison, type Group } from "./analyze.js";
+import { readMeasures, type Measures } from "./campaign.js";
 import type { LoadedExperiment } from "./file.js";
+import { describeParams, type Params } from "./plan.js";
 import { campaignReport } from "./report.js";
-import { openStore } from "./store.js";
+import { openStore, type PointRow } from "./store.js";
 
-export { formatChanges, isRegression } from "./analyze.js";
+export { formatChanges, comparisonFails } from "./analyze.js";
 
 /** A campaign folder, with the experiment that made it where known. */
 export interface Side {
@@ -15,32 +18,54 @@ export interface Side {
   exp?: LoadedExperiment;
 }
 
-const DEFAULT_METRICS = { busbw: "higher", "time.avg_us": "lower" } as const;
+const DEFAULT_MEASURES: Measures = { metrics: { busbw: "higher", "time.avg_us": "lower" }, tolerance: {} };
 
-async function groupsOf(dir: string) {
+/** What a side is compared on: its experiment file's metrics, else what its folder recorded when it ran. */
+const measuresOf = (s: Side): Measures | undefined => (s.exp ? { metrics: s.exp.metrics, tolerance: s.exp.compare.tolerance } : readMeasures(s.dir));
+
+interface Indexed {
+  groups: Group[];
+  points: PointRow[];
+}
+
+async function indexOf(dir: string): Promise<Indexed> {
   const db = await openStore(dir);
   try {
-    return groupRows(campaignRows(db));
+    return { groups: groupRows(campaignRows(db)), points: db.prepare("SELECT * FROM points").all() as PointRow[] };
   } finally {
     db.close();
   }
 }
 
+/** Points with results on one side only, by their parameters. */
+function missingPoints(before: PointRow[], after: PointRow[]): string[] {
+  const measured = (points: PointRow[]) => new Set(points.filter((p) => p.reps_done > 0).map((p) => describeParams(JSON.parse(p.params_json) as Params)));
+  const [b, a] = [measured(before), measured(after)];
+  return [...[...b].filter((k) => !a.has(k)).map((k) => `only in the baseline: ${k}`), ...[...a].filter((k) => !b.has(k)).map((k) => `only in the new campaign: ${k}`)];
+}
+
+const fewestReps = (points: PointRow[]) => Math.min(...points.filter((p) => p.reps_done > 0).map((p) => p.reps_done));
+
 /** The later side against the earlier: [before, after], or one experiment against its compare.baseline. */
-export async function compareSides(sides: Side[], threshold: number): Promise<Change[]> {
-  const exp = sides.find((s) => s.exp)?.exp;
+export async function compareSides(sides: Side[], threshold: number): Promise<CampaignComparison> {
   if (sides.length === 1) {
-    if (!exp?.baselineDir) throw Object.assign(new Error("exp compare: give two campaigns, or an experiment file with compare.baseline"), { exitCode: 2 });
-    sides = [{ dir: exp.baselineDir }, sides[0]!];
+    if (!sides[0]!.exp?.baselineDir) throw Object.assign(new Error("exp compare: give two campaigns, or an experiment file with compare.baseline"), { exitCode: 2 });
+    sides = [{ dir: sides[0]!.exp.baselineDir }, sides[0]!];
   }
-  const [before, after] = await Promise.all(sides.map((s) => groupsOf(s.dir)));
-  return compareCampaigns(before!, after!, exp?.metrics ?? DEFAULT_METRICS, exp?.compare.tolerance ?? {}, threshold);
+  const measures = measuresOf(sides[1]!) ?? measuresOf(sides[0]!) ?? DEFAULT_MEASURES;
+  const [before, after] = await Promise.all(sides.map((s) => indexOf(s.dir)));
+  return {
+    changes: compareCampaigns(before!.groups, after!.groups, measures.metrics, measures.tolerance, threshold),
+    missing: missingPoints(before!.points, after!.points),
+    failed: after!.points.filter((p) => p.state === "failed").length,
+    reps: [fewestReps(before!.points), fewestReps(after!.points)],
+  };
 }
 
 /** Writes report.html and report.md (DIR/, or `output` and beside it); returns the files written. */
 export async function writeCampaignReport(side: Side, baseline?: string, output?: string): Promise<string[]> {
   const baselineDir = baseline ?? side.exp?.baselineDir;
-  const changes = baselineDir ? await compareSides([{ dir: baselineDir }, side], 0.05) : undefined;
+  const changes = baselineDir ? await compareSides([{ dir: baselineDir }, side], DEFAULT_THRESHOLD) : undefined;
   const db = await openStore(side.dir);
   try {
     const name = side.exp?.name ?? path.basename(path.resolve(side.dir));

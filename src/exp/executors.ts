@@ -1,9 +1,10 @@
 // How one repetition of a point is started: the local launcher (`runner launch -n W`) or mpirun; each a normal
 // run of the point's job that writes its results into the repetition's folder.
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { PACKAGE_ROOT } from "../version.js";
 import type { Executor } from "./file.js";
-import type { Point } from "./plan.js";
+import type { Params, Point } from "./plan.js";
 
 export const RUNNER_ENTRY = path.join(PACKAGE_ROOT, "runner/index.js");
 
@@ -29,4 +30,30 @@ export function repetitionCommand(executor: Executor, point: Point, jobFile: str
     case "slurm":
       throw new Error("slurm points run inside batch jobs (exp/slurm.ts)");
   }
+}
+
+/** What of an executor shapes a run, in one line: part of every point's id, shown by plan and report. */
+export function describeExecutor(e: Executor): string {
+  switch (e.kind) {
+    case "local":
+      return "local";
+    case "mpirun":
+      return [e.command, ...(e.hostfile ? ["--hostfile", e.hostfile] : []), ...e.args].join(" ");
+    case "slurm":
+      return ["slurm", ...(e.partition ? [`--partition=${e.partition}`] : []), ...(e.concurrent ? [] : ["--exclusive"]), ...e.sbatch].join(" ");
+  }
+}
+
+/** The hosts a hostfile names (its first word per line; comments and blank lines skipped). */
+export function hostfileHosts(file: string): string[] {
+  const lines = readFileSync(file, "utf8").split("\n").map((l) => l.replace(/#.*/, "").trim().split(/\s+/)[0]!);
+  return [...new Set(lines.filter((h) => h))];
+}
+
+/** Why the executor cannot start the point (undefined where it can); `hosts` is what its hostfile names. */
+export function cannotStart(e: Executor, p: Params, hosts?: string[]): string | undefined {
+  if (e.kind === "local" && p.backend === "mpi") return "backend mpi needs ranks started by an MPI launcher: use the mpirun or slurm executor";
+  if (e.kind === "local" && p.hosts > 1) return `the local executor starts every rank on this host; hosts ${p.hosts} needs the mpirun or slurm executor`;
+  if (hosts && p.hosts > hosts.length) return `hosts ${p.hosts}, but the hostfile names ${hosts.length}`;
+  return undefined;
 }

@@ -42,6 +42,7 @@ const executorSchema = z.discriminatedUnion("kind", [
     kind: z.literal("mpirun"),
     /** The mpirun to run (mpirun, mpiexec.mpich, a full path). */
     command: z.string().min(1).default("mpirun"),
+    /** Relative to the experiment file. */
     hostfile: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
   }),
@@ -52,6 +53,11 @@ const executorSchema = z.discriminatedUnion("kind", [
     throttle: z.int().min(1).default(4),
     /** Chains the campaign's batch jobs with afterany, so that no two share the network. */
     serialize: z.boolean().default(false),
+    /**
+     * Lets repetitions share nodes and run at the same time (no --exclusive, jobs not chained, arrays by
+     * throttle): by default each runs alone, since repetitions that run together measure each other.
+     */
+    concurrent: z.boolean().default(false),
     partition: z.string().min(1).optional(),
     /** The batch job's time limit, as sbatch --time takes it. */
     time: z.string().min(1).default("00:30:00"),
@@ -105,8 +111,11 @@ export interface LoadedExperiment extends Experiment {
 export function loadExperiment(file: string): LoadedExperiment {
   const exp = parseCommentedWith(experimentSchema, readText(file), file);
   const here = path.dirname(path.resolve(file));
+  // The hostfile, like the jobs, is relative to the experiment file.
+  const executor = exp.executor.kind === "mpirun" && exp.executor.hostfile ? { ...exp.executor, hostfile: path.resolve(here, exp.executor.hostfile) } : exp.executor;
   return {
     ...exp,
+    executor,
     file,
     jobPaths: exp.jobs.map((j) => path.resolve(here, j)),
     baselineDir: exp.compare.baseline === undefined ? undefined : path.resolve(here, exp.compare.baseline),

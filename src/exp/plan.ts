@@ -1,11 +1,13 @@
 // An experiment expanded into points (one job at one matrix combination), each validated at its own world
 // size and backend before anything runs, with an id that changes whenever what it would measure changes.
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { ConfigError } from "../config/errors.js";
 import type { Job } from "../config/job.js";
 import { parseJob, readText } from "../config/load.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { VERSION } from "../version.js";
+import { cannotStart, describeExecutor, hostfileHosts } from "./executors.js";
 import type { Axis, LoadedExperiment } from "./file.js";
 
 /** A point's coordinates: the job's name and one value of each matrix axis. */
@@ -15,6 +17,8 @@ export interface Params {
   world_size: number;
   hosts: number;
   variant: string;
+  /** The executor and what of it shapes the run (file.ts, describeExecutor): "local", "mpirun mpirun --hostfile h". */
+  executor: string;
 }
 
 export interface Point {
@@ -46,11 +50,12 @@ export function mergeOverrides(base: unknown, overrides: unknown): unknown {
 }
 
 export const describeParams = (p: Params): string =>
-  `job=${p.job} backend=${p.backend} world_size=${p.world_size} hosts=${p.hosts} variant=${p.variant}`;
+  `job=${p.job} backend=${p.backend} world_size=${p.world_size} hosts=${p.hosts} variant=${p.variant} executor=${JSON.stringify(p.executor)}`;
 
+/** The executor is not part of the slot: a point moved to another executor is stale, and reruns. */
 export const slotOf = (p: Params): string => JSON.stringify([p.job, p.backend, p.world_size, p.hosts, p.variant]);
 
-type Coordinates = Omit<Params, "job">;
+type Coordinates = Omit<Params, "job" | "executor">;
 
 /** Every combination of the matrix: zipped axes advance together, the others cross. */
 function combinations(exp: LoadedExperiment): Coordinates[] {
@@ -84,9 +89,6 @@ function pointJob(exp: LoadedExperiment, jobPath: string, data: unknown, params:
   const jobText = JSON.stringify(mergeOverrides(data, overrides), null, 2) + "\n";
   try {
     if (params.hosts > params.world_size) throw new Error(`${params.hosts} hosts for ${params.world_size} ranks`);
-    if (exp.executor.kind === "local" && params.hosts > 1) {
-      throw new Error(`the local executor starts every rank on this host; hosts ${params.hosts} needs the mpirun or slurm executor`);
-    }
     const job = parseJob(jobText, jobPath);
     validateGraph(job, jobPath, params.world_size);
     validateBackend(job, jobPath, params.backend, params.world_size);
@@ -96,8 +98,29 @@ function pointJob(exp: LoadedExperiment, jobPath: string, data: unknown, params:
   }
 }
 
-function pointId(jobText: string, params: Params, env: Record<string, string>): string {
-  return createHash("sha256").update(JSON.stringify({ job: JSON.parse(jobText), params, env, version: VERSION })).digest("hex").slice(0, 12);
+/** The hostfile's text is part of the id too: the same path naming other hosts measures something else. */
+function pointId(jobText: string, params: Params, env: Record<string, string>, hostfile: string | undefined): string {
+  return createHash("sha256").update(JSON.stringify({ job: JSON.parse(jobText), params, env, hostfile, version: VERSION })).digest("hex").slice(0, 12);
+}
+
+/** The mpirun executor's hostfile, resolved against the experiment's folder, and its text. */
+function readHostfile(exp: LoadedExperiment): { text: string; hosts: string[] } | undefined {
+  if (exp.executor.kind !== "mpirun" || !exp.executor.hostfile) return undefined;
+  const file = exp.executor.hostfile;
+  try {
+    return { text: readFileSync(file, "utf8"), hosts: hostfileHosts(file) };
+  } catch (err) {
+    throw new ConfigError(exp.file, "executor.hostfile", `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+/** Refuses, in one line naming every such point, points the executor cannot start. */
+function checkStartable(exp: LoadedExperiment, all: Params[], hosts: string[] | undefined): void {
+  const refused = all.flatMap((p) => {
+    const why = cannotStart(exp.executor, p, hosts);
+    return why ? [`${describeParams(p)} (${why})`] : [];
+  });
+  if (refused.length) throw new ConfigError(exp.file, "executor", `${refused.length} point${refused.length === 1 ? "" : "s"} cannot run: ${refused.join("; ")}`);
 }
 
 const matches = (rule: Partial<Params>, p: Params) => Object.entries(rule).every(([k, v]) => p[k as keyof Params] === v);
@@ -108,16 +131,19 @@ export function planExperiment(exp: LoadedExperiment): Plan {
   jobs.forEach((j, i) => {
     if (jobs.findIndex((o) => o.name === j.name) !== i) throw new ConfigError(exp.file, `jobs[${i}]`, `another job is also named "${j.name}"`);
   });
-  const all = jobs.flatMap((j, i) => combinations(exp).map((c) => ({ params: { job: j.name, ...c } as Params, jobPath: exp.jobPaths[i]!, data: j.data })));
+  const executor = describeExecutor(exp.executor);
+  const all = jobs.flatMap((j, i) => combinations(exp).map((c) => ({ params: { job: j.name, ...c, executor } as Params, jobPath: exp.jobPaths[i]!, data: j.data })));
   exp.exclude.forEach((rule, i) => {
     if (!all.some((p) => matches(rule, p.params))) throw new ConfigError(exp.file, `exclude[${i}]`, "matches no point");
   });
   const kept = all.filter((p) => !exp.exclude.some((rule) => matches(rule, p.params)));
   if (!kept.length) throw new ConfigError(exp.file, "exclude", "every point is excluded: nothing to run");
+  const hostfile = readHostfile(exp);
+  checkStartable(exp, kept.map((p) => p.params), hostfile?.hosts);
   const points = kept.map(({ params, jobPath, data }) => {
     const { job, jobText } = pointJob(exp, jobPath, data, params);
     const env = exp.matrix.variant[params.variant]!.env;
-    return { id: pointId(jobText, params, env), slot: slotOf(params), params, jobPath, job, jobText, env };
+    return { id: pointId(jobText, params, env, hostfile?.text), slot: slotOf(params), params, jobPath, job, jobText, env };
   });
   return { points, excluded: all.filter((p) => !kept.includes(p)).map((p) => p.params) };
 }

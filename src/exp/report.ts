@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { escape as escapeHtml } from "../report/html.js";
 import type { ResultDocument } from "../results.js";
-import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignRow, type Change, type Crossover } from "./analyze.js";
+import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignComparison, type CampaignRow, type Crossover, headline, shownChanges } from "./analyze.js";
 import { repDir } from "./campaign.js";
 import { campaignSpecs } from "./plots.js";
 import type { Database } from "./store.js";
@@ -65,8 +65,11 @@ const pct = (x: number | undefined) => (x === undefined ? "" : `${(x * 100).toFi
 const crossoverHead = ["job", "stage", "op", "size", "world size", "best", "busbw (GB/s)", "runner-up", "lead"];
 const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, x.size, x.world_size, x.best, x.value, x.runnerUp ?? "", pct(x.margin)]);
 const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
-const changeRows = (c: Change[]) => c.filter((x) => x.verdict !== "within tolerance")
-  .map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]);
+/** The changes beyond tolerance, regressions first, then the missing points. */
+const changeRows = (c: CampaignComparison) => [
+  ...shownChanges(c.changes).map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]),
+  ...c.missing.map((m) => ["missing", "", m, "", "", ""]),
+];
 
 /** One row per point and stage and size: the medians over repetitions, for the Markdown summary. */
 function medianRows(rows: CampaignRow[]): unknown[][] {
@@ -91,7 +94,7 @@ export interface CampaignReport {
 }
 
 /** The report of the campaign in `dir` (its index open in `db`), with `changes` against a baseline where one was given. */
-export async function campaignReport(name: string, dir: string, db: Database, changes?: Change[]): Promise<CampaignReport> {
+export async function campaignReport(name: string, dir: string, db: Database, comparison?: CampaignComparison): Promise<CampaignReport> {
   const rows = campaignRows(db);
   const axes = seriesAxes(rows);
   const groups = groupRows(rows);
@@ -122,7 +125,7 @@ export async function campaignReport(name: string, dir: string, db: Database, ch
 <h2>What differs between points</h2>
 ${htmlTable(["", "values"], varyingItems, false)}
 <details><summary>Shared by every point</summary>${htmlTable(["", "value"], diff.same, false)}</details>
-${changes ? `<h2>Against the baseline</h2>\n${htmlTable(changeHead, changeRows(changes), true)}` : ""}
+${comparison ? `<h2>Against the baseline</h2>\n<p class="headline">${escapeHtml(headline(comparison).slice(2))}</p>\n${htmlTable(changeHead, changeRows(comparison), true)}` : ""}
 <h2>Charts</h2>
 <div class="charts">
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
@@ -138,7 +141,7 @@ ${htmlTable(TABLE_COLUMNS, rows.map((r) => TABLE_COLUMNS.map((c) => r[c])), true
   const markdown = [
     `# Campaign ${name}`, "", `${countLine} points, ${rows.length} rows, series by ${axes.join(" / ")}.`, "",
     "## What differs between points", "", markdownTable(["", "values"], varyingItems), "",
-    ...(changes ? ["## Against the baseline", "", markdownTable(changeHead, changeRows(changes)), ""] : []),
+    ...(comparison ? ["## Against the baseline", "", `**${headline(comparison).slice(2)}**`, "", markdownTable(changeHead, changeRows(comparison)), ""] : []),
     "## Crossover", "", markdownTable(crossoverHead, crossoverRows(cross)), "",
     "## Medians over repetitions", "", markdownTable(["job", "stage", "op", "size", "world size", "series", "reps", "busbw (GB/s)", "avg (us)"], medianRows(rows)), "",
   ].join("\n");

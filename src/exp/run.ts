@@ -8,7 +8,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory } from "../report/write-atomic.js";
-import { campaignActive, clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
+import { campaignActive, clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -148,6 +148,7 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
   const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
   if (campaignActive(opts.dir)) throw Object.assign(new Error(`--dir ${opts.dir}: another exp run is working on this campaign (${path.join(opts.dir, "run.json")})`), { exitCode: 2 });
   const { tasks, records } = pendingTasks(exp, plan, opts.dir, say);
+  writeMeasures(opts.dir, { metrics: exp.metrics, tolerance: exp.compare.tolerance });
   const jobFiles = new Map(plan.points.map((p) => [p.id, preparePoint(opts.dir, p, records.get(p.id)!)]));
   const bar = interactive(opts.quiet) ? progressBar("repetitions") : undefined;
   say(`exp: ${tasks.length} repetition${tasks.length === 1 ? "" : "s"} to run of ${plan.points.length} points, in ${opts.dir}`);

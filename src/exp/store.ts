@@ -21,6 +21,7 @@ export interface PointRow {
   world_size: number;
   hosts: number;
   variant: string;
+  executor: string | null;
   params_json: string;
   state: PointState;
   attempts: number;
@@ -32,7 +33,7 @@ export interface PointRow {
   log_tail: string | null;
 }
 
-const POINT_COLUMNS = "point_id TEXT PRIMARY KEY, job TEXT, backend TEXT, world_size INTEGER, hosts INTEGER, variant TEXT, params_json TEXT, state TEXT, attempts INTEGER, reps_done INTEGER, repetitions INTEGER, exit_code INTEGER, started TEXT, ended TEXT, log_tail TEXT";
+const POINT_COLUMNS = "point_id TEXT PRIMARY KEY, job TEXT, backend TEXT, world_size INTEGER, hosts INTEGER, variant TEXT, executor TEXT, params_json TEXT, state TEXT, attempts INTEGER, reps_done INTEGER, repetitions INTEGER, exit_code INTEGER, started TEXT, ended TEXT, log_tail TEXT";
 
 /** The index's column for a flattened field: "params.bits" -> params_bits, so SQL needs no quoting. */
 const column = (key: string) => key.replace(/[^A-Za-z0-9_]/g, "_");
@@ -83,7 +84,7 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   const p = record.params;
   return {
     point: {
-      point_id: record.id, job: p.job, backend: p.backend, world_size: p.world_size, hosts: p.hosts, variant: p.variant,
+      point_id: record.id, job: p.job, backend: p.backend, world_size: p.world_size, hosts: p.hosts, variant: p.variant, executor: p.executor ?? null,
       params_json: JSON.stringify(p), state, attempts: record.attempts, reps_done: done.length, repetitions: record.repetitions,
       exit_code: failed?.exit_code ?? (state === "done" ? 0 : null),
       started: times.map((m) => m.started ?? m.ended).sort()[0] ?? null, ended: times.map((m) => m.ended).sort().at(-1) ?? null,

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
+import { describeInterval, judge, median, MIN_REPS, repetitionValue } from "../metrics/verdict.js";
 import { stageCell } from "./table.js";
 
 // Only what comparing needs; other fields (and later additions) pass through untouched. The iterations'
@@ -13,7 +14,7 @@ const rowSchema = z.looseObject({
   type: z.string().nullable(),
   redop: z.string().nullable(),
   root: z.number().nullable(),
-  time: z.looseObject({ avg_us: z.number(), min_us: z.number().optional(), max_us: z.number().optional() }),
+  time: z.looseObject({ avg_us: z.number(), p50_us: z.number().optional(), min_us: z.number().optional(), max_us: z.number().optional() }),
   busbw: z.number(),
   wrong: z.number().nullable(),
   params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
@@ -65,13 +66,13 @@ export interface Comparison {
   after?: Medians;
   /** after / before of the medians over runs of busbw (or of 1/time for rows that move no bytes): > 1 is faster. */
   ratio?: number;
-  /** With 3 runs or more on each side: the ratio's 95% bootstrap interval. */
+  /** With MIN_REPS runs or more on each side: the change's interval across runs (metrics/verdict.ts). */
   interval?: [number, number];
   regression: string | undefined;
   /** Slower beyond the threshold, but not beyond the noise: why not. */
   noise?: string;
   /**
-   * With fewer than MIN_RUNS runs a side: slower beyond the floor with every iteration slower, which the same
+   * With fewer than MIN_REPS runs a side: slower beyond the floor with every iteration slower, which the same
    * job still shows against itself when the machine's load changes between two runs (a lane of CI's tests
    * beside them: 43% on a 1 MiB allreduce). Marked, never a regression: only runs a side can say it is one.
    */
@@ -81,45 +82,17 @@ export interface Comparison {
 // A parameter sweep's points are rows of their own (`ar[algorithm=tree]`), as in the table.
 const keyOf = (r: Row) => `${stageCell(r)} ${r.op} ${r.count} ${r.type ?? "-"} ${r.redop ?? "-"} ${r.root ?? "-"}`;
 
-/** Higher is faster: busbw, or the rate of rows that move no bytes. */
-const speed = (r: Row) => (r.size > 0 ? r.busbw : 1 / r.time.avg_us);
-
-/** Runs per side below which the runs' own spread is not weighed (a bootstrap of 2 runs says little). */
-export const MIN_RUNS = 3;
+/** Higher is faster: busbw, or the rate of rows that move no bytes; at the run's median iteration (metrics/verdict.ts). */
+const speed = (r: Row) => {
+  const field = (name: string) => (name === "busbw" ? r.busbw : r.time[name]);
+  return r.size > 0 ? repetitionValue("busbw", field)! : 1 / repetitionValue("time.avg_us", field)!;
+};
 
 /**
- * With fewer than MIN_RUNS runs a side, a row must be at least this much slower to count: less than a
+ * With fewer than MIN_REPS runs a side, a row must be at least this much slower to count: less than a
  * machine's drift between runs where each run's iterations are tight (docs/DESIGN.md, "Comparing runs").
  */
 export const NOISE_FLOOR = 0.2;
-
-const BOOTSTRAP_RESAMPLES = 2000;
-
-/** A small seeded generator (mulberry32): the same files always get the same verdict. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/**
- * The 95% percentile-bootstrap interval of median(after) / median(before): each side's runs are resampled
- * with replacement, BOOTSTRAP_RESAMPLES times.
- */
-export function bootstrapRatio(before: number[], after: number[], seed = 1): [number, number] {
-  const next = random(seed);
-  const resample = (v: number[]) => median(v.map(() => v[Math.floor(next() * v.length)]!));
-  const ratios = Array.from({ length: BOOTSTRAP_RESAMPLES }, () => resample(after) / resample(before)).sort((x, y) => x - y);
-  return [ratios[Math.floor(0.025 * ratios.length)]!, ratios[Math.ceil(0.975 * ratios.length) - 1]!];
-}
-
-function median(v: number[]): number {
-  const s = [...v].sort((x, y) => x - y);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-}
 
 const medians = (rows: Row[]): Medians => ({ busbw: median(rows.map((r) => r.busbw)), time_us: median(rows.map((r) => r.time.avg_us)) });
 
@@ -127,7 +100,7 @@ const medians = (rows: Row[]): Medians => ({ busbw: median(rows.map((r) => r.bus
 const spreadOf = (rows: Row[]) => 1 - Math.min(...rows.map(speed)) / Math.max(...rows.map(speed));
 
 /**
- * Why a slowdown seen in fewer than MIN_RUNS runs a side is not one, or undefined when it is. It must exceed
+ * Why a slowdown seen in fewer than MIN_REPS runs a side is not one, or undefined when it is. It must exceed
  * the noise floor: NOISE_FLOOR, or how far the runs of either side differ where it has two. And every
  * iteration of the second side must be slower than every iteration of the first: on a busy machine a run's
  * slow iterations reach what another run shows (quick start back to back, 56 pairs: rows up to 5.5 times
@@ -151,14 +124,14 @@ function compareRow(key: string, b: Row[], a: Row[], threshold: number): Compari
   if (wrong > 0) return { ...base, regression: `${wrong} wrong elements` };
   if (!(Number.isFinite(ratio) && ratio < 1 - threshold)) return { ...base, regression: undefined };
   const slower = `${((1 - ratio) * 100).toFixed(1)}% slower`;
-  if (a.length < MIN_RUNS || b.length < MIN_RUNS) {
+  if (a.length < MIN_REPS || b.length < MIN_REPS) {
     const noise = fewRunsNoise(b, a, ratio);
     return noise ? { ...base, regression: undefined, noise } : { ...base, regression: undefined, suspect: slower };
   }
-  const interval = bootstrapRatio(b.map(speed), a.map(speed));
-  // Slower only when even the interval's fast end is slower: the difference exceeds the runs' spread.
-  const range = `95% interval ${interval[0].toFixed(3)}..${interval[1].toFixed(3)}`;
-  return interval[1] < 1 ? { ...base, interval, regression: `${slower} (${range})` } : { ...base, interval, regression: undefined, noise: range };
+  // Slower only when the change's whole interval is beyond the threshold: it holds across the runs.
+  const { interval, verdict } = judge(b.map(speed), a.map(speed), "higher", threshold);
+  const range = interval ? describeInterval(interval) : "";
+  return verdict === "regression" ? { ...base, interval, regression: `${slower} (${range})` } : { ...base, interval, regression: undefined, noise: range };
 }
 
 /**
@@ -192,9 +165,9 @@ export function manifestDifferences(a: unknown, b: unknown, at = "manifest"): st
 function runsNote(runs: [number, number]): string[] {
   const n = (k: number) => `${k} run${k === 1 ? "" : "s"}`;
   const lines = [`# A: ${n(runs[0])}, B: ${n(runs[1])}; busbw and time are each side's medians over its runs, B/A the ratio of the medians`];
-  if (Math.min(...runs) < MIN_RUNS) {
-    lines.push(`# fewer than ${MIN_RUNS} runs a side: run-to-run noise cannot be measured, so no row is a regression for being slower;`,
-      `#   "slower?" marks one whose iterations are all slower, beyond a ${NOISE_FLOOR * 100}% floor (give ${MIN_RUNS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
+  if (Math.min(...runs) < MIN_REPS) {
+    lines.push(`# fewer than ${MIN_REPS} runs a side: run-to-run noise cannot be measured, so no row is a regression for being slower;`,
+      `#   "slower?" marks one whose iterations are all slower, beyond a ${NOISE_FLOOR * 100}% floor (give ${MIN_REPS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
   }
   return lines;
 }

@@ -1,6 +1,7 @@
 // `runner compare A.json B.json`, or several runs per side `runner compare A1 A2 A3 -- B1 B2 B3`: per-row
 // ratios, noise-aware with several runs; exit 1 on a regression (a CI gate).
 import type { Argv, CommandModule } from "yargs";
+import { DEFAULT_THRESHOLD } from "../../metrics/verdict.js";
 import { badInput } from "../input.js";
 
 export interface CompareArgs {
@@ -27,7 +28,7 @@ export const compareCommand: CommandModule<object, CompareArgs> = {
     yargs
       .parserConfiguration({ "populate--": true })
       .positional("before", { type: "string", array: true, demandOption: true, describe: "Baseline result JSON(s); then -- and the runs to check" })
-      .option("threshold", { type: "number", default: 0.05, describe: "Allowed slowdown as a fraction (0.05 = 5%)" })
+      .option("threshold", { type: "number", default: DEFAULT_THRESHOLD, describe: "Allowed slowdown as a fraction (0.05 = 5%)" })
       .check((a) => {
         if (!(a.threshold >= 0 && a.threshold < 1)) throw badInput(`--threshold: expected a fraction in [0, 1), got ${a.threshold}`);
         return true;

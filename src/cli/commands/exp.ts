@@ -1,6 +1,7 @@
 // `runner exp plan|run|status|query|report|compare`: experiment campaigns (DESIGN.md, "Experiments").
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
+import { DEFAULT_THRESHOLD } from "../../metrics/verdict.js";
 
 interface DirArgs {
   file?: string;
@@ -36,7 +37,8 @@ const plan: CommandModule<object, DirArgs & { file: string }> = {
     const { exp, plan: p, dir } = await planned(args);
     const { campaignStatus, formatStatus } = await import("../../exp/status.js");
     const runs = p.points.length * exp.repetitions;
-    process.stdout.write(`# ${exp.name}: ${p.points.length} points, ${p.excluded.length} excluded, ${exp.repetitions} repetition${exp.repetitions === 1 ? "" : "s"} each (${runs} runs, order ${exp.order}, executor ${exp.executor.kind})\n`);
+    const executor = p.points[0]!.params.executor;
+    process.stdout.write(`# ${exp.name}: ${p.points.length} points, ${p.excluded.length} excluded, ${exp.repetitions} repetition${exp.repetitions === 1 ? "" : "s"} each (${runs} runs, order ${exp.order}, executor ${exp.executor.kind}${executor === exp.executor.kind ? "" : ` (${executor})`})\n`);
     process.stdout.write(formatStatus(campaignStatus(dir, p, exp), false));
   },
 };
@@ -117,13 +119,13 @@ const compare: CommandModule<object, DirArgs & { a: string; b?: string; threshol
     withDir(y)
       .positional("a", { type: "string", demandOption: true, describe: "Baseline campaign (folder or experiment file); alone: an experiment with compare.baseline" })
       .positional("b", { type: "string", describe: "The campaign to check" })
-      .option("threshold", { type: "number", default: 0.05, describe: "Tolerance where the experiment gives none, as a fraction" }) as Argv<DirArgs & { a: string; b?: string; threshold: number }>,
+      .option("threshold", { type: "number", default: DEFAULT_THRESHOLD, describe: "Tolerance where the experiment gives none, as a fraction" }) as Argv<DirArgs & { a: string; b?: string; threshold: number }>,
   handler: async (args) => {
-    const { compareSides, formatChanges, isRegression } = await import("../../exp/compare.js");
+    const { compareSides, comparisonFails, formatChanges } = await import("../../exp/compare.js");
     const sides = await Promise.all([args.a, args.b].filter((x): x is string => x !== undefined).map((t) => campaignSide(t, args.b ? undefined : args.dir)));
-    const changes = await compareSides(sides, args.threshold);
-    process.stdout.write(formatChanges(changes));
-    process.exitCode = changes.some(isRegression) ? 1 : 0;
+    const comparison = await compareSides(sides, args.threshold);
+    process.stdout.write(formatChanges(comparison));
+    process.exitCode = comparisonFails(comparison) ? 1 : 0;
   },
 };
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// The targets of `exp compare` (docs/PERFORMANCE.md, "Comparing campaigns"), over campaign folders that ran the
+// same experiment: consecutive pairs must give no regression; the same pairs with the second side's results
+// scaled 2x slower (results.json rewritten in a copy) must regress on every row; and in a pair of 5-repetition
+// campaigns, each op made 1.3x slower alone must be found. Counts are given per world size.
+//   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op A B (5 reps)
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { compareSides } from "../dist/exp/compare.js";
+import { DEFAULT_THRESHOLD } from "../dist/metrics/verdict.js";
+
+const [mode, ...dirs] = process.argv.slice(2);
+const tmp = mkdtempSync(path.join(os.tmpdir(), "spmd-exp-verdicts-"));
+
+/** A copy of a campaign whose rows matching `slower(row, world)` take `factor` times as long. */
+function scaled(dir, factor, slower) {
+  const to = path.join(tmp, `${path.basename(dir)}-${readdirSync(tmp).length}`);
+  cpSync(dir, to, { recursive: true });
+  for (const id of readdirSync(path.join(to, "points"))) {
+    for (const rep of readdirSync(path.join(to, "points", id)).filter((r) => r.startsWith("rep-"))) {
+      const file = path.join(to, "points", id, rep, "results.json");
+      const doc = JSON.parse(readFileSync(file, "utf8"));
+      for (const r of doc.results.filter((r) => slower(r, doc.world_size))) {
+        for (const k of Object.keys(r.time)) r.time[k] *= factor;
+        r.busbw /= factor;
+        r.algbw /= factor;
+      }
+      writeFileSync(file, JSON.stringify(doc));
+    }
+  }
+  return to;
+}
+
+const byWorld = (changes, pick) => {
+  const out = {};
+  for (const c of changes) (out[`W=${c.row.world_size}`] ??= []).push(c);
+  return Object.fromEntries(Object.entries(out).map(([w, cs]) => [w, pick(cs)]));
+};
+const regressions = (cs) => cs.filter((c) => c.verdict === "regression").length;
+const pairs = dirs.slice(1).map((b, i) => [dirs[i], b]);
+
+try {
+  if (mode === "identical" || mode === "slow2x") {
+    const tally = {};
+    for (const [a, b] of pairs) {
+      const side = mode === "identical" ? b : scaled(b, 2, () => true);
+      const { changes } = await compareSides([{ dir: a }, { dir: side }], DEFAULT_THRESHOLD);
+      const counts = byWorld(changes, (cs) => [regressions(cs), cs.length]);
+      for (const [w, [n, of]] of Object.entries(counts)) {
+        const ok = mode === "identical" ? n === 0 : n === of;
+        (tally[w] ??= [0, 0])[0] += ok ? 1 : 0;
+        tally[w][1]++;
+      }
+      console.log(`${path.basename(a)} vs ${path.basename(b)}: ${Object.entries(counts).map(([w, [n, of]]) => `${w} ${n}/${of} regressions`).join(", ")}`);
+    }
+    const goal = mode === "identical" ? "with no regression" : "with every row a regression";
+    for (const [w, [ok, of]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} pairs ${goal} (threshold ${DEFAULT_THRESHOLD})`);
+  } else if (mode === "one-op") {
+    const [a, b] = dirs;
+    const points = readdirSync(path.join(b, "points")).map((id) => path.join(b, "points", id));
+    for (const point of points) {
+      const w = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8")).params.world_size;
+      for (const target of JSON.parse(readFileSync(path.join(point, "rep-1", "results.json"), "utf8")).results) {
+        const hit = (r, world) => world === w && r.op === target.op && r.size === target.size;
+        const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
+        const found = changes.filter((c) => c.verdict === "regression");
+        const right = found.filter((c) => hit(c.row, c.row.world_size)).length;
+        console.log(`W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : "MISSED"} (${right} of its metrics); ${found.length - right} other regressions`);
+      }
+    }
+  } else throw new Error("give identical|slow2x|one-op and the campaign folders");
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+}

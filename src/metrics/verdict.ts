@@ -1,0 +1,112 @@
+// The one statistics module behind `runner compare` and `exp compare` (DESIGN.md, "Experiments"): a row's
+// verdict from what each repetition measured. Each repetition gives one value, taken at its fastest iteration
+// so that a stalled iteration cannot move it; the sides' values are compared by their medians (one slow
+// repetition cannot move them either), and a change counts only when an interval from an exact rank test
+// across repetitions (Mann-Whitney U) lies wholly beyond a minimum relative threshold: when it holds across
+// the repetitions, not in one of them.
+
+/** The rank test's level: a change is real when chance would order the repetitions so in under 5% of draws. */
+export const ALPHA = 0.05;
+
+/**
+ * The smallest change that counts (13% less speed: 15% more time), where neither the command line nor the
+ * experiment gives one: rows of identical campaigns run back to back on a busy 2-core machine differ by up
+ * to 10% across every repetition (docs/PERFORMANCE.md, "Comparing campaigns").
+ */
+export const DEFAULT_THRESHOLD = 0.13;
+
+/** Repetitions a side below which the rank test can never reach ALPHA (3 and 3: 1/20). */
+export const MIN_REPS = 3;
+
+export type Direction = "higher" | "lower";
+
+export type Verdict = "regression" | "improvement" | "within tolerance" | "within noise" | "too few repetitions";
+
+export interface Judgement {
+  /** Each side's median over its repetitions. */
+  before: number;
+  after: number;
+  /** How much better (> 0) or worse (< 0), as a fraction, whichever way the metric is better. */
+  gain: number;
+  /** The gain's interval (each end at least a one-sided 95% bound), where the sides allow one. */
+  interval?: [number, number];
+  verdict: Verdict;
+}
+
+export function median(v: readonly number[]): number {
+  const s = [...v].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/**
+ * A repetition's value of `metric` at its fastest iteration, from a row's fields (`field("min_us")`):
+ * time.avg_us becomes min_us, and busbw and algbw (bytes over the mean time) are rescaled to the fastest
+ * time. On a shared machine noise only adds time, and a stalled iteration or a slow spell moves the mean
+ * and even the median of a repetition, never its fastest iteration (docs/PERFORMANCE.md, "Comparing
+ * campaigns": the median iteration let 5 of 20 pairs of identical campaigns under load regress). Other
+ * metrics are taken as recorded.
+ */
+export function repetitionValue(metric: string, field: (name: string) => unknown): number | undefined {
+  const num = (name: string) => (typeof field(name) === "number" && Number.isFinite(field(name)) ? (field(name) as number) : undefined);
+  const [avg, fastest] = [num("avg_us"), num("min_us")];
+  if (metric === "time.avg_us") return fastest ?? avg;
+  const v = num(metric.startsWith("time.") ? metric.slice(5) : metric);
+  if ((metric === "busbw" || metric === "algbw") && v !== undefined && avg !== undefined && fastest !== undefined && fastest > 0) return (v * avg) / fastest;
+  return v;
+}
+
+/** How many of the C(m + n, m) orderings of two samples give each U (0..m*n): the rank test's exact null distribution. */
+function uCounts(m: number, n: number): number[] {
+  // counts[i][j] for i of the first sample and j of the second, built up one value at a time.
+  let row = Array.from({ length: n + 1 }, () => [1]);
+  for (let i = 1; i <= m; i++) {
+    const next: number[][] = [[1]];
+    for (let j = 1; j <= n; j++) {
+      // The largest value is from the first sample (adds j to U) or from the second (adds nothing).
+      const withFirst = row[j]!, withSecond = next[j - 1]!;
+      const out = new Array<number>(i * j + 1).fill(0);
+      withFirst.forEach((c, u) => (out[u + j]! += c));
+      withSecond.forEach((c, u) => (out[u]! += c));
+      next.push(out);
+    }
+    row = next;
+  }
+  return row[n]!;
+}
+
+/**
+ * How many of the m * n pairwise changes a one-sided bound at ALPHA leaves beyond it: the largest u with
+ * P(U <= u) <= ALPHA, plus one; 0 where even u = 0 is likelier (too few repetitions for the test).
+ */
+function beyondBound(m: number, n: number): number {
+  const counts = uCounts(m, n);
+  const total = counts.reduce((a, b) => a + b, 0);
+  let k = 0;
+  for (let below = counts[0]!; k < counts.length && below / total <= ALPHA; below += counts[++k] ?? 0);
+  return k;
+}
+
+/**
+ * The verdict on one row's metric. The change between two repetitions is measured for every pair (one of each
+ * side); the interval leaves out the k - 1 largest and smallest, k from the rank test (Mann-Whitney U,
+ * one-sided 5% each way: 1 with 3 and 3 repetitions, 5 with 5 and 5), and one stray pair more, so that no
+ * single pair decides (a repetition that met a slow spell on one side). Within tolerance when the medians
+ * differ by no more than `threshold` (a fraction); a regression or an improvement only when the whole interval
+ * lies beyond it; within noise otherwise; too few repetitions when the sides are too small for the test.
+ */
+export function judge(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Judgement {
+  const change = (b: number, a: number) => (direction === "higher" ? a / b - 1 : b / a - 1);
+  const [mb, ma] = [median(before), median(after)];
+  const base = { before: mb, after: ma, gain: change(mb, ma) };
+  if (!Number.isFinite(base.gain) || Math.abs(base.gain) <= threshold) return { ...base, verdict: "within tolerance" };
+  const bound = beyondBound(before.length, after.length);
+  if (bound === 0) return { ...base, verdict: "too few repetitions" };
+  const k = bound + 1;
+  const pairs = before.flatMap((b) => after.map((a) => change(b, a))).sort((x, y) => x - y);
+  const interval: [number, number] = [pairs[k - 1]!, pairs[pairs.length - k]!];
+  const verdict = interval[1] < -threshold ? "regression" : interval[0] > threshold ? "improvement" : "within noise";
+  return { ...base, interval, verdict };
+}
+
+/** A judgement's interval in words: "change across repetitions -31.2%..-18.0%". */
+export const describeInterval = ([lo, hi]: [number, number]) => `change across repetitions ${(lo * 100).toFixed(1)}%..${(hi * 100).toFixed(1)}%`;
