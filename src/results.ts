@@ -221,4 +221,13 @@ export interface Manifest {
   /** The runner's own settings as run: backend, deadlines, iterations, check. */
   settings: Record<string, unknown>;
   hosts: { name: string; cpu: string; gpus: string[] }[];
+  /** Where the job's secret came from (never the secret itself): DESIGN.md, "Security". */
+  rendezvous_secret?: SecretSource;
 }
+
+/**
+ * Where a job's secret came from: drawn by `runner launch` ("random"), by rank 0 and broadcast over MPI
+ * ("mpi"), from SPMD_RUNNER_TOKEN ("env"), or derived from the job's name and size ("derived", which anyone
+ * who knows those can compute). No build reads PMIx, so no run says "pmix".
+ */
+export type SecretSource = "random" | "mpi" | "env" | "derived";

@@ -14,7 +14,7 @@ import {
   decodeMessage,
   encodeMessage,
 } from "../dist/comm/store-protocol.js";
-import { framesOf, rawExchange } from "./helpers/store.js";
+import { framesOf, helloFor, rawExchange } from "./helpers/store.js";
 
 const TOKEN = "0123456789abcdef0123456789abcdef";
 const T = { timeout: 120_000 };
@@ -23,7 +23,9 @@ const text = fc.string({ maxLength: 24 });
 const bytes = fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b));
 const u32 = fc.nat({ max: 0xffff_ffff });
 const message = fc.oneof(
-  fc.record({ type: fc.constant("hello"), token: text, rank: u32, replyPort: u32 }),
+  fc.record({ type: fc.constant("challenge"), nonce: bytes }),
+  fc.record({ type: fc.constant("hello"), rank: u32, replyPort: u32, nonce: bytes, mac: bytes }),
+  fc.record({ type: fc.constant("welcome"), mac: bytes }),
   fc.record({ type: fc.constant("set"), key: text, value: bytes }),
   fc.record({ type: fc.constant("get"), id: u32, key: text, timeoutMs: u32 }),
   fc.record({ type: fc.constant("add"), key: text, delta: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }) }),
@@ -123,8 +125,8 @@ describe("store server, fuzzed over sockets", () => {
     fc.uint8Array({ minLength: 1, maxLength: 200 }).map((b) => Buffer.from(b)),
     // Well-formed requests before any hello: a stranger asking for the secret.
     fc.constantFrom({ type: "get", id: 1, key: "secret", timeoutMs: 0 }, { type: "set", key: "secret", value: Buffer.from("x") }).map(encodeMessage),
-    // A hello with another token, or a frame length past what an unauthenticated peer may send.
-    fc.tuple(text, u32).map(([token, rank]) => encodeMessage({ type: "hello", token: `x${token}`, rank, replyPort: 0 })),
+    // A hello proving another token, or a frame length past what an unauthenticated peer may send.
+    fc.tuple(text, u32).map(([token, rank]) => helloFor(`x${token}`, Buffer.alloc(32), rank)),
     fc.integer({ min: MAX_HELLO_FRAME_BYTES + 1, max: 0xffff_ffff }).map((n) => Buffer.from([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255])),
     damaged.map((p) => Buffer.concat([Buffer.from([0, 0, p.length >>> 8, p.length & 255]), p])),
   );
@@ -142,7 +144,6 @@ describe("store server, fuzzed over sockets", () => {
 
   test("an authenticated peer sending garbage gets an error and is cut off; the server keeps serving", T, () =>
     withServer(async (port) => {
-      const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 3, replyPort: 0 });
       const frame = (p) => Buffer.concat([Buffer.from([0, 0, p.length >>> 8, p.length & 255]), p]);
       const bad = fc.oneof(
         // Random bytes may happen to be a valid request, which is then simply answered.
@@ -152,8 +153,8 @@ describe("store server, fuzzed over sockets", () => {
         fc.constant({ chunk: encodeMessage({ type: "ok" }), surelyBad: true }), // a reply where a request belongs
       );
       for (const { chunk, surelyBad } of fc.sample(bad, { numRuns: 100, seed: 11 })) {
-        const frames = framesOf(await rawExchange(port, [hello, chunk], { endAfterWrite: true }));
-        assert.deepEqual(frames[0], { type: "ok" }, "the hello was accepted");
+        const frames = framesOf(await rawExchange(port, (nonce) => [helloFor(TOKEN, nonce, 3), chunk], { endAfterWrite: true }));
+        assert.equal(frames[0].type, "welcome", "the hello was accepted");
         const cutOff = frames.findIndex((f) => f.type === "error" && /^rendezvous: malformed frame from rank 3 /.test(f.message));
         if (surelyBad) assert.ok(cutOff > 0, JSON.stringify(frames));
         if (cutOff > 0) assert.equal(cutOff, frames.length - 1, "nothing follows the error that cut the peer off");

@@ -10,7 +10,7 @@ import {
   decodeMessage,
   encodeMessage,
 } from "../dist/comm/store-protocol.js";
-import { framesOf, rawExchange } from "./helpers/store.js";
+import { framesOf, helloFor, rawExchange } from "./helpers/store.js";
 
 const TOKEN = "0123456789abcdef0123456789abcdef";
 const T = { timeout: 20_000 };
@@ -52,7 +52,9 @@ function assertOnlyError(bytes, pattern) {
 describe("store protocol codec", () => {
   test("round-trips every message type", () => {
     const messages = [
-      { type: "hello", token: "tök", rank: 7, replyPort: 41234 },
+      { type: "challenge", nonce: Buffer.alloc(32, 1) },
+      { type: "hello", rank: 7, replyPort: 41234, nonce: Buffer.alloc(32, 2), mac: Buffer.alloc(32, 3) },
+      { type: "welcome", mac: Buffer.alloc(32, 4) },
       { type: "set", key: "k", value: Buffer.from([0, 1, 255]) },
       { type: "get", id: 3, key: "k", timeoutMs: 1234 },
       { type: "add", key: "n", delta: -5n },
@@ -73,7 +75,7 @@ describe("store protocol codec", () => {
   });
 
   test("rejects truncated and garbage payloads with ProtocolError", () => {
-    const hello = encodeMessage({ type: "hello", token: "abc", rank: 1, replyPort: 0 }).subarray(4);
+    const hello = helloFor("abc", Buffer.alloc(32), 1).subarray(4);
     for (let n = 0; n < hello.length; n++) {
       assert.throws(() => decodeMessage(hello.subarray(0, n)), ProtocolError, `prefix of ${n} bytes`);
     }
@@ -195,10 +197,11 @@ describe("store server and client", () => {
       const pending = c.get("later", 5000);
       const inbox = c["inbox"].address().port;
       const forged = Buffer.concat([
-        encodeMessage({ type: "hello", token: "not the job's", rank: 0, replyPort: 0 }),
+        helloFor("not the job's", Buffer.alloc(32), 0),
         encodeMessage({ type: "answer", id: 1, reply: encodeMessage({ type: "value", value: Buffer.from("forged") }).subarray(4) }),
       ]);
-      await new Promise((resolve) => net.createConnection({ host: "127.0.0.1", port: inbox }, function () { this.end(forged); }).on("close", resolve).on("error", () => {}));
+      // After the inbox's challenge, as the store would send them; the HELLO proves another token.
+      await rawExchange(inbox, [forged]);
       const other = await connect(2);
       await other.set("later", "real");
       assert.equal((await pending).toString(), "real");
@@ -248,13 +251,33 @@ describe("store server and client", () => {
       assert.equal((await again.get("secret")).toString(), "s3cret");
     }));
 
+  test("connections that never prove the token neither count nor stay: 20 idle ones delay no rank and go within the deadline", T, async () => {
+    const refused = [];
+    const server = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN, refused: (line) => refused.push(line) });
+    const idle = Array.from({ length: 20 }, () => net.createConnection({ host: "127.0.0.1", port: server.port }).on("error", () => {}).resume());
+    const gone = idle.map((s) => new Promise((resolve) => s.once("close", () => resolve(Date.now()))));
+    await Promise.all(idle.map((s) => new Promise((resolve) => s.once("connect", resolve))));
+    const t0 = Date.now();
+    // More ranks than the cap on authenticated connections: they take turns, and the strangers take no place.
+    const clients = await Promise.all(Array.from({ length: 20 }, (_, r) => StoreClient.connect({ host: "127.0.0.1", port: server.port, token: TOKEN, rank: r, timeoutMs: 5000 })));
+    await Promise.all(clients.map((c) => c.barrier("b", 20)));
+    const met = Date.now() - t0;
+    assert.ok(met < 1500, `20 ranks met in ${met} ms beside 20 idle connections`);
+    const closed = await Promise.all(gone);
+    for (const at of closed) assert.ok(at - t0 < 4000, `an idle connection stayed ${at - t0} ms`);
+    assert.equal(refused.length, 20, refused.join("\n"));
+    for (const line of refused) assert.match(line, /^rendezvous: refused a connection from 127\.0\.0\.1:\d+: no handshake within 3 s$/);
+    for (const c of clients) c.close();
+    await server.close();
+  });
+
   test("raw peers sending bad frames get one ERROR, never a value, and are closed", T, () =>
     withStore(
       async ({ server, connect }) => {
         const good = await connect(0);
         await good.set("secret", "s3cret");
         const port = server.port;
-        const hello = encodeMessage({ type: "hello", token: TOKEN, rank: 9, replyPort: 0 });
+        const hello = (nonce) => [helloFor(TOKEN, nonce, 9)];
         const wrongToken = /^rendezvous: wrong job token from 127\.0\.0\.1:\d+$/;
 
         // Data before HELLO: asks for the secret straight away.
@@ -262,11 +285,11 @@ describe("store server and client", () => {
         assertOnlyError(early, wrongToken);
         assert.ok(!early.includes(Buffer.from("s3cret")));
         // Wrong token, with a request pipelined behind it.
-        const bad = await rawExchange(port, [
-          encodeMessage({ type: "hello", token: "nope", rank: 1, replyPort: 0 }),
-          encodeMessage({ type: "get", id: 1, key: "secret", timeoutMs: 0 }),
-        ]);
+        const bad = await rawExchange(port, (nonce) => [helloFor("nope", nonce, 1), encodeMessage({ type: "get", id: 1, key: "secret", timeoutMs: 0 })]);
         assertOnlyError(bad, wrongToken);
+        // The right token's proof, but of another challenge (replayed from another connection).
+        const replayed = await rawExchange(port, [helloFor(TOKEN, Buffer.alloc(32), 9)]);
+        assertOnlyError(replayed, wrongToken);
         assert.ok(!bad.includes(Buffer.from("s3cret")));
         // Garbage (an HTTP request reads as an absurd frame length).
         assertOnlyError(await rawExchange(port, [Buffer.from("GET / HTTP/1.1\r\nHost: x\r\n\r\n")]), wrongToken);
@@ -275,16 +298,16 @@ describe("store server and client", () => {
         // A frame whose fields are truncated.
         assertOnlyError(await rawExchange(port, [Buffer.of(0, 0, 0, 5, 1, 0, 0, 0, 99)]), wrongToken);
         // A frame cut off mid-way, then the peer hangs up: nothing is sent back.
-        const cut = await rawExchange(port, [hello.subarray(0, hello.length - 3)], { endAfterWrite: true });
+        const cut = await rawExchange(port, (nonce) => [hello(nonce)[0].subarray(0, 20)], { endAfterWrite: true });
         assert.equal(cut.length, 0);
 
         // After a good HELLO: garbage and oversize frames are reported as malformed.
-        const afterHello = await rawExchange(port, [hello, Buffer.of(0, 0, 0, 2, 0x77, 0)]);
+        const afterHello = await rawExchange(port, (nonce) => [...hello(nonce), Buffer.of(0, 0, 0, 2, 0x77, 0)]);
         const [ok, err] = framesOf(afterHello);
-        assert.equal(ok.type, "ok");
+        assert.equal(ok.type, "welcome");
         assert.match(err.message, /^rendezvous: malformed frame from rank 9 at 127\.0\.0\.1:\d+: unknown message type 119$/);
         const big = encodeMessage({ type: "set", key: "big", value: Buffer.alloc(2048) });
-        const oversize = framesOf(await rawExchange(port, [hello, big]));
+        const oversize = framesOf(await rawExchange(port, (nonce) => [...hello(nonce), big]));
         assert.match(oversize[1].message, /exceeds the 1024-byte limit/);
 
         // Everyone else is still served.
@@ -317,7 +340,8 @@ describe("store server and client", () => {
       const received = [];
       socket.on("data", (d) => received.push(d));
       socket.on("error", () => {});
-      socket.write(encodeMessage({ type: "hello", token: TOKEN, rank: 1, replyPort: 1 }));
+      const challenge = await new Promise((resolve) => socket.once("data", resolve));
+      socket.write(helloFor(TOKEN, framesOf(challenge)[0].nonce, 1, 1));
       await new Promise((resolve) => socket.once("data", resolve));
       return { socket, received, closed: new Promise((resolve) => socket.once("close", resolve)) };
     };
@@ -328,8 +352,8 @@ describe("store server and client", () => {
     await asking.closed;
     await closing;
     const frames = framesOf(Buffer.concat(asking.received));
-    assert.deepEqual(frames.map((f) => f.type), ["ok", "values"], "the answer, then the link dropped instead of PARKED");
-    assert.deepEqual(frames[1].values.map(String), ["a", "b"]);
+    assert.deepEqual(frames.map((f) => f.type), ["challenge", "welcome", "values"], "the answer, then the link dropped instead of PARKED");
+    assert.deepEqual(frames[2].values.map(String), ["a", "b"]);
 
     // A link that never closes (its rank is stopped) holds the closing server back for a second at most.
     const server2 = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: TOKEN });

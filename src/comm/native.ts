@@ -177,7 +177,7 @@ export interface TcpOptions {
   backend: "tcp";
   rank: number;
   size: number;
-  /** 64 hex digits every peer must show when it connects (tcpKey of the job token). */
+  /** 64 hex digits: the job secret's key for the tcp transport (comm/secret.ts), which every peer proves it holds. */
   key: string;
   /** Where this rank listens; the communicator takes its socket over. */
   endpoint: NativeTcpEndpoint;

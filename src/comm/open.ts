@@ -4,6 +4,7 @@ import type { Place } from "../env/place.js";
 import { agree, AgreementError, type Fingerprint } from "./agreement.js";
 import { alone, type Bootstrap } from "./bootstrap.js";
 import { MpiBootstrap } from "./bootstrap-mpi.js";
+import { DERIVED_SECRET_WARNING, fingerprintDigest, keyFor, secretOverMpi, type JobSecret } from "./secret.js";
 import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";
 import { cpuBinding, hostIdentity, sharesCores, type HostIdentity } from "./host.js";
@@ -16,12 +17,13 @@ import {
 } from "./topology.js";
 import { vendorLibrary, type LibraryBackend } from "./vendor-library.js";
 import type { Job } from "../config/job.js";
+import type { SecretSource } from "../results.js";
 
 export interface OpenOptions {
   place: Place;
   backend: Backend;
-  /** Admits a rank to the TCP rendezvous; strangers (another job on the port) are turned away unheard. */
-  token: string;
+  /** The job's secret as known before the ranks meet (under an MPI launcher rank 0 draws another). */
+  secret: JobSecret;
   /** What the ranks compare before the backend starts; a rank that differs stops them all. */
   fingerprint: Fingerprint;
   timeoutMs: number;
@@ -29,6 +31,8 @@ export interface OpenOptions {
   port?: number;
   /** The tcp backend's interface or address (tcp.iface, --iface); see tcp-address.ts. */
   iface?: string;
+  /** The debug log: connections refused because they could not prove they hold the secret. */
+  debug?: (line: string) => void;
   /** The launcher's environment (default process.env): MPI launchers, SPMD_MPI_THREAD_LEVEL, NCCL_LIBRARY, HCCL_LIBRARY. */
   env?: NodeJS.ProcessEnv;
   /** The job's device (default "cpu"): "cuda" makes auto pick nccl, "npu" hccl. */
@@ -45,8 +49,13 @@ export interface OpenCommunicator {
   /** How the ranks met; it stays open for small exchanges until close(). */
   bootstrap: Bootstrap;
   topology: JobTopology;
-  /** Where the launcher's variables or MPI contradict the hosts (the same lines on every rank), for the log. */
+  /**
+   * For the log: where the launcher's variables or MPI contradict the hosts (the same lines on every rank), and
+   * on rank 0 alone that the secret is derived.
+   */
   warnings: string[];
+  /** Where the job's secret came from (results.json's manifest.rendezvous_secret). */
+  secret: SecretSource;
   /** How this rank started, for the log: "backend mpi (MPI_THREAD_MULTIPLE, 2 lanes), bootstrap mpi". */
   summary: string;
   /** `failed`: leave at once, without waiting for peers that may be dead. */
@@ -142,14 +151,14 @@ function mpiThreadLevel(env: NodeJS.ProcessEnv): boolean {
 }
 
 async function openBootstrap(kind: StartPlan["bootstrap"], o: OpenOptions, input: PlanInput): Promise<Bootstrap> {
-  const { place, token, timeoutMs } = o;
+  const { place, secret, timeoutMs } = o;
   switch (kind) {
     case "none":
       return alone;
     case "mpi":
       return MpiBootstrap.open({ place, timeoutMs, funneled: mpiThreadLevel(input.env) });
     case "tcp": // planStart chose it because both are known
-      return tcpBootstrap({ rank: place.rank, size: place.size, addr: input.master.addr!, port: input.master.port!, token, timeoutMs });
+      return tcpBootstrap({ rank: place.rank, size: place.size, addr: input.master.addr!, port: input.master.port!, token: secret.value, timeoutMs, refused: o.debug });
   }
 }
 
@@ -229,11 +238,14 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
   let backend: string = plan.backend;
   let topology: JobTopology;
   let warnings: string[];
+  let secret = o.secret;
   try {
+    if (boot.kind === "mpi") secret = await secretOverMpi(boot, o.place.rank);
     await agree(boot, o.place.rank, o.fingerprint);
     const met = await meet(boot, o.place);
     const topo = met.topo;
-    ({ warnings } = met);
+    // Once per job: rank 0 says it, the other ranks' lines would repeat it.
+    warnings = [...met.warnings, ...(secret.source === "derived" && o.place.rank === 0 ? [DERIVED_SECRET_WARNING] : [])];
     topology = { ...topo };
     if (plan.backend === "nccl" || plan.backend === "hccl") {
       comm = await startLibrary(plan.backend, boot, o.place, topo, input.env, o.timeoutMs);
@@ -247,7 +259,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       comm =
         chosen === "shm"
           ? await startShm(boot, o.place, topo, met.sharesCores, input.env)
-          : await startTcp(boot, o.place, topo, { token: o.token, iface: o.iface, shmWithinHosts: chosen === "shm+tcp", singleCopy: singleCopyAllowed(input.env), sharesCores: met.sharesCores });
+          : await startTcp(boot, o.place, topo, { key: keyFor(secret, "tcp transport", fingerprintDigest(o.fingerprint)).toString("hex"), iface: o.iface, shmWithinHosts: chosen === "shm+tcp", singleCopy: singleCopyAllowed(input.env), sharesCores: met.sharesCores });
       topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}${comm.copyPath ? `, ${comm.copyPath}` : ""}`;
     }
@@ -262,6 +274,7 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     bootstrap: boot,
     topology,
     warnings,
+    secret: secret.source,
     summary: `backend ${backend}, bootstrap ${boot.kind}`,
     close: async (failed = false) => {
       comm.close();

@@ -10,6 +10,8 @@ export interface RendezvousOptions {
   port: number;
   token: string;
   timeoutMs: number;
+  /** Rank 0's debug log: each connection to its store closed before it proved it holds the token. */
+  refused?: (line: string) => void;
 }
 
 export interface Rendezvous {
@@ -42,7 +44,7 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
   // own name to 127.0.1.1, and SLURM's master is a node name): rank 0 then listens on every interface, as
   // torch's TCPStore does. An IP address is listened on as given.
   const host = net.isIP(opts.addr) ? opts.addr : undefined;
-  const server = opts.rank === 0 ? await StoreServer.listen({ host, port: opts.port, token: opts.token }) : undefined;
+  const server = opts.rank === 0 ? await StoreServer.listen({ host, port: opts.port, token: opts.token, refused: opts.refused }) : undefined;
   let store: StoreClient | undefined;
   try {
     store = await StoreClient.connect({

@@ -1,7 +1,7 @@
 // Starts the tcp backend once the ranks have met: every rank opens an endpoint and the ranks exchange where
 // they listen; each connection then opens on first use. With `shmWithinHosts` (backend auto on hosts that hold several ranks) the
 // ranks of one host share a segment and only ranks on different hosts talk over tcp ("shm+tcp").
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { native, type NativeCommunicator, type NativeTcpEndpoint } from "./native.js";
@@ -9,18 +9,14 @@ import { listenPlan, peerAddress, type ListenPlan, type Published } from "./tcp-
 import type { Topology } from "./topology.js";
 
 export interface TcpStartOptions {
-  token: string;
+  /** What a peer proves it knows when it connects: the job secret's key for the tcp transport (secret.ts), hex. */
+  key: string;
   iface?: string;
   shmWithinHosts: boolean;
   /** false: this rank's host stages its local messages (SPMD_SHM_SINGLE_COPY=0, start-shm.ts). */
   singleCopy: boolean;
   /** This rank shares its CPUs with other ranks of its machine (host.ts sharesCores): its shm waits must not spin. */
   sharesCores: boolean;
-}
-
-/** What a peer must show on connect: derived from the job token, so the token itself never travels. */
-export function tcpKey(token: string): string {
-  return createHash("sha256").update("spmd-runner tcp transport\0").update(token).digest("hex");
 }
 
 function openEndpoint(plan: ListenPlan, peers: number): NativeTcpEndpoint {
@@ -41,7 +37,7 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
   const here = topo.hosts[topo.hostOf[rank]!]!.ranks;
   const local = o.shmWithinHosts && here.length > 1 ? here : undefined;
   const { Communicator } = native();
-  const key = tcpKey(o.token);
+  const { key } = o;
   let comm: NativeCommunicator | undefined;
   try {
     // The host's lowest rank creates the segment before it publishes the name, so the others can attach

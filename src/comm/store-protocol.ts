@@ -9,12 +9,23 @@
 // dials to the port the client named in its HELLO (the server's own HELLO first, then ANSWER frames):
 // rank 0 holds no connection per waiting rank, as NCCL's bootstrap root holds none.
 //
+// Every connection opens with a challenge-response (DESIGN.md, "Security"): the side that accepts sends a
+// CHALLENGE (a fresh nonce), the side that dialled answers with a HELLO carrying an HMAC-SHA-256 under the
+// job token of that nonce, its rank and reply port, and its own nonce; the server answers a good HELLO with
+// a WELCOME whose HMAC covers the client's nonce, so each side knows the other holds the token and the token
+// never travels.
+//
 // Everything here is pure (no sockets) so malformed input can be tested directly.
+
+import { createHmac, timingSafeEqual } from "node:crypto";
 
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
-/** Until a peer has shown the job token it gets no room to make the server buffer much. */
-export const MAX_HELLO_FRAME_BYTES = 64 * 1024;
+/** Until a peer has proved it holds the job token it may send no more than a HELLO's few bytes. */
+export const MAX_HELLO_FRAME_BYTES = 256;
+
+/** Bytes of a handshake nonce, and of its HMAC-SHA-256. */
+export const NONCE_BYTES = 32;
 
 const HEADER_BYTES = 4;
 const I64_MIN = -(2n ** 63n);
@@ -27,17 +38,26 @@ export const MsgType = {
   Add: 4,
   Wait: 5,
   GetAll: 6,
+  Challenge: 7,
   Ok: 0x80,
   Value: 0x81,
   Error: 0x82,
   Parked: 0x83,
   Answer: 0x84,
   Values: 0x85,
+  Welcome: 0x86,
 } as const;
 
 export type Message =
-  /** `replyPort`: where the client takes parked answers (0 from the server, which takes none). */
-  | { type: "hello"; token: string; rank: number; replyPort: number }
+  /** From the side that accepted a connection, first: the nonce the other side's HELLO must cover. */
+  | { type: "challenge"; nonce: Buffer }
+  /**
+   * `replyPort`: where the client takes parked answers (0 from the server, which takes none); `mac`:
+   * handshakeMac("hello") of the challenge's nonce; `nonce`: what the server's WELCOME must cover.
+   */
+  | { type: "hello"; rank: number; replyPort: number; nonce: Buffer; mac: Buffer }
+  /** The server's answer to a good HELLO: handshakeMac("welcome") of the HELLO's nonce. */
+  | { type: "welcome"; mac: Buffer }
   | { type: "set"; key: string; value: Buffer }
   /** `id`: the client's number for the request, which a parked answer carries back. */
   | { type: "get"; id: number; key: string; timeoutMs: number }
@@ -67,6 +87,22 @@ export function timeoutMessage(keys: readonly string[], timeoutMs: number): stri
   const what = keys.length === 1 ? "key" : "keys";
   const names = keys.map((k) => JSON.stringify(k)).join(", ");
   return `rendezvous: timed out after ${timeoutMs} ms waiting for ${what} ${names}`;
+}
+
+/**
+ * What a side of the handshake proves: HMAC-SHA-256 under the job token of its role, the other side's nonce,
+ * and the rank and reply port the HELLO claims, so that a proof is good for one connection and one claim.
+ */
+export function handshakeMac(token: string, role: "hello" | "welcome", nonce: Buffer, rank: number, replyPort: number): Buffer {
+  const claim = Buffer.allocUnsafe(8);
+  claim.writeUInt32BE(rank);
+  claim.writeUInt32BE(replyPort, 4);
+  return createHmac("sha256", token).update(`spmd-runner store ${role}\0`).update(nonce).update(claim).digest();
+}
+
+/** Whether `mac` is the one expected, in constant time. */
+export function macMatches(mac: Buffer, expected: Buffer): boolean {
+  return mac.length === expected.length && timingSafeEqual(mac, expected);
 }
 
 /** host:port, with IPv6 literals bracketed so the port stays unambiguous. */
@@ -180,8 +216,12 @@ class Reader {
 export function encodeMessage(msg: Message): Buffer {
   const w = new Writer();
   switch (msg.type) {
+    case "challenge":
+      return w.u8(MsgType.Challenge).bytes(msg.nonce).frame();
     case "hello":
-      return w.u8(MsgType.Hello).str(msg.token).u32(msg.rank).u32(msg.replyPort).frame();
+      return w.u8(MsgType.Hello).u32(msg.rank).u32(msg.replyPort).bytes(msg.nonce).bytes(msg.mac).frame();
+    case "welcome":
+      return w.u8(MsgType.Welcome).bytes(msg.mac).frame();
     case "set":
       return w.u8(MsgType.Set).str(msg.key).bytes(msg.value).frame();
     case "get":
@@ -221,8 +261,14 @@ export function decodeMessage(payload: Uint8Array): Message {
   const type = r.u8("message type");
   let msg: Message;
   switch (type) {
+    case MsgType.Challenge:
+      msg = { type: "challenge", nonce: r.bytes("nonce") };
+      break;
     case MsgType.Hello:
-      msg = { type: "hello", token: r.str("token"), rank: r.u32("rank"), replyPort: r.u32("reply port") };
+      msg = { type: "hello", rank: r.u32("rank"), replyPort: r.u32("reply port"), nonce: r.bytes("nonce"), mac: r.bytes("mac") };
+      break;
+    case MsgType.Welcome:
+      msg = { type: "welcome", mac: r.bytes("mac") };
       break;
     case MsgType.Set:
       msg = { type: "set", key: r.str("key"), value: r.bytes("value") };

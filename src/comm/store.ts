@@ -1,22 +1,26 @@
 // Rendezvous key-value store (in the manner of torch's TCPStore): rank 0 hosts a
 // StoreServer at MASTER_ADDR:MASTER_PORT, every rank talks to it through a StoreClient.
-// Peers must present the job token before they are served anything. Unlike TCPStore, no rank
+// Peers must prove they hold the job token (a challenge-response, store-protocol.ts) before they are served
+// anything, and the token never travels. Unlike TCPStore, no rank
 // holds a connection while it waits (store-protocol.ts): rank 0 serves a few at a time and
 // dials waiting ranks back, as NCCL's bootstrap root does, so its descriptors do not grow
 // with the ranks.
 
-import { createHash, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import net from "node:net";
 import {
   DEFAULT_MAX_FRAME_BYTES,
   FrameReader,
   MAX_HELLO_FRAME_BYTES,
+  NONCE_BYTES,
   ProtocolError,
   decodeMessage,
   encodeMessage,
   fitsI64,
   formatAddress,
+  handshakeMac,
   isReply,
+  macMatches,
   parseCounter,
   payloadOf,
   timeoutMessage,
@@ -37,15 +41,27 @@ const RETRYABLE_CONNECT_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET"]);
 // ---------------------------------------------------------------- server
 
 /**
- * Connections rank 0 serves at once: the rest wait in the kernel's backlog or are closed at once and
- * dialled again, so that its descriptors do not grow with the ranks (nobody holds one while waiting).
+ * Authenticated connections rank 0 serves at once: past this a rank that proved itself is closed and dials
+ * again, so that its descriptors do not grow with the ranks (nobody holds one while waiting). Connections
+ * still proving themselves do not count: strangers cannot take the ranks' places.
  */
 const MAX_CONNECTIONS = 16;
+/** How long a connection has to prove it holds the token (a round trip for a rank) before it is closed. */
+const AUTH_DEADLINE_MS = 3000;
+/**
+ * Connections still proving themselves, at most: a new one past this closes the oldest, so that a flood of
+ * idle connections cannot exhaust rank 0's descriptors, and a rank's handshake (a round trip) gets through.
+ */
+const MAX_UNAUTHENTICATED = 256;
 
 interface Connection {
   readonly socket: net.Socket;
   readonly peer: string;
   authenticated: boolean;
+  /** What this connection's HELLO must cover. */
+  readonly nonce: Buffer;
+  /** Closes it if it has not proved itself by then. */
+  deadline?: NodeJS.Timeout;
   rank: number;
   /** Where parked answers go: the client's address and the port its HELLO named (none: port 0). */
   replyTo?: ReplyTarget;
@@ -59,10 +75,6 @@ interface Waiter {
   readonly missing: Set<string>;
   readonly timer: NodeJS.Timeout;
   readonly onReady: () => void;
-}
-
-function digest(token: string): Buffer {
-  return createHash("sha256").update(token, "utf8").digest();
 }
 
 interface ReplyTarget {
@@ -88,6 +100,18 @@ function drainWithin(arm: (done: () => void) => void): Promise<void> {
   });
 }
 
+/** The nonce of the CHALLENGE that opens a connection; undefined until it has arrived, null if something else came. */
+function challengeIn(reader: FrameReader): Buffer | undefined | null {
+  try {
+    const payload = reader.next();
+    if (payload === undefined) return undefined;
+    const msg = decodeMessage(payload);
+    return msg.type === "challenge" && msg.nonce.length === NONCE_BYTES ? msg.nonce : null;
+  } catch {
+    return null;
+  }
+}
+
 interface Outbox {
   readonly target: ReplyTarget;
   frames: Buffer[];
@@ -106,7 +130,7 @@ class Courier {
   private closed = false;
   private drained?: () => void;
 
-  constructor(private readonly hello: Buffer) {}
+  constructor(private readonly token: string) {}
 
   send(target: ReplyTarget, frame: Buffer): void {
     if (this.closed) return;
@@ -142,7 +166,19 @@ class Courier {
     const socket = net.createConnection(box.target);
     this.sockets.add(socket);
     socket.setNoDelay(true);
-    socket.on("connect", () => socket.end(Buffer.concat([this.hello, ...frames]), () => (delivered = true)));
+    // The client's inbox challenges first; the answers follow the proof at once.
+    const reader = new FrameReader(MAX_HELLO_FRAME_BYTES);
+    let proved = false;
+    socket.on("data", (chunk: Buffer) => {
+      if (proved) return;
+      reader.push(chunk);
+      const nonce = challengeIn(reader);
+      if (nonce === null) return void socket.destroy();
+      if (nonce === undefined) return;
+      proved = true;
+      const hello = encodeMessage({ type: "hello", rank: 0, replyPort: 0, nonce: Buffer.alloc(0), mac: handshakeMac(this.token, "hello", nonce, 0, 0) });
+      socket.end(Buffer.concat([hello, ...frames]), () => (delivered = true));
+    });
     socket.on("error", () => {}); // the dial failed: "close" tries again
     socket.on("close", () => {
       this.sockets.delete(socket);
@@ -168,27 +204,30 @@ export class StoreServer {
   private readonly values = new Map<string, Buffer>();
   private readonly waitersByKey = new Map<string, Set<Waiter>>();
   private readonly connections = new Set<Connection>();
-  private readonly tokenDigest: Buffer;
+  /** Connections still proving themselves, oldest first. */
+  private readonly unauthenticated = new Set<Connection>();
   private readonly courier: Courier;
   private closing = false;
   private allClosed?: () => void;
 
   private constructor(
     private readonly server: net.Server,
-    token: string,
+    private readonly token: string,
     private readonly maxFrameBytes: number,
+    private readonly refused: (line: string) => void,
   ) {
     ({ address: this.host, port: this.port } = server.address() as net.AddressInfo);
-    this.tokenDigest = digest(token);
-    this.courier = new Courier(encodeMessage({ type: "hello", token, rank: 0, replyPort: 0 }));
-    server.maxConnections = MAX_CONNECTIONS;
+    this.courier = new Courier(token);
     server.on("connection", (socket) => this.accept(socket));
     // Failed accepts (e.g. EMFILE) must not take rank 0 down; the peer retries.
     server.on("error", () => {});
   }
 
-  /** Without `host`, on every interface (IPv6 and IPv4 where the host has IPv6). */
-  static listen(opts: { host?: string; port: number; token: string; maxFrameBytes?: number }): Promise<StoreServer> {
+  /**
+   * Without `host`, on every interface (IPv6 and IPv4 where the host has IPv6). `refused`: told once, for the
+   * debug log, of each connection closed before it proved itself, with its peer's address.
+   */
+  static listen(opts: { host?: string; port: number; token: string; maxFrameBytes?: number; refused?: (line: string) => void }): Promise<StoreServer> {
     const server = net.createServer();
     return new Promise((resolve, reject) => {
       server.once("error", (err: NodeJS.ErrnoException) => {
@@ -197,7 +236,7 @@ export class StoreServer {
       });
       server.listen({ host: opts.host, port: opts.port }, () => {
         server.removeAllListeners("error");
-        resolve(new StoreServer(server, opts.token, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES));
+        resolve(new StoreServer(server, opts.token, opts.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES, opts.refused ?? (() => {})));
       });
     });
   }
@@ -232,13 +271,16 @@ export class StoreServer {
       socket,
       peer: formatAddress(socket.remoteAddress ?? "unknown", socket.remotePort ?? 0),
       authenticated: false,
+      nonce: randomBytes(NONCE_BYTES),
       rank: -1,
       done: false,
       replies: [],
     };
     this.connections.add(conn);
+    this.awaitProof(conn);
     const reader = new FrameReader(Math.min(MAX_HELLO_FRAME_BYTES, this.maxFrameBytes));
     socket.setNoDelay(true);
+    socket.write(encodeMessage({ type: "challenge", nonce: conn.nonce }));
     // A peer vanishing is routine; "close" does the cleanup.
     socket.on("error", () => {});
     socket.on("close", () => this.forget(conn));
@@ -253,6 +295,7 @@ export class StoreServer {
       } catch (err) {
         // Anything before authentication gets the same answer, so a stranger learns nothing.
         const detail = err instanceof Error ? err.message : String(err);
+        if (!conn.authenticated) this.refused(`rendezvous: refused a connection from ${conn.peer}: ${detail}`);
         this.reject(
           conn,
           conn.authenticated
@@ -263,17 +306,26 @@ export class StoreServer {
     });
   }
 
-  private handle(conn: Connection, msg: Message): void {
-    if (!conn.authenticated) {
-      if (msg.type !== "hello" || !timingSafeEqual(digest(msg.token), this.tokenDigest)) {
-        throw new ProtocolError(WRONG_TOKEN);
-      }
-      conn.authenticated = true;
-      conn.rank = msg.rank;
-      if (msg.replyPort > 0 && msg.replyPort <= 0xffff) conn.replyTo = { host: conn.socket.remoteAddress!, port: msg.replyPort };
-      this.slot(conn)(encodeMessage({ type: "ok" }));
-      return;
+  /** Until it proves itself the connection does not count toward MAX_CONNECTIONS, and has AUTH_DEADLINE_MS. */
+  private awaitProof(conn: Connection): void {
+    if (this.unauthenticated.size >= MAX_UNAUTHENTICATED) {
+      const oldest: Connection = this.unauthenticated.values().next().value!;
+      this.drop(oldest, `crowded out by ${MAX_UNAUTHENTICATED} newer connections that had not proved themselves`);
     }
+    this.unauthenticated.add(conn);
+    conn.deadline = setTimeout(() => this.drop(conn, `no handshake within ${AUTH_DEADLINE_MS / 1000} s`), AUTH_DEADLINE_MS).unref();
+  }
+
+  /** Closes a connection that has not proved itself, without a word to it. */
+  private drop(conn: Connection, why: string): void {
+    this.refused(`rendezvous: refused a connection from ${conn.peer}: ${why}`);
+    this.forget(conn);
+    conn.socket.destroy();
+  }
+
+  private handle(conn: Connection, msg: Message): void {
+    if (!conn.authenticated) return this.admit(conn, msg);
+
     const reply = this.slot(conn);
     switch (msg.type) {
       case "set":
@@ -295,6 +347,24 @@ export class StoreServer {
       default:
         throw new ProtocolError(`unexpected ${msg.type} message`);
     }
+  }
+
+  /** A HELLO that proves the token makes the connection its rank's; anything else is refused. */
+  private admit(conn: Connection, msg: Message): void {
+    if (msg.type !== "hello" || !macMatches(msg.mac, handshakeMac(this.token, "hello", conn.nonce, msg.rank, msg.replyPort))) {
+      throw new ProtocolError(WRONG_TOKEN);
+    }
+    this.unauthenticated.delete(conn);
+    clearTimeout(conn.deadline);
+    // Shedding load: the rank dials again (its handshake takes a close without an answer for that).
+    if (this.connections.size - this.unauthenticated.size > MAX_CONNECTIONS) {
+      this.forget(conn);
+      return void conn.socket.destroy();
+    }
+    conn.authenticated = true;
+    conn.rank = msg.rank;
+    if (msg.replyPort > 0 && msg.replyPort <= 0xffff) conn.replyTo = { host: conn.socket.remoteAddress!, port: msg.replyPort };
+    this.slot(conn)(encodeMessage({ type: "welcome", mac: handshakeMac(this.token, "welcome", msg.nonce, msg.rank, msg.replyPort) }));
   }
 
   private add(key: string, delta: bigint): Buffer {
@@ -384,6 +454,8 @@ export class StoreServer {
 
   private forget(conn: Connection): void {
     conn.done = true;
+    clearTimeout(conn.deadline);
+    this.unauthenticated.delete(conn);
     this.connections.delete(conn);
     if (this.connections.size === 0) this.allClosed?.();
   }
@@ -443,12 +515,19 @@ function handshake(opts: DialOptions, address: string, budgetMs: number): Promis
       resolve(outcome);
     };
     const timer = setTimeout(() => finish({ kind: "retry" }), Math.max(1, budgetMs));
-    const onConnect = () => {
-      socket.setNoDelay(true);
-      socket.write(encodeMessage({ type: "hello", token: opts.token, rank: opts.rank, replyPort: opts.replyPort }));
-    };
+    const nonce = randomBytes(NONCE_BYTES);
+    const { rank, replyPort } = opts;
+    let proved = false;
+    const onConnect = () => socket.setNoDelay(true);
     const onData = (chunk: Buffer) => {
       reader.push(chunk);
+      if (!proved) {
+        const challenge = challengeIn(reader);
+        if (challenge === undefined) return;
+        if (challenge === null) return finish({ kind: "fatal", error: unexpectedReply(address) });
+        proved = true;
+        socket.write(encodeMessage({ type: "hello", rank, replyPort, nonce, mac: handshakeMac(opts.token, "hello", challenge, rank, replyPort) }));
+      }
       let msg: Message;
       try {
         const payload = reader.next();
@@ -457,7 +536,8 @@ function handshake(opts: DialOptions, address: string, budgetMs: number): Promis
       } catch {
         return finish({ kind: "fatal", error: unexpectedReply(address) });
       }
-      if (msg.type === "ok") return finish({ kind: "ok", socket, reader });
+      // The server proves it holds the token too: a stranger on the port learns nothing of this rank's requests.
+      if (msg.type === "welcome" && macMatches(msg.mac, handshakeMac(opts.token, "welcome", nonce, rank, replyPort))) return finish({ kind: "ok", socket, reader });
       if (msg.type !== "error") return finish({ kind: "fatal", error: unexpectedReply(address) });
       const why = msg.message.includes(WRONG_TOKEN)
         ? `${WRONG_TOKEN} (is another job using this port?)`
@@ -528,7 +608,6 @@ export class StoreClient {
   private nextId = 1;
   private probe?: NodeJS.Timeout;
   private failure?: Error;
-  private readonly tokenDigest: Buffer;
 
   private constructor(
     private readonly inbox: net.Server,
@@ -536,7 +615,6 @@ export class StoreClient {
     readonly address: string,
     private readonly timeoutMs: number,
   ) {
-    this.tokenDigest = digest(opts.token);
     inbox.on("connection", (socket) => this.takeAnswers(socket));
   }
 
@@ -716,19 +794,24 @@ export class StoreClient {
     else pending.resolve(outcome);
   }
 
-  /** Answers the server dials back with: its HELLO (this job's token) first, then ANSWER frames. */
+  /** Answers the server dials back with: its HELLO (proving this job's token) first, then ANSWER frames. */
   private takeAnswers(socket: net.Socket): void {
     const reader = new FrameReader(MAX_HELLO_FRAME_BYTES);
+    const nonce = randomBytes(NONCE_BYTES);
     let trusted = false;
+    const deadline = setTimeout(() => socket.destroy(), AUTH_DEADLINE_MS).unref();
     socket.on("error", () => {});
+    socket.on("close", () => clearTimeout(deadline));
+    socket.write(encodeMessage({ type: "challenge", nonce }));
     socket.on("data", (chunk: Buffer) => {
       reader.push(chunk);
       try {
         for (let payload = reader.next(); payload !== undefined; payload = reader.next()) {
           const msg = decodeMessage(payload);
           if (!trusted) {
-            trusted = msg.type === "hello" && timingSafeEqual(digest(msg.token), this.tokenDigest);
+            trusted = msg.type === "hello" && macMatches(msg.mac, handshakeMac(this.opts.token, "hello", nonce, 0, 0));
             if (!trusted) return void socket.destroy();
+            clearTimeout(deadline);
             reader.maxFrameBytes = U32_MAX;
           } else if (msg.type === "answer") {
             const pending = this.waiting.get(msg.id);

@@ -9,7 +9,7 @@ import { createLogger, type Logger } from "../log/logger.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { DoctorNic, ResultDocument } from "../results.js";
-import { jobToken } from "../run/identity.js";
+import { jobSecret } from "../run/identity.js";
 import { gatherHosts, manifest, packageRevision } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
@@ -66,7 +66,7 @@ async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest
     version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
     topology: { hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     results: [], average_bus_bandwidth: 0,
-    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, expect: r.expect ?? null, backend: r.backend ?? "auto" }),
+    manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, expect: r.expect ?? null, backend: r.backend ?? "auto" }, opened.secret),
     doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold, reference),
   };
 }
@@ -79,11 +79,13 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   if (place.rank === 0) packageRevision();
   const opened = await openCommunicator({
-    place, backend: cfg.backend, token: jobToken({ name: "doctor" }, place.size),
+    place, backend: cfg.backend, secret: jobSecret({ name: "doctor" }, place.size),
     fingerprint: { version: VERSION, job: { doctor: s, threshold: r.threshold, expect: r.expect ?? null }, run: { backend: cfg.backend, connectTimeoutSec: cfg.connectTimeoutSec } },
     timeoutMs: cfg.connectTimeoutSec * 1000, addr: cfg.rendezvous.addr, port: cfg.rendezvous.port, iface: cfg.tcp.iface,
+    debug: (line) => log.debug(line),
   });
   log.debug(opened.summary);
+  for (const w of opened.warnings) log.warn(w);
   let failed = true;
   try {
     const doc = await diagnose(opened, place, r, s, cfg.tcp.iface);

@@ -1,21 +1,23 @@
-// How the ranks of one run recognise each other: the token that admits a rank to the rendezvous, and the
+// How the ranks of one run recognise each other: the secret every connection between them proves, and the
 // fingerprint the admitted ranks compare in the start-up agreement.
 import { createHash } from "node:crypto";
 import type { Fingerprint } from "../comm/agreement.js";
+import type { JobSecret } from "../comm/secret.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
+import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
 import { VERSION } from "../version.js";
 
 /**
- * Admits a rank to the rendezvous. The launcher gives each launch a fresh random one; ranks started by
- * hand derive it from what a stranger (another job on the same port) would not share: the job's name and
- * the world size. Ranks that get in compare everything else in the start-up agreement, which can say
- * what differs.
+ * The job's secret as the ranks know it before they meet (under an MPI launcher openCommunicator draws a
+ * random one instead): SPMD_RUNNER_TOKEN, which `runner launch` draws afresh per launch ("random") and the
+ * project's sbatch scripts set from /dev/urandom ("env"); else one derived from the job's name and the world
+ * size, which anyone who knows those can compute ("derived": rank 0 warns, comm/secret.ts).
  */
-export function jobToken(job: Pick<Job, "name">, size: number): string {
-  const explicit = process.env.SPMD_RUNNER_TOKEN;
-  if (explicit) return explicit;
-  return createHash("sha256").update(JSON.stringify({ job: job.name, size })).digest("hex").slice(0, 32);
+export function jobSecret(job: Pick<Job, "name">, size: number, env: NodeJS.ProcessEnv = process.env): JobSecret {
+  const explicit = env.SPMD_RUNNER_TOKEN;
+  if (explicit) return { value: explicit, source: env[LAUNCHER_PID_ENV] ? "random" : "env" };
+  return { value: createHash("sha256").update(JSON.stringify({ job: job.name, size })).digest("hex").slice(0, 32), source: "derived" };
 }
 
 /** What every rank must share: the job as run (flags applied), the runner, the settings that shape the run. */

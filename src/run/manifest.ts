@@ -9,7 +9,7 @@ import { PACKAGE_ROOT } from "../version.js";
 import { libraryVersion } from "../comm/vendor-library.js";
 import { cpuModel, gpuList } from "../env/devices.js";
 import { recordedEnv } from "../env/recorded.js";
-import type { Manifest } from "../results.js";
+import type { Manifest, SecretSource } from "../results.js";
 import { VERSION } from "../version.js";
 
 let revision: string | null | undefined;
@@ -42,7 +42,7 @@ export async function gatherHosts(boot: Bootstrap): Promise<Manifest["hosts"]> {
   return all.filter((h, i) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(h)) === i);
 }
 
-export function manifest(backend: string, hosts: Manifest["hosts"], settings: Record<string, unknown>, env = process.env): Manifest {
+export function manifest(backend: string, hosts: Manifest["hosts"], settings: Record<string, unknown>, secret: SecretSource, env = process.env): Manifest {
   const { mpiLibrary, cudaKernels } = native();
   return {
     runner: VERSION,
@@ -53,5 +53,6 @@ export function manifest(backend: string, hosts: Manifest["hosts"], settings: Re
     env: recordedEnv(env),
     settings,
     hosts,
+    rendezvous_secret: secret,
   };
 }

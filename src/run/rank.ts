@@ -26,7 +26,7 @@ import { formatTable } from "../report/table.js";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
-import { fingerprint, jobToken } from "./identity.js";
+import { fingerprint, jobSecret } from "./identity.js";
 import { gatherHosts, manifest, packageRevision } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
@@ -39,17 +39,18 @@ const FLIGHT_DIR = "flight";
 const FAULT_CODES = new Set<string>(["ERR_SPMD_TIMEOUT", "ERR_SPMD_PEER_GONE", "ERR_SPMD_ABORTED"] satisfies NativeErrorCode[]);
 
 /** The communicator for `place`, once the backend it got is known to run every stage's algorithm. */
-async function open(job: Job, file: string, cfg: RunConfig, place: Place): Promise<OpenCommunicator> {
+async function open(job: Job, file: string, cfg: RunConfig, place: Place, log: Logger): Promise<OpenCommunicator> {
   const opened = await openCommunicator({
     place,
     backend: cfg.backend,
     device: job.device,
-    token: jobToken(job, place.size),
+    secret: jobSecret(job, place.size),
     fingerprint: fingerprint(job, cfg),
     timeoutMs: cfg.connectTimeoutSec * 1000,
     addr: cfg.rendezvous.addr,
     port: cfg.rendezvous.port,
     iface: cfg.tcp.iface,
+    debug: (line) => log.debug(line),
   });
   try {
     validateBackend(job, file, opened.comm.backend, place.size);
@@ -254,7 +255,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   if (note) log.warn(note);
   log.info(`job ${job.name}: rank ${place.rank} of ${place.size} (${place.launcher}), backend ${cfg.backend}`);
   if (place.rank === 0) packageRevision();
-  const opened = await open(job, r.job, cfg, place);
+  const opened = await open(job, r.job, cfg, place, log);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
   const sofar: SoFar = { finished: [], rows: [] };
@@ -263,7 +264,7 @@ export async function runRank(r: RunRequest): Promise<number> {
     topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     ...(opened.comm.copyPath && { copy_path: opened.comm.copyPath }),
     results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ...more,
-    manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg)),
+    manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg), opened.secret),
     ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),
   });
   const restore = releaseOnExit(opened, log, async (signal) => {
