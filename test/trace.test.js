@@ -325,3 +325,124 @@ mpiTest("the 8-rank all_to_allv trace replays at W=8 on mpi with 0 wrong", async
     checkA2av(JSON.parse(readFileSync(json, "utf8")));
   });
 });
+
+// ---- Issue #41: ET 1.0.1 without a group table, Kineto from every PyTorch 2.x, steps, archives.
+
+// The 1.0.1 / Kineto twins' matrices (test/fixtures/traces/generate.mjs): rank i sends A[s][i][j] to j in step s+1.
+const A41 = [
+  Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => ((i * 3 + j * 5) % 7) + (i === j ? 0 : i + 1))),
+  Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => (i + 2 * j) % 5)),
+];
+const opsAndCounts = (job) => job.stages.map((s) => [s.op, job.tensors[s.input]?.dtype, job.tensors[s.input]?.count, s.counts]);
+
+test("ET 1.0.1 without a process-group table: the world of the traces given, checked against the split lists", async () => {
+  const { job, summary } = await imported([fixture("et-1.0.1-a2av-8rank")], { step: "all" });
+  assert.equal(job.worldSize, 8);
+  assert.equal(job.source.schema, "1.0.1");
+  assert.deepEqual(opsAndCounts(job), A41.flatMap((m, s) => [
+    ["allreduce", "float32", 1000 * (s + 1), undefined],
+    ["all_to_allv", "float32", Math.max(...m.map((r) => r.reduce((a, b) => a + b))), m],
+    ["all_to_allv", "int64", Math.max(...m.map((r) => r.reduce((a, b) => a + 2 * b + 1, 0))), m.map((r) => r.map((n) => 2 * n + 1))],
+  ]));
+  assert.ok(job.source.notes.includes("the trace records no process-group table: its collectives run on the world of 8 ranks (from its split lists' length)"), job.source.notes.join("\n"));
+  assert.ok(summary.includes("steps: all 2 profiled (ProfilerStep#1, 2) in order, as one replay iteration (--step all); 8 collectives outside any step (set-up) left out"), summary.join("\n"));
+  // --world that the split lists contradict: refused naming the file.
+  await assert.rejects(imported([fixture("et-1.0.1-a2av-8rank")], { world: 4 }), /dlrm_eg_0\.et\.json: its split lists name 8 ranks, but the world is 4 \(from --world\): the trace records no process-group table/);
+});
+
+test("ET 1.0.1 (uneven all_to_allv, no group table) and its Kineto twin: the same stages, each replays at W=8 with 0 wrong", async () => {
+  const et = await importAndReplay([fixture("et-1.0.1-a2av-8rank"), "--step", "all"], 8);
+  const kineto = await importAndReplay([fixture("kineto-a2av-8rank"), "--step", "all"], 8);
+  assert.deepEqual(opsAndCounts(kineto.job), opsAndCounts(et.job));
+  assert.equal(kineto.doc.results.length, 6);
+  // The Kineto twin's kernels give each stage the slowest rank's time (rank 7's allreduce is 37 us).
+  assert.equal(kineto.job.source.trace_us["allreduce-0"], 37);
+});
+
+test("Kineto before PyTorch 2.2: sizes from the nccl:<op> annotations, kernels matched by their launch", async () => {
+  const { job, summary } = await imported([fixture("kineto-pre2.2-w8")]);
+  assert.equal(job.worldSize, 8);
+  assert.deepEqual(job.source.ranks, [3]);
+  assert.deepEqual(job.stages.map((s) => [s.op, job.tensors[s.input].dtype, job.tensors[s.input].count, s.root]), [
+    ["allreduce", "float32", 256 * 1028, undefined], ["all_gather", "bfloat16", 4096, undefined], ["reduce_scatter", "float16", 8 * 512, undefined],
+    // 768 unsigned chars ride in 384 float16 elements.
+    ["all_to_all", "float16", 384, undefined], ["broadcast", "int64", 333, 0],
+  ]);
+  // Each collective's own kernel (rank 3's are 28 us).
+  assert.deepEqual(Object.values(job.source.trace_us), [28, 28, 28, 28, 28]);
+  assert.ok(summary.includes("step: ProfilerStep#101 (the last that every rank recorded completely); left out: 100 (--step N picks one, --step all keeps them all)"), summary.join("\n"));
+  assert.ok(job.source.notes.some((n) => n.startsWith("a trace from before PyTorch 2.2: sizes from the nccl:<op> annotations' inputs")), job.source.notes.join("\n"));
+});
+
+test("Kineto before PyTorch 2.2 replays with 0 wrong: rank 3 of 8 at W=8, ranks 0 and 1 of 16 at W=16", async () => {
+  const w8 = await importAndReplay([fixture("kineto-pre2.2-w8"), "--step", "all"], 8);
+  assert.equal(w8.doc.results.length, 10);
+  const w16 = await importAndReplay([fixture("kineto-pre2.2-w16")], 16);
+  assert.deepEqual(w16.doc.results.map((r) => r.op), ["allreduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]);
+  assert.equal(w16.job.tensors[w16.job.stages[2].input].count, 16 * 512);
+});
+
+test("Kineto at world size 1: the record_param_comms CPU ops' arguments; replays at W=1 with 0 wrong", async () => {
+  const { job, doc } = await importAndReplay([fixture("kineto-world1"), "--step", "all"], 1);
+  assert.equal(job.worldSize, 1);
+  assert.deepEqual(opsAndCounts(job).map((x) => x.slice(0, 3)), [["allreduce", "float32", 2048], ["all_gather", "bfloat16", 512], ["allreduce", "float32", 2048], ["all_gather", "bfloat16", 512]]);
+  assert.equal(doc.results.length, 4);
+});
+
+test("Kineto with nothing usable: the message names the real cause", async () => {
+  const world1 = JSON.parse(etText("kineto-world1/rank0.pt.trace.json"));
+  world1.traceEvents = world1.traceEvents.filter((e) => e.name !== "record_param_comms");
+  await refuses("rank0.json", JSON.stringify(world1), /its 6 kernels include no NCCL one, and it holds no record_param_comms CPU op nor nccl:<op> annotation: .* \(at world size 1 NCCL launches no kernels/);
+  const pre = JSON.parse(etText("kineto-pre2.2-w8/worker3.pt.trace.json"));
+  pre.traceEvents = pre.traceEvents.filter((e) => !e.name.startsWith("nccl:"));
+  await refuses("rank0.json", JSON.stringify(pre), /its 10 NCCL kernel events carry no collective arguments .* and it holds no record_param_comms CPU op with them \(10 without\) nor nccl:<op> annotation: record with/);
+  await refuses("rank0.json", JSON.stringify({ schemaVersion: 1, traceEvents: [{ ph: "X", cat: "cpu_op", name: "aten::mm", ts: 1, dur: 1 }] }), /no NCCL kernel, record_param_comms op or nccl:<op> annotation: this trace records no collectives/);
+});
+
+test("steps: the last whole one by default, --step N, --step all; traces without marks replay whole", async () => {
+  // ET: the real ResNet trace has ProfilerStep#4-6; its DDP collectives are not the step nodes' descendants.
+  const last = await imported([RESNET]);
+  assert.equal(last.job.stages.length, 7);
+  assert.ok(last.summary.includes("step: ProfilerStep#6 (the last that every rank recorded completely); left out: 4, 5 (--step N picks one, --step all keeps them all)"), last.summary.join("\n"));
+  assert.equal(last.job.source.steps, "ProfilerStep#6 (the last that every rank recorded completely); left out: 4, 5 (--step N picks one, --step all keeps them all)");
+  const five = await imported([RESNET], { step: 5 });
+  assert.deepEqual(five.job.stages.map((s) => s.op), last.job.stages.map((s) => s.op));
+  assert.ok(five.summary.includes("step: ProfilerStep#5 (--step 5); left out: 4, 6 (--step N picks one, --step all keeps them all)"), five.summary.join("\n"));
+  assert.equal((await imported([RESNET], { step: "all" })).job.stages.length, 21);
+  await assert.rejects(imported([RESNET], { step: 9 }), /resnet-ddp-2rank\.et\.json\.gz: --step 9: this trace's steps are ProfilerStep#4, 5, 6$/);
+  // Kineto: each step's time window (the twin's two steps).
+  const k = await imported([fixture("kineto-a2av-8rank")], { step: 1 });
+  assert.deepEqual(k.job.stages[1].counts, A41[0]);
+  // No marks: the whole trace, and --step is refused.
+  const whole = await imported([fixture("kineto-2rank")]);
+  assert.ok(whole.summary.includes("steps: the trace marks none (no ProfilerStep#N): it replays whole"), whole.summary.join("\n"));
+  await assert.rejects(imported([fixture("kineto-2rank")], { step: 3 }), /--step 3: the trace records no step marks/);
+});
+
+test("archives: a .json.tar.gz and a .tar of gzipped traces are read in place, as the folder is", async () => {
+  const { create } = await import("tar");
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-tar-"));
+  try {
+    const tgz = path.join(dir, "dlrm_traces.json.tar.gz");
+    await create({ gzip: true, file: tgz, cwd: FIXTURES }, ["et-1.0.1-a2av-8rank"]);
+    const folder = await imported([fixture("et-1.0.1-a2av-8rank")]);
+    const archived = await imported([tgz]);
+    assert.deepEqual(archived.job.stages, folder.job.stages);
+    assert.equal(archived.job.source.files[3], `${tgz}:et-1.0.1-a2av-8rank/dlrm_eg_3.et.json`);
+    // A plain tar whose members are gzipped, beside other files it leaves alone.
+    for (let r = 0; r < 8; r++) writeFileSync(path.join(dir, `rank${r}.pt.trace.json.gz`), gzipSync(readFileSync(fixture("kineto-a2av-8rank", `rank${r}.pt.trace.json`))));
+    writeFileSync(path.join(dir, "notes.txt"), "not a trace");
+    const tar = path.join(dir, "kineto.tar");
+    await create({ file: tar, cwd: dir }, ["notes.txt", ...Array.from({ length: 8 }, (_, r) => `rank${r}.pt.trace.json.gz`)]);
+    const p = await runNode([RUNNER, "trace", "import", tar, "-o", path.join(dir, "job.json")]);
+    assert.equal(p.code, 0, p.stderr);
+    assert.match(p.stdout, /kineto\.tar:rank7\.pt\.trace\.json\.gz: Kineto trace, schema 1, rank 7 \(from the trace's distributedInfo\) of 8, 3 collectives/);
+    // Cut short: one line.
+    writeFileSync(path.join(dir, "cut.tar"), readFileSync(tar).subarray(0, 5000));
+    const cut = await runNode([RUNNER, "trace", "import", path.join(dir, "cut.tar")]);
+    assert.equal(cut.code, 2, cut.stderr);
+    assert.match(cut.stderr, /^runner: .*cut\.tar(:rank0\.pt\.trace\.json\.gz)?: .*(cut short|truncated|Truncated)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
