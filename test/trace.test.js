@@ -446,3 +446,55 @@ test("archives: a .json.tar.gz and a .tar of gzipped traces are read in place, a
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// ---- Chakra protobuf (.et): import, export, round trip.
+const CHAKRA = path.join(path.dirname(RESNET), "chakra-resnet.0.et");
+
+/** What a stage does, without its id or the job group's name: op, tensor, root, partition, counts. */
+const stageShape = (job) => job.stages.map((s) => ({
+  op: s.op, tensor: job.tensors[s.input], inputs: s.inputs?.map((t) => job.tensors[t]), root: s.root, groups: s.group && job.groups[s.group].ranks, counts: s.counts,
+}));
+
+test("Chakra .et (../shared/traces): --world is required, then 2 broadcasts and 5 allreduces replay at W=2 with 0 wrong", async () => {
+  assert.ok(existsSync(CHAKRA), `${CHAKRA} is missing (CI keeps shared/ beside the clone)`);
+  const p = await runNode([RUNNER, "trace", "import", CHAKRA]);
+  assert.equal(p.code, 2);
+  assert.match(p.stderr, /^runner: .*chakra-resnet\.0\.et: a Chakra trace records no world size: give it with --world N\n$/);
+  const { doc, imp, job } = await importAndReplay([CHAKRA, "--world", "2"], 2);
+  assert.match(imp.stdout, /chakra-resnet\.0\.et: Chakra trace, schema 1\.0\.1, rank 0 \(from the file name\) of 2, 7 collectives/);
+  assert.deepEqual(job.stages.map((s) => [s.op, job.tensors[s.input].dtype, job.tensors[s.input].count]), [
+    ["broadcast", "float32", 53120], ["broadcast", "int64", 53],
+    ...[2049000, 7875584, 6563840, 6637568, 2431040].map((n) => ["allreduce", "float32", n]),
+  ]);
+  assert.equal(doc.results.length, 7);
+});
+
+test("trace export writes one Chakra .et per rank; importing them gives back the same stages", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-chakra-"));
+  try {
+    for (const [name, args] of [["groups", [fixture("et-1.1.0-groups")]], ["a2av", [fixture("et-1.0.1-a2av-8rank"), "--step", "all"]], ["kineto", [fixture("kineto-pre2.2-w8")]]]) {
+      const job = path.join(dir, `${name}.json`);
+      assert.equal((await runNode([RUNNER, "trace", "import", ...args, "-o", job])).code, 0);
+      const out = path.join(dir, name);
+      const p = await runNode([RUNNER, "trace", "export", job, "-o", out]);
+      assert.equal(p.code, 0, p.stderr);
+      const original = JSON.parse(readFileSync(job, "utf8"));
+      assert.equal(readdirSync(out).length, original.worldSize);
+      const again = await imported([out]);
+      assert.deepEqual(stageShape(again.job), stageShape(original), name);
+      assert.equal(again.job.source.format, "chakra");
+    }
+    // A hand-written job without a world size needs --world.
+    const p = await runNode([RUNNER, "trace", "export", path.join(REPO, "jobs", "quickstart.json"), "-o", path.join(dir, "q")]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /quickstart\.json: the job records no world size: give it with --world N\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a broken Chakra file is one line naming it", async () => {
+  await refuses("rank0.et", Buffer.from([0x1b, 0x5b, 0x32, 0x4a, 0x07, 0xff, 0xff, 0xff, 0xff, 0x0f]), /not a Chakra trace: its first record is no GlobalMetadata/);
+  const real = readFileSync(CHAKRA);
+  await refuses("chakra.0.et", real.subarray(0, 100_000), /node record \d+ \(at byte \d+\): not a Chakra Node/, ["--world", "2"]);
+});

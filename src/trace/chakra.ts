@@ -1,6 +1,225 @@
+// Chakra execution traces (mlcommons/chakra, the format ASTRA-sim and PARAM read): a length-delimited
+// GlobalMetadata, then length-delimited Nodes (proto/et_def.proto, decoded by protobufjs). The collectives
+// are the COMM_COLL_NODEs that carry `comm_type` and `comm_size` (bytes), and COMM_SEND/RECV_NODEs with
+// `comm_src`/`comm_dst`; the CPU-side COMM_COLL_NODEs (no comm_type) only launch them. The dtype is the
+// node's own tensor type, else that of the CPU node it depends on. Chakra records no world size: it comes
+// from --world, or from the metadata `runner trace export` writes (world_size, rank, process_groups).
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { DType } from "../config/job.js";
+import { ELEMENT_BYTES } from "../config/job.js";
+import { count, MAX_COLLECTIVES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
+import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
+import { quoted, TraceError } from "./model.js";
+import { jobDtype, traceElementBytes } from "./names.js";
 import type { ReadRank } from "./rank.js";
-import { TraceError } from "./model.js";
 
-export function readChakra(_bytes: Buffer, file: string, _hint: { fileRank?: number; world?: number }): ReadRank {
-  throw new TraceError(file, "Chakra protobuf traces are not read yet");
+// protobufjs types, loaded on first use (the rank path never needs them).
+type Protobuf = typeof import("protobufjs");
+interface Codec {
+  pb: Protobuf;
+  GlobalMetadata: import("protobufjs").Type;
+  Node: import("protobufjs").Type;
+}
+
+let codec: Codec | undefined;
+
+/** The vendored .proto (schema/chakra, shipped in the package), found from this module: dist/trace or dist/bundle. */
+function protoText(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  return readFileSync(path.join(here, "../../schema/chakra/et_def.proto"), "utf8");
+}
+
+export async function chakraCodec(): Promise<Codec> {
+  if (!codec) {
+    const pb = ((await import("protobufjs")) as unknown as { default?: Protobuf }).default ?? ((await import("protobufjs")) as unknown as Protobuf);
+    const root = pb.parse(protoText(), { keepCase: true }).root;
+    codec = { pb, GlobalMetadata: root.lookupType("ChakraProtoMsg.GlobalMetadata"), Node: root.lookupType("ChakraProtoMsg.Node") };
+  }
+  return codec;
+}
+
+/** Node types and collective types, by their numbers in et_def.proto. */
+export const NODE = { COMP: 4, SEND: 5, RECV: 6, COLL: 7 } as const;
+export const COMM: Record<number, TraceOp> = {
+  0: "allreduce", 1: "reduce", 2: "all_gather", 3: "gather", 4: "scatter", 5: "broadcast", 6: "all_to_all", 7: "reduce_scatter", 8: "reduce_scatter", 9: "barrier",
+};
+const COMM_NAME: Record<number, string> = {
+  0: "ALL_REDUCE", 1: "REDUCE", 2: "ALL_GATHER", 3: "GATHER", 4: "SCATTER", 5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER", 8: "REDUCE_SCATTER_BLOCK", 9: "BARRIER",
+};
+
+interface Attr {
+  name?: string;
+  [k: string]: unknown;
+}
+
+/** An attribute's value, whichever oneof field holds it (64-bit ints as numbers where safe). */
+function attrValue(a: Attr): unknown {
+  for (const [k, v] of Object.entries(a)) {
+    if (k === "name" || k === "doc_string" || v === undefined || v === null) continue;
+    if (k.endsWith("_list")) return (v as { values?: unknown[] }).values ?? [];
+    return v;
+  }
+  return undefined;
+}
+
+function attrs(list: unknown): Map<string, unknown> {
+  const m = new Map<string, unknown>();
+  if (Array.isArray(list)) for (const a of list as Attr[]) if (typeof a.name === "string") m.set(a.name, attrValue(a));
+  return m;
+}
+
+/** "['Tensor(float)']" -> "float"; the first tensor type in a Chakra IOInfo types string. */
+function tensorType(types: unknown): string | undefined {
+  if (typeof types !== "string") return undefined;
+  const m = /Tensor\(([^)]{1,40})\)/.exec(types.slice(0, 4096));
+  return m?.[1];
+}
+
+interface ChakraNode {
+  id: number;
+  name: string;
+  type: number;
+  attrs: Map<string, unknown>;
+  dataDeps: number[];
+  types?: string;
+  dur?: number;
+  where: string;
+}
+
+/** One Chakra `.et` file's bytes -> its rank's collectives. */
+export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?: number; world?: number }): Promise<ReadRank> {
+  const { pb, GlobalMetadata, Node } = await chakraCodec();
+  const reader = pb.Reader.create(bytes);
+  const toObject = { longs: Number, enums: Number, defaults: false, arrays: true, oneofs: false };
+  let meta: Record<string, unknown>;
+  try {
+    meta = GlobalMetadata.toObject(GlobalMetadata.decodeDelimited(reader), toObject);
+  } catch (error) {
+    throw new TraceError(file, `not a Chakra trace: its first record is no GlobalMetadata (${(error as Error).message})`);
+  }
+  const metaAttrs = attrs(meta.attr);
+  const nodes: ChakraNode[] = [];
+  const cpuTypes = new Map<number, string>();
+  let index = 0;
+  while (reader.pos < reader.len) {
+    let raw: Record<string, unknown>;
+    try {
+      raw = Node.toObject(Node.decodeDelimited(reader), toObject);
+    } catch (error) {
+      throw new TraceError(file, `node record ${index} (at byte ${reader.pos}): not a Chakra Node (${(error as Error).message}; cut short?)`);
+    }
+    index++;
+    const type = Number(raw.type ?? 0);
+    const id = Number(raw.id ?? 0);
+    const name = String(raw.name ?? "");
+    const inputs = raw.inputs as { types?: string } | undefined;
+    if (type === NODE.COLL || type === NODE.SEND || type === NODE.RECV) {
+      const a = attrs(raw.attr);
+      if (type === NODE.COLL && !a.has("comm_type")) {
+        // A CPU-side op: its tensor type names the dtype of the GPU node that depends on it.
+        const t = tensorType(inputs?.types);
+        if (t) cpuTypes.set(id, t);
+        continue;
+      }
+      if (nodes.length >= MAX_COLLECTIVES) throw new TraceError(file, `more than ${MAX_COLLECTIVES} collectives (the importer's cap)`);
+      nodes.push({ id, name, type, attrs: a, dataDeps: ((raw.data_deps as unknown[]) ?? []).slice(0, 4096).map(Number), types: inputs?.types, dur: raw.duration_micros === undefined ? undefined : Number(raw.duration_micros), where: `node ${id} (${quoted(name.slice(0, 60)).slice(1, -1)})` });
+    }
+  }
+  nodes.sort((a, b) => a.id - b.id);
+  // The world and groups where `runner trace export` recorded them; else --world (required).
+  const recordedWorld = metaAttrs.get("world_size");
+  const worldSize = recordedWorld === undefined ? undefined : sizeOf(recordedWorld, file, "GlobalMetadata", "world_size");
+  const recordedRank = metaAttrs.get("rank");
+  const rank = recordedRank === undefined ? undefined : { rank: rankOf(recordedRank, file, "GlobalMetadata", "rank"), from: "its GlobalMetadata" };
+  const world: TraceGroup = { name: "0", ranks: worldSize === undefined ? [] : Array.from({ length: worldSize }, (_, r) => r) };
+  const groups = new Map<string, TraceGroup>();
+  const listed = metaAttrs.get("process_groups");
+  if (typeof listed === "string") {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(listed.slice(0, 16 << 20));
+    } catch {
+      throw new TraceError(file, "GlobalMetadata: process_groups is not JSON");
+    }
+    if (!Array.isArray(parsed) || parsed.length > 512) throw new TraceError(file, "GlobalMetadata: process_groups is not a list of at most 512 groups");
+    for (const g of parsed as { pg_name?: unknown; ranks?: unknown }[]) {
+      const name = String(g?.pg_name).slice(0, 200);
+      if (!Array.isArray(g?.ranks) || g.ranks.length > MAX_WORLD) throw new TraceError(file, `GlobalMetadata: process group ${quoted(name)} has no list of ranks`);
+      groups.set(name, { name, ranks: g.ranks.map((r) => rankOf(r, file, `GlobalMetadata, process group ${quoted(name)}`, "a rank")) });
+    }
+  }
+  const collectives: TraceCollective[] = [], dropped: Dropped[] = [];
+  for (const n of nodes) {
+    const c = collective(n, file, cpuTypes, groups, world, dropped);
+    if (c) collectives.push(c);
+  }
+  const schema = String(metaAttrs.get("schema") ?? meta.version ?? "unversioned").slice(0, 60);
+  return {
+    file, format: "chakra", schema, collectives, dropped,
+    notes: nodes.some((n) => n.type === NODE.COLL && ROOTED.has(COMM[Number(n.attrs.get("comm_type"))]!) && !n.attrs.has("root")) ? ["Chakra records no roots: rooted collectives replay from their group's first rank"] : [],
+    groups: [...groups.values()], worldSize, rank, fileRank: hint.fileRank,
+    ...(collectives.some((c) => c.group === world) && worldSize === undefined
+      ? { defaultWorld: { group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N" } }
+      : {}),
+    empty: nodes.length === 0 ? "it holds no COMM_COLL_NODE with comm_type and comm_size, nor COMM_SEND/RECV_NODE" : undefined,
+  };
+}
+
+const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
+
+function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, groups: Map<string, TraceGroup>, world: TraceGroup, dropped: Dropped[]): TraceCollective | undefined {
+  const a = n.attrs;
+  const p2p = n.type === NODE.SEND ? "send" : n.type === NODE.RECV ? "recv" : undefined;
+  let op: TraceOp;
+  let name: string;
+  if (p2p) {
+    op = p2p;
+    name = p2p;
+  } else {
+    const t = Number(a.get("comm_type"));
+    if (!Object.hasOwn(COMM, t)) {
+      dropped.push({ what: `comm_type ${quoted(a.get("comm_type"))}`, why: "not a CollectiveCommType of et_def.proto" });
+      return undefined;
+    }
+    op = COMM[t]!;
+    name = COMM_NAME[t]!;
+  }
+  // The dtype: the node's own tensor type, else the CPU op's it depends on, else bytes.
+  const own = tensorType(n.types) ?? n.dataDeps.map((d) => cpuTypes.get(d)).find((t) => t !== undefined);
+  const dtypeAttr = a.get("dtype");
+  const traceDtype = typeof dtypeAttr === "string" ? dtypeAttr : own ?? "Byte";
+  const dtype: DType | undefined = jobDtype(traceDtype);
+  if (!dtype) {
+    dropped.push({ what: name, why: `dtype ${quoted(traceDtype)} has no job dtype` });
+    return undefined;
+  }
+  const bytes = count(a.get("comm_size") ?? 0, file, n.where, "comm_size");
+  const width = traceElementBytes(traceDtype) ?? ELEMENT_BYTES[dtype];
+  if (bytes % width !== 0) throw new TraceError(file, `${n.where}: comm_size ${bytes} is not a whole number of ${traceDtype} elements (${width} bytes)`);
+  const elements = bytes / width;
+  const pgName = a.get("pg_name");
+  const group = typeof pgName === "string" && pgName !== "" && groups.has(pgName) ? groups.get(pgName)! : world;
+  if (typeof pgName === "string" && pgName !== "" && !groups.has(pgName) && groups.size > 0) throw new TraceError(file, `${n.where}: process group ${quoted(pgName)} is in no process_groups list`);
+  const splits = (key: string) => {
+    const v = a.get(key);
+    if (v === undefined) return [];
+    if (!Array.isArray(v) || v.length > MAX_WORLD) throw new TraceError(file, `${n.where}: ${key} is not a list of counts`);
+    return v.map((x) => count(Number(x), file, n.where, `an entry of ${key}`));
+  };
+  const inSplits = splits("in_split"), outSplits = splits("out_split");
+  const rootAttr = a.get("root");
+  const peerAttr = a.get(p2p === "send" ? "comm_dst" : "comm_src");
+  if (p2p && peerAttr === undefined) throw new TraceError(file, `${n.where}: a ${p2p} node without ${p2p === "send" ? "comm_dst" : "comm_src"}`);
+  const G = group.ranks.length || 1;
+  const outCount = op === "all_gather" || op === "gather" ? elements * G : op === "reduce_scatter" || op === "scatter" ? Math.floor(elements / G) : elements;
+  return {
+    op: op === "all_to_all" && inSplits.length ? "all_to_allv" : op, name, dtype, traceDtype,
+    inCount: elements, outCount: count(outCount, file, n.where, "its out elements"),
+    inSplits, outSplits, group,
+    root: ROOTED.has(op) ? (rootAttr === undefined ? group.ranks[0] ?? 0 : rankOf(rootAttr, file, n.where, "root")) : undefined,
+    peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,
+    inPlace: false, async: false, durUs: n.dur,
+  };
 }

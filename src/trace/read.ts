@@ -92,15 +92,23 @@ async function scanJson(name: string, chunks: AsyncIterable<Buffer>): Promise<Js
   return doc;
 }
 
-async function collect(chunks: AsyncIterable<Buffer>): Promise<Buffer> {
+/** A Chakra protobuf trace is decoded from one buffer: at most 1 GiB (or --max-bytes, if lower). */
+const MAX_CHAKRA_BYTES = 1024 ** 3;
+
+async function collect(name: string, chunks: AsyncIterable<Buffer>, max: number): Promise<Buffer> {
   const parts: Buffer[] = [];
-  for await (const c of chunks) parts.push(c);
+  let total = 0;
+  for await (const c of chunks) {
+    total += c.length;
+    if (total > max) throw new TraceError(name, `a Chakra protobuf trace of more than ${max} bytes (the cap on one held in memory)`);
+    parts.push(c);
+  }
   return Buffer.concat(parts);
 }
 
 /** One trace's bytes -> its rank's collectives (world not yet settled where the trace records none). */
 async function readOne(name: string, chakra: boolean, chunks: AsyncIterable<Buffer>, options: ReadOptions): Promise<ReadRank> {
-  if (chakra) return readChakra(await collect(chunks), name, { fileRank: rankFromFileName(name), world: options.world });
+  if (chakra) return readChakra(await collect(name, chunks, Math.min(MAX_CHAKRA_BYTES, options.maxBytes ?? DEFAULT_MAX_BYTES)), name, { fileRank: rankFromFileName(name), world: options.world });
   const doc = await scanJson(name, chunks);
   const hint = { fileRank: rankFromFileName(name) };
   try {

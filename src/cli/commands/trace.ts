@@ -1,4 +1,5 @@
-// `runner trace import TRACE... [-o JOB.json] [--world N] [--compute gaps]`: PyTorch ET / Kineto traces -> a job.
+// `runner trace import TRACE... [-o JOB.json] [--world N] [--step N|all] [--compute gaps] [--max-bytes SIZE]`: PyTorch ET,
+// Kineto and Chakra traces -> a job. `runner trace export JOB.json -o DIR`: a job -> Chakra traces, one per rank.
 import type { Argv, CommandModule } from "yargs";
 import { parseSize } from "../../config/size.js";
 import { DEFAULT_MAX_BYTES, MAX_WORLD } from "../../trace/limits.js";
@@ -26,7 +27,7 @@ function maxBytes(value: string): number {
 
 const importCommand: CommandModule<object, TraceImportArgs> = {
   command: "import <traces..>",
-  describe: "Write a job file that replays the collectives of PyTorch Execution Traces or Kineto traces (plain or .gz; files or folders)",
+  describe: "Write a job file that replays the collectives of PyTorch Execution Traces, Kineto or Chakra traces (plain or .gz, files, folders or .tar/.tar.gz archives)",
   builder: (yargs: Argv<object>) =>
     yargs
       .positional("traces", { type: "string", array: true, demandOption: true, describe: "Trace files (one per rank) or folders of them" })
@@ -60,9 +61,35 @@ const importCommand: CommandModule<object, TraceImportArgs> = {
   },
 };
 
+interface TraceExportArgs {
+  job: string;
+  output: string;
+  world?: number;
+}
+
+const exportCommand: CommandModule<object, TraceExportArgs> = {
+  command: "export <job>",
+  describe: "Write a job as Chakra execution traces (one <name>.<rank>.et per rank), as ASTRA-sim and PARAM read them",
+  builder: (yargs: Argv<object>) =>
+    yargs
+      .positional("job", { type: "string", demandOption: true, describe: "The job file (hand-written or imported)" })
+      .option("output", { alias: "o", type: "string", demandOption: true, describe: "The folder for the .et files" })
+      .option("world", { type: "number", describe: "The world size, for a job that records none" })
+      .check((argv) => {
+        if (argv.world !== undefined && (!Number.isInteger(argv.world) || argv.world < 1 || argv.world > MAX_WORLD)) throw badInput(`--world must be an integer from 1 to ${MAX_WORLD}, got ${argv.world}`);
+        return true;
+      })
+      .example("$0 trace export step.json -o chakra/", "chakra/step.0.et, chakra/step.1.et, ...") as Argv<TraceExportArgs>,
+  handler: async (args) => {
+    const { exportJob } = await import("../../trace/export.js");
+    const files = await exportJob(args.job, { output: args.output, world: args.world });
+    process.stdout.write(`wrote ${files.length} Chakra trace${files.length > 1 ? "s" : ""}: ${files.length > 2 ? `${files[0]} ... ${files.at(-1)}` : files.join(", ")}\n`);
+  },
+};
+
 export const traceCommand: CommandModule<object, object> = {
   command: "trace <command>",
-  describe: "Replay real training steps: import PyTorch Execution Traces and Kineto traces as job files",
-  builder: (yargs: Argv<object>) => yargs.command(importCommand).demandCommand(1, "give a trace command: import"),
+  describe: "Replay real training steps: import PyTorch Execution Traces, Kineto and Chakra traces as job files; export jobs as Chakra traces",
+  builder: (yargs: Argv<object>) => yargs.command(importCommand).command(exportCommand).demandCommand(1, "give a trace command: import, export"),
   handler: () => {},
 };
