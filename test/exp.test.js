@@ -267,7 +267,7 @@ test("SIGINT during a run stops its ranks and marks nothing; run again resumes w
     assert.deepEqual((await statusOf(c)).points.map((p) => p.state), ["done", "running"]);
     const second = await exp(["run", c.file, "--dir", c.dir]);
     assert.equal(second.code, 2);
-    assert.match(second.stderr, /another exp run is working on this campaign/);
+    assert.match(second.stderr, new RegExp(`exp run pid ${run.pid} is working on this campaign`));
     run.child.kill("SIGINT");
     const ended = await run.exited;
     assert.equal(ended.code, 130, ended.stderr);
@@ -297,6 +297,57 @@ test("SIGINT during a run stops its ranks and marks nothing; run again resumes w
     assert.deepEqual(s.counts.done, 2);
     assert.ok(!s.points.some((p) => ids.includes(p.point_id)));
     assert.equal(readdirSync(path.join(c.dir, "stale")).length, 2, "the old results kept aside");
+  });
+});
+
+test("one runner per campaign: of two started together one runs and one exits 2; kill -9 of exp run takes its launcher and ranks with it, and a resume takes over the lock and finishes", async () => {
+  await withTempDir("spmd-exp-lock-", async (tmp) => {
+    const tag = `exp-lock-${process.pid}`;
+    const slowJob = { name: "slow", iterations: 3, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 300_000 }] };
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2], variant: { a: { env: { TAG: tag } } } } }, slowJob);
+    const [first, second] = [spawnRunner(["exp", "run", c.file, "--dir", c.dir]), spawnRunner(["exp", "run", c.file, "--dir", c.dir])];
+    const ended = await Promise.all([first.exited, second.exited]);
+    assert.deepEqual(ended.map((e) => e.code).sort(), [0, 2], ended.map((e) => e.stderr).join("\n"));
+    const refused = ended.find((e) => e.code === 2);
+    const winner = [first, second][ended.findIndex((e) => e.code === 0)];
+    assert.match(refused.stderr, new RegExp(`^runner: --dir \\S+: (exp run pid ${winner.pid} is working on this campaign|another exp run took the lock at the same time) \\(\\S+run\\.json\\)\n$`));
+    assert.equal((await statusOf(c)).points[0].attempts, 1, "one repetition ran, once");
+
+    // kill -9 of a run in its repetition (6.4 s of compute): the launcher and its ranks end too, well before
+    // the repetition would.
+    rmSync(c.dir, { recursive: true });
+    writeFileSync(path.join(tmp, "job.json"), JSON.stringify({ ...slowJob, iterations: 8, stages: [{ id: "work", op: "compute", us: 800_000 }] }));
+    const run = spawnRunner(["exp", "run", c.file, "--dir", c.dir]);
+    let ranks = [];
+    for (let i = 0; i < 200 && ranks.length < 3; i++, await new Promise((r) => setTimeout(r, 50))) ranks = findProcesses(path.join(c.dir, "points"), "TAG", tag);
+    assert.ok(ranks.length >= 3, "the launcher and its 2 ranks run");
+    run.child.kill("SIGKILL");
+    await run.exited;
+    assert.deepEqual(await survivors(ranks, 3000), [], "no launcher or rank survives its controller");
+    const resumed = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.match(resumed.stderr, new RegExp(`^exp: taking over the lock of exp run pid ${run.pid}, which is no longer running`, "m"));
+    const s = await statusOf(c);
+    assert.deepEqual([s.points[0].state, s.points[0].attempts], ["done", 2]);
+    const log = readFileSync(path.join(c.dir, "points", s.points[0].point_id, "rep-1", "log.txt"), "utf8");
+    assert.doesNotMatch(log, /SIGTERM|interrupted/i, "the killed attempt's files were cleared before the rerun");
+  });
+});
+
+test("the files are the truth: a corrupt or truncated campaign.db is rebuilt from points/ with one line", async () => {
+  await withTempDir("spmd-exp-db-", async (tmp) => {
+    const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2] } });
+    assert.equal((await exp(["run", c.file, "--dir", c.dir])).code, 0);
+    const db = path.join(c.dir, "campaign.db");
+    const count = "SELECT count(*) AS n FROM rows";
+    const good = readFileSync(db);
+    for (const [what, bytes] of [["garbage", Buffer.from("not a database at all\n".repeat(100))], ["truncated", good.subarray(0, 1024)], ["emptied", Buffer.alloc(0)]]) {
+      writeFileSync(db, bytes);
+      const q = await exp(["query", count, "--dir", c.dir, "--format", "csv"]);
+      assert.equal(q.code, 0, `${what}: ${q.stderr}`);
+      assert.equal(q.stdout, "n\n2\n", what);
+      if (bytes.length) assert.match(q.stderr, /^exp: \S+campaign\.db could not be used \(.+\); rebuilt from \S+points\n$/, what);
+    }
   });
 });
 

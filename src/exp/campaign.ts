@@ -1,7 +1,7 @@
 // The campaign folder, the truth every index is rebuilt from: DIR/points/<id>/point.json (what the point is),
 // job.json (the job as run) and rep-<k>/ per repetition, with results.json, log.txt and marker.json, written
 // when the repetition ends (by the controller, or by a batch job's trap). Stale points move to DIR/stale/.
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -86,15 +86,33 @@ const measuresFile = (dir: string) => path.join(dir, "measures.json");
 export const writeMeasures = (dir: string, m: Measures) => writeFileAtomic(measuresFile(dir), JSON.stringify(m, null, 2) + "\n");
 export const readMeasures = (dir: string) => readJson<Measures>(measuresFile(dir));
 
-/** DIR/run.json while `exp run` works on the campaign: its pid, and the SLURM jobs it submitted. */
+/**
+ * DIR/run.json, the campaign's lock while `exp run` works on it: created with O_EXCL (only one of two runs
+ * started together gets it), owned by a pid and that process's start time (a pid reused by another process
+ * does not hold it), with the repetition's process group running now and the SLURM jobs it submitted.
+ */
 export interface RunRecord {
   pid: number;
+  /** The owner's start time as the kernel has it (/proc/PID/stat), where the system says. */
+  started?: string;
+  /** The running repetition's process group (launcher and ranks), while one runs, and its leader's start time. */
+  group?: { id: number; started?: string };
   jobs: string[];
 }
 
 const runFile = (dir: string) => path.join(dir, "run.json");
 export const writeRunRecord = (dir: string, r: RunRecord) => writeFileAtomic(runFile(dir), JSON.stringify(r) + "\n");
 export const clearRunRecord = (dir: string) => rmSync(runFile(dir), { force: true });
+
+/** A process's start time (field 22 of /proc/PID/stat, after the command's parenthesis), or undefined. */
+export function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
 
 function alive(pid: number): boolean {
   try {
@@ -105,10 +123,56 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Whether the record's owner still runs: its pid lives, and is the same process (same start time). */
+const ownerAlive = (r: RunRecord) => alive(r.pid) && (r.started === undefined || processStart(r.pid) === r.started);
+
 /** Whether repetitions of the campaign may be running now: its `exp run` lives, or SLURM still holds its jobs. */
 export function campaignActive(dir: string): boolean {
   const r = readJson<RunRecord>(runFile(dir));
-  return r !== undefined && (alive(r.pid) || activeJobs(r.jobs).length > 0);
+  return r !== undefined && (ownerAlive(r) || activeJobs(r.jobs).length > 0);
+}
+
+const busy = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
+
+/**
+ * Takes the campaign's lock for this process, or refuses (exit 2) naming the run that holds it. A lock whose
+ * owner is gone is taken over, `say`ing so; its repetition's process group, if any still runs, is killed
+ * first, so that nothing runs beside the repetitions about to start.
+ */
+export function lockCampaign(dir: string, say: (line: string) => void): RunRecord {
+  makeDirectory(dir);
+  const mine: RunRecord = { pid: process.pid, started: processStart(process.pid), jobs: [] };
+  for (let tries = 0; ; tries++) {
+    try {
+      const fd = openSync(runFile(dir), "wx");
+      writeSync(fd, JSON.stringify(mine) + "\n");
+      closeSync(fd);
+      return mine;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (tries > 0) throw busy(`--dir ${dir}: another exp run took the lock at the same time (${runFile(dir)})`);
+    }
+    const held = readJson<RunRecord>(runFile(dir));
+    if (held && ownerAlive(held)) throw busy(`--dir ${dir}: exp run pid ${held.pid} is working on this campaign (${runFile(dir)})`);
+    if (held && activeJobs(held.jobs).length) throw busy(`--dir ${dir}: SLURM still runs this campaign's job${held.jobs.length === 1 ? "" : "s"} ${held.jobs.join(", ")} (scancel them, or wait)`);
+    if (held?.group !== undefined) killGroup(held.group);
+    say(`exp: taking over the lock of exp run pid ${held?.pid ?? "?"}, which is no longer running (${runFile(dir)})`);
+    rmSync(runFile(dir), { force: true });
+  }
+}
+
+/**
+ * SIGKILL to a dead controller's repetition's process group, where any of it may still run: not where the id
+ * now leads another process (started at another time).
+ */
+function killGroup(group: NonNullable<RunRecord["group"]>): void {
+  const leader = processStart(group.id);
+  if (leader !== undefined && leader !== group.started) return;
+  try {
+    process.kill(-group.id, "SIGKILL");
+  } catch {
+    // ESRCH: the watchdog already took it down
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
-// `runner exp run`: the controller. It runs the repetitions not yet done, one at a time, each as a child
-// process (the executor's command), and marks each done or failed when it ends. Resuming is running it again.
+// `runner exp run`: the controller, one per campaign (the lock in run.json). It runs the repetitions not yet
+// done, one at a time, each as a child process (the executor's command) in a process group of its own that a
+// watchdog ends if the controller dies, and marks each done or failed when it ends. Resuming is running it again.
 // A SIGINT or SIGTERM goes to the running repetition (whose launcher stops its ranks); the controller waits
 // for it, marks nothing, and exits: an unfinished repetition is never done.
 import { spawn } from "node:child_process";
@@ -8,7 +9,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory } from "../report/write-atomic.js";
-import { campaignActive, clearRunRecord, pointRecord, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord } from "./campaign.js";
+import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -22,6 +23,9 @@ export interface RunOptions {
 }
 
 const TAIL_LINES = 20;
+/** How often a repetition's watchdog looks for its controller, and how long SIGTERM has before SIGKILL. */
+const WATCH_MS = 200;
+const KILL_AFTER_MS = 5000;
 
 function logTail(file: string): string {
   try {
@@ -34,13 +38,32 @@ function logTail(file: string): string {
 /** A shell's exit code for death by `signal`: 128 + its number. */
 const signalCode = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] ?? 0);
 
-/** Runs one repetition to its end; the exit code, or the signal's 128 + n. */
-function runRepetition(argv: string[], env: Record<string, string>, log: string, onChild: (kill: (s: NodeJS.Signals) => void) => void): Promise<number> {
+/**
+ * Watches a repetition's process group from a process of its own: when the controller dies (even by SIGKILL,
+ * which it cannot pass on) it sends the group SIGTERM (the launcher stops its ranks as at Ctrl-C), then
+ * SIGKILL; when the group is gone it exits. Run as `node -e WATCHDOG CONTROLLER GROUP`.
+ */
+const WATCHDOG = `const [parent, group] = process.argv.slice(1).map(Number);
+const gone = (id) => { try { process.kill(id, 0); return false; } catch (e) { return e.code === "ESRCH"; } };
+const send = (signal) => { try { process.kill(-group, signal); } catch {} };
+setInterval(() => {
+  if (gone(-group)) process.exit(0);
+  if (process.ppid === parent) return;
+  send("SIGTERM");
+  setTimeout(() => { send("SIGKILL"); process.exit(0); }, ${KILL_AFTER_MS}).unref();
+}, ${WATCH_MS});`;
+
+/**
+ * Runs one repetition to its end, in a process group of its own that a watchdog ends if this process dies;
+ * `onStart` gets the group and a way to signal it. The exit code, or the signal's 128 + n.
+ */
+function runRepetition(argv: string[], env: Record<string, string>, log: string, onStart: (group: number | undefined, kill: (s: NodeJS.Signals) => void) => void): Promise<number> {
   const fd = openSync(log, "w");
   const [program, ...args] = argv;
-  const child = spawn(program!, args, { env: { ...process.env, ...env }, stdio: ["ignore", fd, fd] });
+  const child = spawn(program!, args, { env: { ...process.env, ...env }, stdio: ["ignore", fd, fd], detached: true });
   closeSync(fd);
-  onChild((signal) => child.pid !== undefined && child.exitCode === null && child.kill(signal));
+  if (child.pid !== undefined) spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(child.pid)], { stdio: "ignore", detached: true }).unref();
+  onStart(child.pid, (signal) => child.pid !== undefined && child.exitCode === null && child.kill(signal));
   return new Promise((resolve) => {
     child.on("error", () => resolve(127)); // could not start: no exit event follows
     child.on("exit", (code, signal) => resolve(signal ? signalCode(signal) : (code ?? 1)));
@@ -67,6 +90,9 @@ function stopOnSignals(onStop: (signal: NodeJS.Signals) => void): { stopped: () 
   return { stopped: () => stop, release: () => signals.forEach((s) => process.off(s, onSignal)) };
 }
 
+/** How a run ended: repetitions that failed, and the signal that stopped it. */
+type Outcome = { failed: number; stop?: NodeJS.Signals };
+
 interface Session {
   exp: LoadedExperiment;
   plan: Plan;
@@ -76,10 +102,12 @@ interface Session {
   jobFiles: Map<string, string>;
   say: (line: string) => void;
   bar?: Progress;
+  /** This run's lock record (run.json). */
+  lock: RunRecord;
 }
 
 /** One repetition after another on this machine (local launcher or mpirun); how many failed, and the signal that stopped it. */
-async function runHere(s: Session): Promise<{ failed: number; stop?: NodeJS.Signals }> {
+async function runHere(s: Session): Promise<Outcome> {
   let killChild: ((sig: NodeJS.Signals) => void) | undefined;
   const signals = stopOnSignals((sig) => killChild?.(sig));
   let failed = 0;
@@ -93,8 +121,12 @@ async function runHere(s: Session): Promise<{ failed: number; stop?: NodeJS.Sign
       makeDirectory(dir);
       const started = new Date().toISOString();
       const log = path.join(dir, "log.txt");
-      const code = await runRepetition(repetitionCommand(s.exp.executor, point, s.jobFiles.get(point.id)!, dir), point.env, log, (k) => (killChild = k));
+      const code = await runRepetition(repetitionCommand(s.exp.executor, point, s.jobFiles.get(point.id)!, dir), point.env, log, (group, kill) => {
+        killChild = kill;
+        if (group !== undefined) writeRunRecord(s.opts.dir, { ...s.lock, group: { id: group, started: processStart(group) } });
+      });
       killChild = undefined;
+      writeRunRecord(s.opts.dir, s.lock);
       if (signals.stopped()) break; // ended by our signal: neither done nor failed
       const ended = new Date().toISOString();
       if (code === 0) writeMarker(s.opts.dir, point.id, rep, { state: "done", exit_code: 0, started, ended });
@@ -117,14 +149,14 @@ const POLL_MS = 1000;
 const CANCEL_WAIT_MS = 45_000;
 
 /** Submits the batch jobs and waits for them, counting markers; a signal cancels them. */
-async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Signals }> {
+async function runSlurm(s: Session): Promise<Outcome> {
   const slurm = s.exp.executor as Extract<LoadedExperiment["executor"], { kind: "slurm" }>;
   for (const { point, rep } of s.tasks) {
     s.records.get(point.id)!.attempts++;
     rmSync(repDir(s.opts.dir, point.id, rep), { recursive: true, force: true }); // a failed attempt's marker must not count
   }
   const ids = submit(batchScripts(s.exp, slurm, s.tasks, s.opts.dir), slurm);
-  writeRunRecord(s.opts.dir, { pid: process.pid, jobs: ids });
+  writeRunRecord(s.opts.dir, { ...s.lock, jobs: ids });
   s.say(`exp: submitted SLURM job${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`);
   const signals = stopOnSignals(() => cancel(ids));
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
@@ -143,24 +175,31 @@ async function runSlurm(s: Session): Promise<{ failed: number; stop?: NodeJS.Sig
   return { failed: markers.filter((m) => m.state === "failed").length, stop: signals.stopped() };
 }
 
-/** Runs what is pending; the process's exit code: 0 all done, 1 a point failed, 128 + n interrupted by signal n. */
-export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: RunOptions): Promise<number> {
-  const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
-  if (campaignActive(opts.dir)) throw Object.assign(new Error(`--dir ${opts.dir}: another exp run is working on this campaign (${path.join(opts.dir, "run.json")})`), { exitCode: 2 });
+/** Runs the pending repetitions under the campaign's lock; the point records written however it ends. */
+async function runPending(exp: LoadedExperiment, plan: Plan, opts: RunOptions, say: (line: string) => void, lock: RunRecord): Promise<Outcome> {
   const { tasks, records } = pendingTasks(exp, plan, opts.dir, say);
   writeMeasures(opts.dir, { metrics: exp.metrics, tolerance: exp.compare.tolerance });
   const jobFiles = new Map(plan.points.map((p) => [p.id, preparePoint(opts.dir, p, records.get(p.id)!)]));
   const bar = interactive(opts.quiet) ? progressBar("repetitions") : undefined;
   say(`exp: ${tasks.length} repetition${tasks.length === 1 ? "" : "s"} to run of ${plan.points.length} points, in ${opts.dir}`);
-  const session: Session = { exp, plan, opts, tasks, records, jobFiles, say, bar };
-  let outcome: { failed: number; stop?: NodeJS.Signals };
-  writeRunRecord(opts.dir, { pid: process.pid, jobs: [] });
+  const session: Session = { exp, plan, opts, tasks, records, jobFiles, say, bar, lock };
   try {
-    outcome = await (exp.executor.kind === "slurm" ? runSlurm(session) : runHere(session));
+    return await (exp.executor.kind === "slurm" ? runSlurm(session) : runHere(session));
   } finally {
     bar?.stop();
-    clearRunRecord(opts.dir);
     for (const r of records.values()) writePointRecord(opts.dir, r);
+  }
+}
+
+/** Runs what is pending; the process's exit code: 0 all done, 1 a point failed, 128 + n interrupted by signal n. */
+export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: RunOptions): Promise<number> {
+  const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
+  const lock = lockCampaign(opts.dir, say);
+  let outcome: Outcome;
+  try {
+    outcome = await runPending(exp, plan, opts, say, lock);
+  } finally {
+    clearRunRecord(opts.dir);
     (await syncStore(opts.dir)).close();
   }
   if (outcome.stop) {

@@ -2,7 +2,7 @@
 // controller writes it, and always as a whole from the files (one transaction), so it can never disagree with
 // them for long and a lost or broken database costs nothing. Journal mode DELETE: WAL needs shared memory that
 // NFS and Lustre, where campaigns live, do not give.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { flatten } from "../report/csv.js";
@@ -95,12 +95,20 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   };
 }
 
-/** Rebuilds the whole index from the folder's files, in one transaction; returns it open. */
-export async function syncStore(dir: string): Promise<Database> {
-  const active = campaignActive(dir);
-  const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r, active));
+/** Marks a database as this runner's index (PRAGMA user_version): "SPMD". */
+const STORE_MARK = 0x53504d44;
+
+/** Errors of an index that cannot be used as it is (corrupt, truncated, not a database, someone else's). */
+const unusable = (err: unknown) => {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "string" && code.startsWith("SQLITE_") && !/^SQLITE_(BUSY|LOCKED|FULL|READONLY|CANTOPEN|PERM|IOERR)/.test(code);
+};
+
+/** Writes every point's rows into `db`, replacing what it held, in one transaction. */
+function rebuild(db: Database, indexed: Indexed[]): void {
   const columns = [...new Set(["point_id", "rep", ...indexed.flatMap((i) => i.rows.flatMap((r) => [...r.keys()]))].map(column))];
-  const db = await openDatabase(path.join(dir, DB_FILE));
+  const foreign = db.pragma("user_version", { simple: true }) !== STORE_MARK && (db.prepare("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n > 0;
+  if (foreign) throw Object.assign(new Error("not this runner's index"), { code: "SQLITE_FOREIGN" });
   db.transaction(() => {
     db.exec(`DROP TABLE IF EXISTS points; DROP TABLE IF EXISTS rows; DROP TABLE IF EXISTS env;
       CREATE TABLE points (${POINT_COLUMNS});
@@ -117,8 +125,33 @@ export async function syncStore(dir: string): Promise<Database> {
       }
       for (const [k, v] of i.env) env.run(i.point.point_id, k, v);
     }
+    db.pragma(`user_version = ${STORE_MARK}`);
   })();
-  return db;
+}
+
+/**
+ * Rebuilds the whole index from the folder's files, in one transaction; returns it open. An index SQLite
+ * cannot use (corrupt, truncated, not a database, another program's) is deleted and made anew, saying so in
+ * one line: the files are the truth. A full disk names the file.
+ */
+export async function syncStore(dir: string): Promise<Database> {
+  const active = campaignActive(dir);
+  const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r, active));
+  const file = path.join(dir, DB_FILE);
+  for (let fresh = false; ; fresh = true) {
+    let db: Database | undefined;
+    try {
+      db = await openDatabase(file);
+      rebuild(db, indexed);
+      return db;
+    } catch (err) {
+      db?.close();
+      if ((err as { code?: unknown }).code === "SQLITE_FULL") throw new Error(`${file}: ENOSPC, the disk is full (SQLite: ${(err as Error).message})`);
+      if (fresh || !unusable(err)) throw err;
+      process.stderr.write(`exp: ${file} could not be used (${(err as Error).message}); rebuilt from ${path.join(dir, "points")}\n`);
+      for (const f of [file, `${file}-journal`]) rmSync(f, { force: true });
+    }
+  }
 }
 
 /** The index of a campaign folder, rebuilt from its files first; bad input when the folder holds no campaign. */
