@@ -35,6 +35,12 @@ function logTail(file: string): string {
   }
 }
 
+/** A full disk's line in a failed repetition's log ("ENOSPC: no space left on device, open '.../results.json'; "), or "". */
+const diskFull = (tail: string) => {
+  const line = /[^\n]*ENOSPC[^\n]*/.exec(tail)?.[0].trim();
+  return line ? `${line}; ` : "";
+};
+
 /** A shell's exit code for death by `signal`: 128 + its number. */
 const signalCode = (signal: NodeJS.Signals) => 128 + (constants.signals[signal] ?? 0);
 
@@ -129,13 +135,14 @@ async function runHere(s: Session): Promise<Outcome> {
       writeRunRecord(s.opts.dir, s.lock);
       if (signals.stopped()) break; // ended by our signal: neither done nor failed
       const ended = new Date().toISOString();
+      const tail = code === 0 ? "" : logTail(log);
       if (code === 0) writeMarker(s.opts.dir, point.id, rep, { state: "done", exit_code: 0, started, ended });
       else {
         failed++;
-        writeMarker(s.opts.dir, point.id, rep, { state: "failed", exit_code: code, started, ended, tail: logTail(log) });
+        writeMarker(s.opts.dir, point.id, rep, { state: "failed", exit_code: code, started, ended, tail });
       }
       if (s.bar) s.bar.update(n + 1, s.tasks.length);
-      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${code === 0 ? "done" : `FAILED (exit ${code}; ${log})`}`);
+      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${code === 0 ? "done" : `FAILED (exit ${code}; ${diskFull(tail)}${log})`}`);
       if (code !== 0 && s.opts.failFast) break;
     }
   } finally {
@@ -195,12 +202,17 @@ async function runPending(exp: LoadedExperiment, plan: Plan, opts: RunOptions, s
 export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: RunOptions): Promise<number> {
   const say = (line: string) => void (opts.quiet || process.stderr.write(`${line}\n`));
   const lock = lockCampaign(opts.dir, say);
-  let outcome: Outcome;
+  let outcome: Outcome | undefined;
   try {
     outcome = await runPending(exp, plan, opts, say, lock);
   } finally {
     clearRunRecord(opts.dir);
-    (await syncStore(opts.dir)).close();
+    // The index is rebuilt from the files however the run ended; where the run itself failed (a full disk
+    // writing a marker), its error is the one to see, and the index's own only said.
+    await syncStore(opts.dir).then((db) => db.close(), (err: Error) => {
+      if (outcome) throw err;
+      say(`exp: ${err.message}`);
+    });
   }
   if (outcome.stop) {
     say(`exp: interrupted by ${outcome.stop}; run again to resume`);

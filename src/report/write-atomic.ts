@@ -37,7 +37,9 @@ export function writeFileAtomic(file: string, content: string | Uint8Array): voi
   } catch (err) {
     closeSync(fd);
     rmSync(tmp, { force: true });
-    throw err;
+    // A write or fsync error names no file (ENOSPC: "no space left on device, write"): say which.
+    const e = err as NodeJS.ErrnoException;
+    throw e.path === undefined ? Object.assign(e, { path: file, message: `${e.message} (${file})` }) : e;
   }
   closeSync(fd);
   renameSync(tmp, file);
