@@ -16,7 +16,7 @@ const collected = [];
 const registry = new FinalizationRegistry((what) => collected.push(what));
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 async function main() {
-  let comm = new Communicator({ backend: "shm", name: "/spmd-lifetime-" + process.pid, rank: 0, size: 1, create: true });
+  let comm = new Communicator({ backend: "shm", name: "/spmd-lifetime-" + process.pid, tag: "00".repeat(32), rank: 0, size: 1, create: true });
   registry.register(comm, "communicator");
   const program = {
     warmup: 0, iterations: 400, check: false, timeoutSec: 60,
@@ -62,7 +62,7 @@ const { Communicator } = require(${JSON.stringify(ADDON)});
 const tries = [{ size: 1 }, { rank: 0 }, { rank: "0", size: 1 }, { rank: 0.5, size: 1 }];
 for (const t of tries) {
   try {
-    new Communicator({ backend: "shm", name: "/spmd-norank-" + process.pid, create: true, ...t });
+    new Communicator({ backend: "shm", name: "/spmd-norank-" + process.pid, tag: "00".repeat(32), create: true, ...t });
     console.log("started");
   } catch (e) {
     console.log(e.code + " " + e.message);

@@ -115,7 +115,7 @@ test("an allocation that fails anyway is ERR_SPMD_NOMEM naming the tensor and it
   const script = `
     import { native } from "./dist/comm/native.js";
     const { Communicator } = native();
-    const comm = new Communicator({ backend: "shm", name: "/spmd-nomem-" + process.pid, rank: 0, size: 1, create: true });
+    const comm = new Communicator({ backend: "shm", name: "/spmd-nomem-" + process.pid, tag: "00".repeat(32), rank: 0, size: 1, create: true });
     const fill = { kind: "constant", seed: 0, a: 1, b: 0 };
     const program = { tensors: [{ name: "big", dtype: "float32", count: 2 ** 33, fill }],
       ops: [{ stage: "ar", kind: "allreduce", inputs: [0], algorithm: "auto", lane: 0, waitFor: [], groups: null, timeoutSec: 5,

@@ -3,18 +3,21 @@
 // this user) forges a tcp Hello "from rank 0" to every new listener, under the key it can compute from the
 // job's derived secret, and dials the store with the derived token. With a secret no one can derive (MPI's,
 // or SPMD_RUNNER_TOKEN) the job ends rc 0 with 0 wrong and the stranger reads nothing; without one, rank 0
-// says so once and results.json says "derived".
+// says so once and results.json says "derived". A shm segment that is not the job's is refused at once in
+// one line, and a /dev/shm without room for the segment is one line naming it, not SIGBUS.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { fingerprintDigest, keyFor } from "../dist/comm/secret.js";
+import { native } from "../dist/comm/native.js";
+import { fingerprintDigest, keyFor, segmentTag } from "../dist/comm/secret.js";
 import { StoreClient } from "../dist/comm/store.js";
 import { fingerprint, jobSecret } from "../dist/run/identity.js";
 import { resolveRun } from "../dist/run/request.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { freePort, REPO, RUNNER, rankEnv, runNode } from "./helpers/ranks.js";
+import { requiredTest } from "./helpers/required.js";
 import { withTempDir } from "./helpers/tmp.js";
 
 const T = { timeout: 60_000 };
@@ -126,3 +129,81 @@ mpiTest("under mpirun on tcp, a stranger forging a Hello to every listening port
     assert.equal(doc.manifest.rendezvous_secret, "mpi");
     assert.ok(doc.results.every((row) => row.wrong === 0));
   }), T);
+
+/** Another user (nobody) and a private /dev/shm need root, setpriv and unshare. */
+function rootMissing() {
+  if (process.getuid?.() !== 0) return "not root (another user and a private /dev/shm need it)";
+  for (const tool of ["setpriv", "unshare"]) if (spawnSync(tool, ["--version"]).error) return `${tool} not found (util-linux)`;
+  return undefined;
+}
+const rootTest = requiredTest("security.test.js", rootMissing());
+
+rootTest("/dev/shm with 2 MB free: exit 1, one line naming /dev/shm with the bytes asked and free, no SIGBUS, nothing left there", T, () =>
+  withTempDir("spmd-sec-", async (dir) => {
+    const job = writeJob(dir);
+    const script = `mount -t tmpfs -o size=2m tmpfs /dev/shm && "$0" ${RUNNER} launch -n 4 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm)]"`;
+    const run = await new Promise((resolve) => {
+      const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
+      let stdout = "", stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      child.on("close", () => resolve({ stdout, stderr }));
+    });
+    assert.match(run.stdout, /^rc=1$/m, run.stderr);
+    assert.match(run.stdout, /^left=\[\]$/m);
+    assert.doesNotMatch(run.stderr, /SIGBUS/);
+    const lines = run.stderr.split("\n").filter((l) => l.startsWith("runner ("));
+    assert.equal(lines.length, 1, run.stderr);
+    assert.match(lines[0], /^runner \(ranks 0-3\): shm: \/dev\/shm cannot hold the job's segment: it needs \d+ bytes and \d+ bytes are free \(df \/dev\/shm\); free some, or run with --backend tcp or fewer ranks$/);
+  }));
+
+rootTest("a segment that is not the job's is refused in one line naming it: another user's (mode 0666), or one whose tag is not the job's", T, () => {
+  const { Communicator } = native();
+  const secret = { value: "the job's secret", source: "env" };
+  const attach = (name, tag = segmentTag(secret, name)) => () => new Communicator({ backend: "shm", name, tag, rank: 1, size: 2, create: false });
+  // A stranger's segment, where the store could have been made to point.
+  const evil = `/spmd-evil-${process.pid}`;
+  writeFileSync(`/dev/shm${evil}`, Buffer.alloc(4096));
+  chmodSync(`/dev/shm${evil}`, 0o666);
+  chownSync(`/dev/shm${evil}`, 65534, 65534);
+  try {
+    assert.throws(attach(evil), { code: "ERR_SPMD_INVALID", message: `shm: segment ${evil} is not this job's: owned by uid 65534 with mode 0666, not by uid 0 with mode 0600` });
+  } finally {
+    rmSync(`/dev/shm${evil}`);
+  }
+  // Ours in every other way, but made under another secret.
+  const name = `/spmd-tag-${process.pid}`;
+  const made = new Communicator({ backend: "shm", name, tag: segmentTag({ value: "another job's" }, name), rank: 0, size: 2, create: true });
+  try {
+    assert.throws(attach(name), { code: "ERR_SPMD_INVALID", message: `shm: segment ${name} is not this job's: its tag does not match the job's secret` });
+  } finally {
+    made.close();
+  }
+});
+
+rootTest("a rank that cannot attach to the segment ends every rank at once with its one line, not at the start-up deadline", T, () =>
+  withTempDir("spmd-sec-", async (dir) => {
+    const file = writeJob(dir);
+    chmodSync(dir, 0o755); // rank 1 (nobody) reads the job
+    const port = await freePort();
+    const env = (r) => ({ ...rankEnv(r, 2, port), SPMD_RUNNER_TOKEN: "a-random-token-set-by-hand" });
+    const started = Date.now();
+    // Rank 1 runs as nobody: rank 0's segment (mode 0600) is not its to open.
+    const ranks = await Promise.all([
+      runNode([RUNNER, file, "--backend", "shm", "--out", path.join(dir, "out")], env(0)),
+      new Promise((resolve) => {
+        const child = spawn("setpriv", [...AS_STRANGER.slice(1), process.execPath, RUNNER, file, "--backend", "shm"], { cwd: "/", env: { ...process.env, ...env(1) } });
+        let stderr = "";
+        child.stderr.on("data", (d) => (stderr += d));
+        child.on("close", (code) => resolve({ code, stderr }));
+      }),
+    ]);
+    const took = Date.now() - started;
+    const lines = ranks.map((r) => r.stderr.split("\n").filter((l) => l.startsWith("runner (")));
+    for (const [r, l] of lines.entries()) {
+      assert.equal(ranks[r].code, 1, ranks[r].stderr);
+      assert.deepEqual(l, [`runner (rank ${r}): ${lines[1][0].slice("runner (rank 1): ".length)}`]);
+    }
+    assert.match(lines[1][0], /^runner \(rank 1\): shm: attach \/spmd-\d+-[0-9a-f]+: Permission denied$/);
+    assert.ok(took < 10_000, `the ranks ended after ${took} ms`);
+  }));

@@ -162,6 +162,8 @@ export interface NativeStateBuffer {
 export interface ShmOptions {
   backend: "shm";
   name: string;
+  /** 64 hex digits proving the segment is the job's (secret.ts segmentTag): the creator writes it, the others check it. */
+  tag: string;
   rank: number;
   size: number;
   create: boolean;
@@ -184,7 +186,7 @@ export interface TcpOptions {
   /** nodeOf[r]: rank r's host (Topology.hostOf), which the hierarchical allreduce groups by. */
   nodeOf: readonly number[];
   /** The segment of this host's ranks (those of its node in nodeOf): its lowest rank creates it. */
-  local?: { name: string; channelBytes?: number; singleCopy?: boolean; sharesCores?: boolean };
+  local?: { name: string; tag: string; channelBytes?: number; singleCopy?: boolean; sharesCores?: boolean };
 }
 
 /** A listening socket opened before the ranks exchange addresses (port 0: the kernel picks). */

@@ -258,8 +258,8 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
       comm =
         chosen === "shm"
-          ? await startShm(boot, o.place, topo, met.sharesCores, input.env)
-          : await startTcp(boot, o.place, topo, { key: keyFor(secret, "tcp transport", fingerprintDigest(o.fingerprint)).toString("hex"), iface: o.iface, shmWithinHosts: chosen === "shm+tcp", singleCopy: singleCopyAllowed(input.env), sharesCores: met.sharesCores });
+          ? await startShm(boot, o.place, topo, met.sharesCores, input.env, secret)
+          : await startTcp(boot, o.place, topo, { key: keyFor(secret, "tcp transport", fingerprintDigest(o.fingerprint)).toString("hex"), secret, iface: o.iface, shmWithinHosts: chosen === "shm+tcp", singleCopy: singleCopyAllowed(input.env), sharesCores: met.sharesCores });
       topology.links = linkCounts(topo, chosen !== "tcp");
       backend = `${comm.backend} on ${describeHosts(topo.hosts)}${comm.copyPath ? `, ${comm.copyPath}` : ""}`;
     }

@@ -36,6 +36,11 @@ export function keyFor(secret: JobSecret, purpose: string, ...bound: Buffer[]): 
   return mac.digest();
 }
 
+/** What proves the shm segment `name` is the job's: its creator writes it in the header, the others check it. */
+export function segmentTag(secret: JobSecret, name: string): string {
+  return keyFor(secret, "shm segment", Buffer.from(name)).toString("hex");
+}
+
 /** The agreed job (every rank's fingerprint equals rank 0's once `agree` returned), as 32 bytes a key binds. */
 export function fingerprintDigest(fp: Fingerprint): Buffer {
   return createHash("sha256").update(JSON.stringify(fp)).digest();

@@ -4,6 +4,8 @@ import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { BackendError } from "./errors.js";
 import { native, type NativeCommunicator } from "./native.js";
+import { segmentTag, type JobSecret } from "./secret.js";
+import { allOrNone } from "./startup.js";
 import { describeHosts, type Topology } from "./topology.js";
 
 /**
@@ -16,8 +18,11 @@ export function singleCopyAllowed(env: NodeJS.ProcessEnv): boolean {
   return v === "1";
 }
 
-/** Rank 0 creates the segment, the others attach to the name it sends; then they agree on single copy. */
-export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sharesCores: boolean, env: NodeJS.ProcessEnv): Promise<NativeCommunicator> {
+/**
+ * Rank 0 creates the segment, the others attach to the name it sends; then they agree on single copy. A rank
+ * that cannot (a full /dev/shm, a segment that is not the job's) fails them all at once (allOrNone).
+ */
+export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sharesCores: boolean, env: NodeJS.ProcessEnv, secret: JobSecret): Promise<NativeCommunicator> {
   const { rank, size } = place;
   if (topo.hosts.length > 1) {
     throw new BackendError(`backend shm: ranks run on several hosts (${describeHosts(topo.hosts)}) and shm needs one; use --backend tcp or auto`);
@@ -26,18 +31,17 @@ export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sh
   const singleCopy = singleCopyAllowed(env);
   let comm: NativeCommunicator | undefined;
   try {
-    let name: string | undefined;
-    if (rank === 0) {
-      name = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "shm", name, rank, size, create: true, sharesCores, singleCopy });
-    }
-    name = await boot.broadcast("shm/name", name);
-    comm ??= new Communicator({ backend: "shm", name, rank, size, create: false, sharesCores, singleCopy });
+    const open = (name: string, create: boolean) => {
+      comm = new Communicator({ backend: "shm", name, tag: segmentTag(secret, name), rank, size, create, sharesCores, singleCopy });
+      return name;
+    };
+    const [name] = await allOrNone(boot, "shm/name", () => (rank === 0 ? open(`/spmd-${process.pid}-${randomBytes(6).toString("hex")}`, true) : ""));
     // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
-    await boot.barrier("shm/attached");
-    comm.release();
-    await comm.connect();
-    return comm;
+    await allOrNone(boot, "shm/attached", () => (rank === 0 ? "" : open(name!, false)));
+    const ready = comm!;
+    ready.release();
+    await ready.connect();
+    return ready;
   } catch (err) {
     comm?.close();
     throw err;

@@ -5,12 +5,16 @@ import { randomBytes } from "node:crypto";
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { native, type NativeCommunicator, type NativeTcpEndpoint } from "./native.js";
+import { segmentTag, type JobSecret } from "./secret.js";
+import { allOrNone } from "./startup.js";
 import { listenPlan, peerAddress, type ListenPlan, type Published } from "./tcp-address.js";
 import type { Topology } from "./topology.js";
 
 export interface TcpStartOptions {
   /** What a peer proves it knows when it connects: the job secret's key for the tcp transport (secret.ts), hex. */
   key: string;
+  /** The job's secret, whose tag the host's shm segment carries ("shm+tcp"). */
+  secret: JobSecret;
   iface?: string;
   shmWithinHosts: boolean;
   /** false: this rank's host stages its local messages (SPMD_SHM_SINGLE_COPY=0, start-shm.ts). */
@@ -39,27 +43,30 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
   const { Communicator } = native();
   const { key } = o;
   let comm: NativeCommunicator | undefined;
+  const start = (name?: string) => {
+    comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, ...(name && { local: { name, tag: segmentTag(o.secret, name), singleCopy: o.singleCopy, sharesCores: o.sharesCores } }) });
+    return name ?? "";
+  };
   try {
     // The host's lowest rank creates the segment before it publishes the name, so the others can attach
-    // as soon as the exchange returns.
-    let segment = "";
-    if (local && local[0] === rank) {
-      segment = `/spmd-${process.pid}-${randomBytes(6).toString("hex")}`;
-      comm = new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, local: { name: segment, singleCopy: o.singleCopy, sharesCores: o.sharesCores } });
-    }
-    const mine: Published & { segment: string } = { port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment };
-    const all = (await boot.allGather("tcp/endpoint", JSON.stringify(mine))).map((s) => JSON.parse(s) as typeof mine);
-    comm ??= new Communicator({ backend: "tcp", rank, size, key, endpoint, nodeOf: topo.hostOf, ...(local && { local: { name: all[local[0]!]!.segment, singleCopy: o.singleCopy, sharesCores: o.sharesCores } }) });
+    // as soon as the exchange returns; a rank that cannot create or attach fails them all at once.
+    const creates = local?.[0] === rank;
+    const mine = (): string => {
+      const segment = creates ? start(`/spmd-${process.pid}-${randomBytes(6).toString("hex")}`) : "";
+      return JSON.stringify({ port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment } satisfies Published & { segment: string });
+    };
+    const all = (await allOrNone(boot, "tcp/endpoint", mine)).map((s) => JSON.parse(s) as Published & { segment: string });
+    await allOrNone(boot, "tcp/local", () => (creates ? "" : start(local && all[local[0]!]!.segment)));
+    // Everyone is attached: the segment's name is no longer needed, and unlinking it now means no crash can
+    // leak it.
+    const ready = comm!;
+    ready.release();
     const peers = all.map((p, r) => {
       if (r === rank || local?.includes(r)) return null;
       return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };
     });
-    await comm.connect(peers);
-    // Everyone is attached: the segment's name is no longer needed, and unlinking it now means no crash can
-    // leak it.
-    await boot.barrier("tcp/attached");
-    comm.release();
-    return comm;
+    await ready.connect(peers);
+    return ready;
   } catch (err) {
     comm?.close();
     throw err;

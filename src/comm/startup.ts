@@ -41,3 +41,23 @@ export async function withinDeadline<T>(timeoutMs: number, work: () => Promise<T
     clearTimeout(timer);
   }
 }
+
+/**
+ * Every rank's `step()`, once all have run it. If any failed, every rank fails with the lowest failing rank's
+ * error (its own where it failed itself): the same line on every rank, which a launcher prints once, and
+ * no rank waits out its deadline for a segment another rank could not make or would not attach to.
+ */
+export async function allOrNone(boot: Bootstrap, key: string, step: () => string): Promise<string[]> {
+  let mine: { value?: string; error?: string };
+  let own: unknown;
+  try {
+    mine = { value: step() };
+  } catch (err) {
+    own = err;
+    mine = { error: (err as Error).message };
+  }
+  const all = (await boot.allGather(key, JSON.stringify(mine))).map((s) => JSON.parse(s) as typeof mine);
+  const failed = all.find((a) => a.error !== undefined);
+  if (failed) throw own ?? new Error(failed.error);
+  return all.map((a) => a.value!);
+}

@@ -24,10 +24,11 @@ Napi::Float64Array toFloat64Array(Napi::Env env, const std::vector<double>& v) {
   return a;
 }
 
-tcp::Key parseKey(Napi::Env env, Napi::Value v) {
+// 32 bytes given as 64 hex digits: the tcp transport's key, a shm segment's tag. `what` names it in errors.
+std::array<uint8_t, 32> parseHex32(Napi::Env env, Napi::Value v, const std::string& what) {
   std::string hex = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
-  tcp::Key key{};
-  if (hex.size() != 2 * key.size()) throwInvalid(env, "tcp: key must be 64 hex digits");
+  std::array<uint8_t, 32> key{};
+  if (hex.size() != 2 * key.size()) throwInvalid(env, what + " must be 64 hex digits");
   for (size_t i = 0; i < key.size(); ++i) {
     size_t used = 0;
     int byte = -1;
@@ -35,7 +36,7 @@ tcp::Key parseKey(Napi::Env env, Napi::Value v) {
       byte = std::stoi(hex.substr(2 * i, 2), &used, 16);
     } catch (const std::exception&) {
     }
-    if (used != 2 || byte < 0) throwInvalid(env, "tcp: key must be 64 hex digits");
+    if (used != 2 || byte < 0) throwInvalid(env, what + " must be 64 hex digits");
     key[i] = uint8_t(byte);
   }
   return key;
@@ -46,7 +47,7 @@ std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int s
   tcp::TcpOptions to;
   to.rank = rank;
   to.size = size;
-  to.key = parseKey(env, o.value("key"));
+  to.key = parseHex32(env, o.value("key"), "tcp: key");
   to.listener = TcpEndpointWrap::takeListener(env, o.value("endpoint"));
   to.nodeOf = o.indices("nodeOf", size_t(size));
   if (to.nodeOf.size() != size_t(size)) o.fail("nodeOf", "one node index per rank (" + std::to_string(size) + ")");
@@ -54,6 +55,7 @@ std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int s
     OptionReader l = o.object("local");
     tcp::LocalGroup group;
     group.name = l.string("name");
+    group.tag = parseHex32(env, l.value("tag"), "tcp: local.tag");
     if (group.name.size() < 2 || group.name[0] != '/') l.fail("name", "a name that starts with '/'");
     if (l.has("channelBytes")) group.channelBytes = size_t(l.integer("channelBytes", 1, int64_t(1) << 40));
     if (l.has("singleCopy")) group.singleCopy = l.boolean("singleCopy");
@@ -93,6 +95,7 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
     queue = std::make_shared<OpQueue>();
     shm::ShmOptions so;
     so.name = o.string("name");
+    so.tag = parseHex32(env, o.value("tag"), "shm: tag");
     so.rank = rank;
     so.size = size;
     so.create = o.boolean("create");

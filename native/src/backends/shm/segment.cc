@@ -3,19 +3,44 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <new>
 
 #include "base/error.h"
+#include "base/same_bytes.h"
 
 namespace spmd::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x73706d642d73686dull;  // "spmd-shm"
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
+// Where glibc's shm_open puts its names.
+constexpr const char* kShmDir = "/dev/shm";
 
 size_t roundUp(size_t v) { return (v + kCacheLine - 1) & ~(kCacheLine - 1); }
+
+// The one line a full /dev/shm gets: what was asked, what is free, and what to do.
+[[noreturn]] void throwNoRoom(size_t bytes) {
+  struct statvfs fs {};
+  std::string free = statvfs(kShmDir, &fs) == 0 ? std::to_string(uint64_t(fs.f_bavail) * fs.f_frsize) : "an unknown number of";
+  throw CommError(code::kNoMem, std::string("shm: ") + kShmDir + " cannot hold the job's segment: it needs " + std::to_string(bytes) +
+                                    " bytes and " + free + " bytes are free (df " + kShmDir +
+                                    "); free some, or run with --backend tcp or fewer ranks");
+}
+
+// A segment this user did not make, or made readable by others, is not one of ours, whatever its name.
+void checkOwner(int fd, const struct stat& st, const std::string& name) {
+  if (st.st_uid == geteuid() && (st.st_mode & 07777) == 0600) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+  close(fd);
+  throw CommError(code::kInvalid, "shm: segment " + name + " is not this job's: owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
+                                      ", not by uid " + std::to_string(geteuid()) + " with mode 0600");
+}
 
 void* mapFd(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -55,14 +80,18 @@ Segment::~Segment() {
   if (base_) munmap(base_, bytes_);
 }
 
-Segment Segment::create(const std::string& name, const Layout& layout) {
+Segment Segment::create(const std::string& name, const Layout& layout, const Tag& tag) {
   size_t bytes = regions(layout).end;
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throwSystemError("shm: create " + name);
-  if (ftruncate(fd, off_t(bytes)) != 0) {
+  // Sizes the segment and reserves its pages before any rank touches one: a tmpfs without room fails here
+  // instead of killing whichever rank first writes a page it has no room for.
+  if (int err = posix_fallocate(fd, 0, off_t(bytes)); err != 0) {
     close(fd);
     shm_unlink(name.c_str());
-    throwSystemError("shm: size " + name);
+    if (err == ENOSPC) throwNoRoom(bytes);
+    errno = err;
+    throwSystemError("shm: reserve " + name);
   }
   void* base;
   try {
@@ -72,8 +101,9 @@ Segment Segment::create(const std::string& name, const Layout& layout) {
     throw;
   }
   Segment seg(name, base, bytes, layout, true);
-  // ftruncate zero-fills, which is a valid initial state for every atomic; only the header needs values.
+  // The pages come zero-filled, which is a valid initial state for every atomic; only the header needs values.
   auto* h = new (base) SegmentHeader{};
+  h->tag = tag;
   h->version = kVersion;
   h->worldSize = uint32_t(layout.worldSize);
   h->lanes = uint32_t(layout.lanes);
@@ -85,7 +115,7 @@ Segment Segment::create(const std::string& name, const Layout& layout) {
   return seg;
 }
 
-Segment Segment::attach(const std::string& name, const Layout& layout) {
+Segment Segment::attach(const std::string& name, const Layout& layout, const Tag& tag) {
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) throwSystemError("shm: attach " + name);
   struct stat st {};
@@ -93,6 +123,7 @@ Segment Segment::attach(const std::string& name, const Layout& layout) {
     close(fd);
     throwSystemError("shm: stat " + name);
   }
+  checkOwner(fd, st, name);
   size_t bytes = regions(layout).end;
   if (size_t(st.st_size) != bytes) {
     close(fd);
@@ -102,6 +133,9 @@ Segment Segment::attach(const std::string& name, const Layout& layout) {
   Segment seg(name, mapFd(fd, bytes, name), bytes, layout, false);
   const SegmentHeader& h = seg.header();
   uint64_t magic = std::atomic_ref<const uint64_t>(h.magic).load(std::memory_order_acquire);
+  if (magic == kMagic && h.version == kVersion && !sameBytes(h.tag, tag)) {
+    throw CommError(code::kInvalid, "shm: segment " + name + " is not this job's: its tag does not match the job's secret");
+  }
   if (magic != kMagic || h.version != kVersion || h.worldSize != uint32_t(layout.worldSize) ||
       h.lanes != uint32_t(layout.lanes) || h.channelBytes != layout.channelBytes || h.slotBytes != seg.slotBytes() ||
       h.slots != uint32_t(layout.slots)) {

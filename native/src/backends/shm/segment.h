@@ -1,6 +1,9 @@
 // The POSIX shared-memory segment that ranks on one host exchange through. Rank 0 creates it, the others
 // attach by name, and rank 0 unlinks the name as soon as everyone is attached, so a crash afterwards
-// cannot leak it.
+// cannot leak it. The name comes to the others over the bootstrap, so it is not taken on trust: a rank
+// attaches only to a segment its own user owns with mode 0600 whose header carries the job's tag (a MAC
+// of the name under the job's secret, made in JS), and the creator reserves every page at once, so that a
+// full /dev/shm is an error at creation rather than SIGBUS at the first touch (DESIGN.md, "Security").
 //
 // Layout: header | doorbells[lanes][W] | presence[lanes][W] | phase flags[lanes][W] |
 //         channel heads[lanes][W][W] | channel data[lanes][W][W] | slots[lanes][W][slots]
@@ -8,6 +11,7 @@
 // point-to-point path the ring/tree/direct algorithms take. Slots are each rank's staging area for the
 // "shared" algorithms, which read peers' data where it lies instead of copying it through a channel.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +22,9 @@
 namespace spmd::shm {
 
 inline constexpr size_t kCacheLine = 64;
+
+// What proves a segment is the job's: HMAC-SHA-256 of its name under the job's secret (comm/secret.ts).
+using Tag = std::array<uint8_t, 32>;
 
 struct alignas(kCacheLine) Doorbell {
   std::atomic<uint32_t> seq;       // bumped whenever a peer made progress this rank may wait for
@@ -47,6 +54,7 @@ struct alignas(kCacheLine) SegmentHeader {
   uint64_t slotBytes;
   uint32_t slots;
   uint64_t totalBytes;
+  Tag tag;
   std::atomic<uint32_t> attached;
   std::atomic<uint32_t> aborted;  // 0, or 1 + the rank that aborted: the others stop waiting
   char abortReason[256];          // written by the aborting rank before it sets `aborted`
@@ -71,9 +79,10 @@ struct Layout {
 
 class Segment {
  public:
-  // create: rank 0, fails if the name exists. attach: the others, checks the layout matches.
-  static Segment create(const std::string& name, const Layout& layout);
-  static Segment attach(const std::string& name, const Layout& layout);
+  // create: rank 0, fails if the name exists or /dev/shm cannot hold it. attach: the others, checks that
+  // this user owns it with mode 0600, and that its tag and layout match.
+  static Segment create(const std::string& name, const Layout& layout, const Tag& tag = {});
+  static Segment attach(const std::string& name, const Layout& layout, const Tag& tag = {});
   Segment(Segment&& o) noexcept;
   Segment& operator=(Segment&&) = delete;
   Segment(const Segment&) = delete;

@@ -5,7 +5,7 @@ namespace spmd::shm {
 Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
 
 ShmBackend::ShmBackend(const ShmOptions& o)
-    : segment_(o.create ? Segment::create(o.name, layoutOf(o)) : Segment::attach(o.name, layoutOf(o))), singleCopyAllowed_(o.singleCopy) {
+    : segment_(o.create ? Segment::create(o.name, layoutOf(o), o.tag) : Segment::attach(o.name, layoutOf(o), o.tag)), singleCopyAllowed_(o.singleCopy) {
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();

@@ -14,6 +14,7 @@ namespace spmd::shm {
 
 struct ShmOptions {
   std::string name;  // POSIX shm name, starting with '/'
+  Tag tag{};         // what proves the segment is the job's (segment.h)
   int rank = 0;
   int size = 1;
   bool create = false;  // rank 0 creates, the others attach

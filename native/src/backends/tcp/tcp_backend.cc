@@ -33,7 +33,7 @@ TcpBackend::TcpBackend(TcpOptions o)
   const size_t channelBytes = o.local->channelBytes ? o.local->channelBytes : localChannelBytes(members);
   const shm::Layout layout{members, kLanes, channelBytes, kHandshakeBytes, 1};
   local_ = std::move(*o.local);
-  segment_.emplace(me == 0 ? shm::Segment::create(local_.name, layout) : shm::Segment::attach(local_.name, layout));
+  segment_.emplace(me == 0 ? shm::Segment::create(local_.name, layout, local_.tag) : shm::Segment::attach(local_.name, layout, local_.tag));
 }
 
 void TcpBackend::connect() {

@@ -28,6 +28,7 @@ namespace spmd::tcp {
 // The segment the ranks of this host share.
 struct LocalGroup {
   std::string name;  // POSIX shm name; the host's lowest rank creates it, the others attach
+  shm::Tag tag{};     // what proves the segment is the job's (shm/segment.h)
   size_t channelBytes = 0;  // per channel; 0: localChannelBytes(members)
   // false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all
   // the host's ranks.

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "base/same_bytes.h"
+
 namespace spmd::tcp {
 namespace {
 
@@ -44,11 +46,7 @@ std::optional<Hello> decodeHello(const uint8_t* in) {
   return h;
 }
 
-bool sameKey(const Key& a, const Key& b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
-  return diff == 0;
-}
+bool sameKey(const Key& a, const Key& b) { return sameBytes(a, b); }
 
 void encodePositions(const Positions& p, uint8_t* out) {
   for (size_t i = 0; i < p.size(); ++i) put64(out + 8 * i, p[i]);
