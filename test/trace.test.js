@@ -498,3 +498,26 @@ test("a broken Chakra file is one line naming it", async () => {
   const real = readFileSync(CHAKRA);
   await refuses("chakra.0.et", real.subarray(0, 100_000), /node record \d+ \(at byte \d+\): not a Chakra Node/, ["--world", "2"]);
 });
+
+test("a fresh clone replays a real trace: traces/ ships it with its origin and licence, the README's example is what the import prints, jobs/resnet-ddp-replay.json is that job", async () => {
+  const trace = path.join(REPO, "traces", "resnet-ddp-2rank.et.json.gz");
+  assert.ok(existsSync(trace));
+  const notes = readFileSync(path.join(REPO, "traces", "README.md"), "utf8");
+  assert.match(notes, /facebookresearch\/param/);
+  assert.match(notes, /MIT License/);
+  const readme = readFileSync(path.join(REPO, "README.md"), "utf8");
+  assert.doesNotMatch(readme, /shared\/traces/);
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-readme-"));
+  try {
+    const p = await runNode([RUNNER, "trace", "import", "traces/resnet-ddp-2rank.et.json.gz", "-o", path.join(dir, "j.json")]);
+    assert.equal(p.code, 0, p.stderr);
+    const printed = p.stdout.replace(path.join(dir, "j.json"), "j.json").trimEnd();
+    assert.ok(readme.includes(`\`\`\`\n${printed}\n\`\`\``), `the README's example output is not:\n${printed}`);
+    const job = JSON.parse(readFileSync(path.join(dir, "j.json"), "utf8"));
+    const shipped = JSON.parse(readFileSync(path.join(REPO, "jobs", "resnet-ddp-replay.json"), "utf8"));
+    assert.deepEqual(shipped, { ...job, name: shipped.name });
+    assert.deepEqual(shipped.source.files, ["traces/resnet-ddp-2rank.et.json.gz"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -231,7 +231,7 @@ export function readExecutionTrace(doc: JsonTrace, hint: RankHint): ReadRank {
     const op = traceOp(name);
     if (name === "wait" && p.seq !== undefined) waits.push({ seq: p.seq, at: collectives.length });
     if (!op) {
-      dropped.push({ what: name.slice(0, 80), why: notReplayed(name) });
+      dropped.push({ what: name.slice(0, 80), why: notReplayed(name), step });
       continue;
     }
     const sized = pgs.present || p.groupSize !== undefined || node.attrs.has("pg_size");
@@ -242,7 +242,7 @@ export function readExecutionTrace(doc: JsonTrace, hint: RankHint): ReadRank {
     }
     const read = collective(node, p, name, op, group, group === world, file);
     if ("why" in read) {
-      dropped.push({ what: name, why: read.why });
+      dropped.push({ what: name, why: read.why, step });
       continue;
     }
     read.collective.step = step;

@@ -248,12 +248,18 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
   let source: "kernels" | "ops" | "annotations";
   if (described.length > 0) {
     source = "kernels";
-    const bare = kernels.length - described.length;
-    if (bare > 0) dropped.push(...Array.from({ length: Math.min(bare, 100_000) }, () => ({ what: "NCCL kernel without collective arguments", why: "nothing says what it moved (NCCL's grouped `coalesced` kernels record none)" })));
+    for (const k of kernels) {
+      if (present(k.args, "Collective name")) continue;
+      dropped.push({ what: "NCCL kernel without collective arguments", why: "nothing says what it moved (NCCL's grouped `coalesced` kernels record none)", step: windows.at(launchOf(k) ?? k.ts) });
+    }
     for (const ev of described) {
       const where = `kernel ${quoted(ev.name.slice(0, 40))} at ts ${ev.ts}`;
       const c = fromArgs(ev, groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped);
-      if (!c) continue;
+      if (!c) {
+        const last = dropped.at(-1);
+        if (last) last.step = windows.at(launchOf(ev) ?? ev.ts);
+        continue;
+      }
       c.durUs = ev.dur;
       c.tsUs = ev.ts;
       c.step = windows.at(launchOf(ev) ?? ev.ts);
@@ -279,7 +285,11 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     for (const ev of cpu) {
       const where = `${quoted(ev.name.slice(0, 40))} at ts ${ev.ts}`;
       const c = source === "ops" ? fromArgs(ev, groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped) : fromAnnotation(ev, world, file, where, dropped);
-      if (!c) continue;
+      if (!c) {
+        const last = dropped.at(-1);
+        if (last) last.step = windows.at(ev.ts);
+        continue;
+      }
       const k = matched.get(ev);
       c.durUs = k?.dur;
       c.tsUs = k?.ts;

@@ -58,6 +58,8 @@ export interface StepInfo {
 export interface Dropped {
   what: string;
   why: string;
+  /** The step it was in, where the trace marks steps. */
+  step?: number;
 }
 
 /** One rank's trace, read. */

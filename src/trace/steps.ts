@@ -39,7 +39,7 @@ export function selectSteps(traces: RankTrace[], choice: StepChoice | undefined)
   if (choice === "all") {
     const all = [...new Set(traces.flatMap((t) => t.steps!.numbers))].sort((a, b) => a - b);
     return {
-      traces: traces.map((t) => ({ ...t, collectives: cut(t, (c) => c.step !== undefined) })),
+      traces: traces.map((t) => ({ ...t, collectives: cut(t, (c) => c.step !== undefined), dropped: t.dropped.filter((d) => d.step !== undefined) })),
       line: `steps: all ${all.length} profiled (ProfilerStep#${list(all)}) in order, as one replay iteration (--step all)${outsideNote}`,
     };
   }
@@ -63,7 +63,7 @@ export function selectSteps(traces: RankTrace[], choice: StepChoice | undefined)
     why = "the last that every rank recorded completely";
   }
   const others = [...new Set(traces.flatMap((t) => t.steps!.numbers))].filter((s) => s !== chosen).sort((a, b) => a - b);
-  const kept = traces.map((t) => ({ ...t, collectives: cut(t, (c) => c.step === chosen) }));
+  const kept = traces.map((t) => ({ ...t, collectives: cut(t, (c) => c.step === chosen), dropped: t.dropped.filter((d) => d.step === chosen) }));
   const empty = kept.find((t) => t.collectives.length === 0);
   if (empty) throw new TraceError(empty.file, `ProfilerStep#${chosen} holds no collectives on rank ${empty.rank} (steps with them: ${list([...new Set(traces.find((t) => t.file === empty.file)!.collectives.map((c) => c.step).filter((s): s is number => s !== undefined))])})`);
   return {
