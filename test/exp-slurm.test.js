@@ -1,6 +1,7 @@
 // The slurm executor of `runner exp` against a real one-node SLURM cluster (scripts/slurm/local-cluster.sh):
 // pack (one batch job for the shape, every repetition inside it), array (one array task per point, throttled,
-// serialized), and a cancelled job whose trap marks the repetition it interrupts. Needs root, slurm-wlm and
+// serialized), measuring alone (exclusive, chained; Ctrl-C leaves repetitions pending, no two overlap), and a
+// job killed from outside whose trap marks the repetition it interrupts failed. Needs root, slurm-wlm and
 // munge; skipped with the reason otherwise, except in CI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -35,10 +36,12 @@ after(() => {
 
 const tiny = { name: "tiny", iterations: 3, warmup: 1, check: true, tensors: { t: { dtype: "float32", count: 4096 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }], sweep: { count: [256, 4096] } };
 
-function campaign(name, executor, { job = tiny, repetitions = 1 } = {}) {
+const twoVariants = { a: {}, b: { env: { SPMD_EXP_VARIANT: "b" } } };
+
+function campaign(name, executor, { job = tiny, repetitions = 1, worlds = [2], variant = twoVariants } = {}) {
   writeFileSync(path.join(dir, `${name}.job.json`), JSON.stringify(job));
   const file = path.join(dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify({ name, jobs: [`${name}.job.json`], matrix: { backend: ["shm"], world_size: [2], variant: { a: {}, b: { env: { SPMD_EXP_VARIANT: "b" } } } }, repetitions, executor }));
+  writeFileSync(file, JSON.stringify({ name, jobs: [`${name}.job.json`], matrix: { backend: ["shm"], world_size: worlds, variant }, repetitions, executor }));
   return { file, dir: path.join(dir, name) };
 }
 
@@ -77,23 +80,53 @@ test("slurm array: one array task per point, throttled to one at a time", { skip
   assert.deepEqual(tasks.sort(), ["0", "1"]);
 });
 
-test("slurm: a cancelled job's trap marks the repetition it interrupts failed (never done)", { skip }, async () => {
-  const slow = { name: "slow", iterations: 8, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 500_000 }] };
-  const c = campaign("cancel", { kind: "slurm" }, { job: slow });
+const slow = { name: "slow", iterations: 4, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 300_000 }] };
+
+/** Runs the campaign until its first repetition has started (it has a log); returns the run and its job ids. */
+async function startedRun(c) {
   const run = spawnRunner(["exp", "run", c.file, "--dir", c.dir], env);
-  await run.seen(/submitted SLURM job/);
-  // The batch job has started its first repetition once that has a log.
+  await run.seen(/submitted SLURM jobs? [\d, ]+\n/);
   const points = path.join(c.dir, "points");
-  const started = () => readdirSync(points).some((id) => existsSync(path.join(points, id, "rep-1", "log.txt")));
+  const started = () => readdirSync(points).some((id) => readdirSync(path.join(points, id)).some((r) => existsSync(path.join(points, id, r, "log.txt"))));
   for (let i = 0; i < 300 && !started(); i++) await new Promise((r) => setTimeout(r, 100));
-  assert.ok(started(), "the batch job started");
+  assert.ok(started(), "a batch job started");
+  return run;
+}
+
+const noJobsLeft = () => assert.equal(spawnSync("squeue", ["--noheader"], { env, encoding: "utf8" }).stdout.trim(), "", "no job left");
+
+test("slurm measures alone: exclusive jobs, chained across shapes; Ctrl-C leaves the repetitions pending, a resume finishes them, and no two repetitions ran at once", { skip }, async () => {
+  const c = campaign("alone", { kind: "slurm", mode: "pack" }, { job: slow, repetitions: 2, worlds: [1, 2], variant: { a: {} } });
+  const dry = await exp(["run", c.file, "--dir", c.dir, "--dry-run"]);
+  assert.equal((dry.stdout.match(/^#SBATCH --exclusive$/gm) ?? []).length, 2, "a batch job per shape, each exclusive");
+  const run = await startedRun(c);
   run.child.kill("SIGINT");
   const ended = await run.exited;
   assert.equal(ended.code, 130, ended.stderr);
+  let s = await status(c);
+  assert.deepEqual([s.counts.failed, s.counts.done, s.counts.pending], [0, 0, 2], JSON.stringify(s.points));
+  noJobsLeft();
+  const resumed = await exp(["run", c.file, "--dir", c.dir]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  s = await status(c);
+  assert.deepEqual([s.counts.done, s.points.map((p) => p.attempts)], [2, [4, 4]], "both repetitions of each point: submitted twice");
+  // Every repetition's start-end interval, in start order: each starts after the one before has ended.
+  const intervals = s.points.flatMap((p) => [1, 2].map((rep) => JSON.parse(readFileSync(path.join(c.dir, "points", p.point_id, `rep-${rep}`, "marker.json"), "utf8"))))
+    .map((m) => [Date.parse(m.started), Date.parse(m.ended)]).sort((x, y) => x[0] - y[0]);
+  for (let i = 1; i < intervals.length; i++) assert.ok(intervals[i][0] >= intervals[i - 1][1], `repetition ${i} started before ${i - 1} ended: ${JSON.stringify(intervals)}`);
+});
+
+test("slurm: a job killed by someone else's scancel (as a time limit would) marks the repetition it interrupts failed, never done", { skip }, async () => {
+  const c = campaign("killed", { kind: "slurm" }, { job: slow, variant: { a: {} } });
+  const run = await startedRun(c);
+  const jobs = spawnSync("squeue", ["--noheader", "--format=%i"], { env, encoding: "utf8" }).stdout.trim().split("\n").filter(Boolean);
+  spawnSync("scancel", jobs, { env });
+  const ended = await run.exited;
+  assert.equal(ended.code, 1, ended.stderr);
   const s = await status(c);
   const failed = s.points.filter((pt) => pt.state === "failed");
   assert.equal(failed.length, 1, JSON.stringify(s.points));
   assert.equal(failed[0].exit_code, 143, "SIGTERM, from the trap");
   assert.equal(s.counts.done, 0);
-  assert.equal(spawnSync("squeue", ["--noheader"], { env, encoding: "utf8" }).stdout.trim(), "", "no job left");
+  noJobsLeft();
 });

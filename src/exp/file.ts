@@ -49,9 +49,9 @@ const executorSchema = z.discriminatedUnion("kind", [
   z.strictObject({
     kind: z.literal("slurm"),
     mode: z.enum(["pack", "array"]).default("pack"),
-    /** Array mode: at most this many array tasks at once (`%throttle`). */
+    /** Array mode with `concurrent`: at most this many array tasks at once (`%throttle`); otherwise one. */
     throttle: z.int().min(1).default(4),
-    /** Chains the campaign's batch jobs with afterany, so that no two share the network. */
+    /** Chains the campaign's batch jobs with afterany even where `concurrent` lets repetitions share nodes. */
     serialize: z.boolean().default(false),
     /**
      * Lets repetitions share nodes and run at the same time (no --exclusive, jobs not chained, arrays by

@@ -8,12 +8,12 @@ import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
 import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
-import { makeDirectory } from "../report/write-atomic.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
 import { repetitionCommand } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
-import { activeJobs, batchScripts, cancel, drained, submit } from "./slurm.js";
+import { activeJobs, batchScripts, cancel, cancelFile, drained, submit } from "./slurm.js";
 import { syncStore } from "./store.js";
 
 export interface RunOptions {
@@ -162,17 +162,23 @@ async function runSlurm(s: Session): Promise<Outcome> {
     s.records.get(point.id)!.attempts++;
     rmSync(repDir(s.opts.dir, point.id, rep), { recursive: true, force: true }); // a failed attempt's marker must not count
   }
+  const cancelled = cancelFile(path.resolve(s.opts.dir));
+  rmSync(cancelled, { force: true });
   const ids = submit(batchScripts(s.exp, slurm, s.tasks, s.opts.dir), slurm);
   writeRunRecord(s.opts.dir, { ...s.lock, jobs: ids });
   s.say(`exp: submitted SLURM job${ids.length === 1 ? "" : "s"} ${ids.join(", ")}`);
-  const signals = stopOnSignals(() => cancel(ids));
+  // Cancelled from here, the jobs' traps leave the repetitions they interrupt pending (slurm.ts).
+  const signals = stopOnSignals(() => {
+    writeFileAtomic(cancelled, `${process.pid}\n`);
+    cancel(ids);
+  });
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
   try {
     while (activeJobs(ids).length && !signals.stopped()) {
       s.bar?.update(marked().length, s.tasks.length);
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
-    // Cancelled: the jobs' traps mark the repetitions they interrupt once SLURM has signalled them.
+    // Cancelled: the jobs' traps clear the repetitions they interrupt once SLURM has signalled them.
     if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
   } finally {
     signals.release();
