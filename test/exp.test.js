@@ -46,6 +46,7 @@ test("plan: one line per point with its id and parameters, the exclusions and co
     const ids = pointIds(p.stdout);
     assert.equal(new Set(ids).size, 3);
     assert.deepEqual(pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout), ids, "ids are a function of the experiment");
+    assert.match((await exp(["run", c.file, "--dir", c.dir, "--dry-run"])).stdout, /^X='1' \S+node /m, "env values quoted for sh");
     // The executor and what shapes its runs are part of every id, and the plan shows them.
     const underMpirun = async (executor) => {
       const e = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2, 3], variant: { a: {}, b: { env: { X: "1" } } } }, exclude: [{ world_size: 3, variant: "b" }], repetitions: 2, executor });
@@ -90,6 +91,7 @@ test("bad experiment files: exit 2 before anything runs, one line naming the key
       [{ matrix: { ...matrix, colour: ["red"] } }, /matrix: unknown key "colour"/],
       [{ matrix: { ...matrix, world_size: [2, 3] }, zip: [["backend", "world_size"]] }, /zip\[0\]: zipped axes need as many values each: backend has 1, world_size 2/],
       [{ matrix, exclude: [{ backend: "tcp" }] }, /exclude\[0\]: matches no point/],
+      [{ matrix: { ...matrix, variant: { a: { env: { "A=B": "1" } } } } }, /matrix\.variant\.a\.env.*: expected an environment variable name \(\[A-Za-z_\]\[A-Za-z0-9_\]\*\), got "A=B"/],
       [{ matrix, exclude: [{ world_size: 2 }] }, /every point is excluded/],
       [{ matrix: { ...matrix, hosts: [2] } }, /executor: 1 point cannot run: job=tiny backend=shm world_size=2 hosts=2 variant=base executor="local" \(the local executor starts every rank on this host/],
       [{ matrix: { backend: ["mpi", "shm"], world_size: [2, 3] } }, /executor: 2 points cannot run: job=tiny backend=mpi world_size=2 .*\(backend mpi needs ranks started by an MPI launcher.*\); job=tiny backend=mpi world_size=3 /],
@@ -172,7 +174,26 @@ async function reportChecks(c, tmp) {
   assert.match(html, /<td>variant<\/td><td>base, broken<\/td>|<td>world_size<\/td><td>2, 3<\/td>/, "what differs between points");
   assert.doesNotMatch(html, /https?:\/\/(?!www\.w3\.org)/, "nothing fetched");
   assert.match(readFileSync(path.join(c.dir, "report.md"), "utf8"), /^# Campaign t\n/);
+  assert.match(html, /<text[^>]*>16 KiB<\/text>/, "sizes in B/KiB/MiB on the size axis");
+  assert.match(html, /<h2>Failed points<\/h2>\n<details open><summary>job=tiny backend=shm world_size=2 hosts=1 variant=broken executor=&quot;local&quot;: exit 1<\/summary><pre>[^]*nonexistent-spmd-module/);
   if (CHROMIUM || process.env.CI) assertRenders(path.join(c.dir, "report.html"), tmp, "1200,1600");
+  // Per-launch variables are no difference between points; env values reach report.md as text, never HTML.
+  const launched = path.join(tmp, "launched");
+  cpSync(c.dir, launched, { recursive: true });
+  for (const id of readdirSync(path.join(launched, "points"))) {
+    const file = path.join(launched, "points", id, "rep-1", "results.json");
+    if (!existsSync(file)) continue;
+    const doc = JSON.parse(readFileSync(file, "utf8"));
+    Object.assign(doc.manifest.env, { OMPI_MCA_orte_hnp_uri: `${id};tcp://10.0.0.1:4242`, SLURM_JOBID: id, NOTE: `<img src=x onerror=alert(1)> ${id}` });
+    writeFileSync(file, JSON.stringify(doc));
+  }
+  assert.equal((await exp(["report", "--dir", launched])).code, 0);
+  const differs = readFileSync(path.join(launched, "report.html"), "utf8").split("<h2>What differs")[1].split("<details>")[0];
+  assert.match(differs, /env\.NOTE/);
+  assert.doesNotMatch(differs, /OMPI_MCA_orte_hnp_uri|SLURM_JOBID/);
+  const md = readFileSync(path.join(launched, "report.md"), "utf8");
+  assert.match(md, /\\<img src=x onerror=alert\\\(1\\\)\\>/);
+  assert.doesNotMatch(md, /(^|[^\\])<img/m, "no unescaped HTML");
 }
 
 /**
@@ -246,7 +267,7 @@ async function compareChecks(c, tmp) {
   // The report against a baseline leads with the verdict and lists the changes, each in its metric's direction.
   assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
   const html = readFileSync(path.join(slower, "report.html"), "utf8");
-  assert.match(html, /<h2>Against the baseline<\/h2>\n<p class="headline">FAIL: 4 regressions/);
+  assert.match(html, /<h1>Campaign slower<\/h1>\n<p class="headline regression">Against the baseline: FAIL: 4 regressions, 0 improvements, 0 missing, 1 failed/);
   assert.equal((html.match(/<tr><td>regression<\/td><td>busbw<\/td>/g) ?? []).length, 4);
 }
 

@@ -54,9 +54,11 @@ export const seriesOf = (r: CampaignRow, axes: readonly string[]) => axes.map((a
 export interface Crossover {
   job: string; stage: string; op: string; size: number; world_size: number;
   best: string; value: number; runnerUp?: string; margin?: number;
+  /** Why the lead may not be real: "within noise", "too few repetitions" (the verdict of best against runner-up). */
+  doubt?: string;
 }
 
-/** Per job, stage, size and world size: the series with the highest median busbw, and by how much it leads. */
+/** Per job, stage, size and world size: the series with the highest median busbw, by how much it leads, and whether that holds across repetitions. */
 export function crossovers(groups: Group[], axes: readonly string[]): Crossover[] {
   const cells = new Map<string, { series: string; value: number; g: Group }[]>();
   for (const g of groups) {
@@ -67,7 +69,11 @@ export function crossovers(groups: Group[], axes: readonly string[]): Crossover[
   return [...cells.values()].filter((c) => c.length > 1).map((c) => {
     const [best, next] = [...c].sort((a, b) => b.value - a.value);
     const r = best!.g.first;
-    return { job: r.job, stage: r.stage, op: r.op, size: r.size, world_size: r.world_size, best: best!.series, value: best!.value, runnerUp: next?.series, margin: next && next.value > 0 ? best!.value / next.value - 1 : undefined };
+    const lead = next ? judge(repetitionValues(next.g, "busbw"), repetitionValues(best!.g, "busbw"), "higher", 0).verdict : undefined;
+    return {
+      job: r.job, stage: r.stage, op: r.op, size: r.size, world_size: r.world_size, best: best!.series, value: best!.value,
+      runnerUp: next?.series, margin: next && next.value > 0 ? best!.value / next.value - 1 : undefined, doubt: lead === "improvement" ? undefined : lead,
+    };
   });
 }
 

@@ -8,6 +8,12 @@ import type { Params, Point } from "./plan.js";
 
 export const RUNNER_ENTRY = path.join(PACKAGE_ROOT, "runner/index.js");
 
+/** A word for sh, always quoted: env values and batch-script words. */
+export const shellQuote = (w: string) => `'${w.replace(/'/g, `'\\''`)}'`;
+
+/** A word for sh, quoted only where it needs to be (a dry run's command lines stay readable). */
+export const shellWord = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : shellQuote(w));
+
 /** What every repetition's ranks are told: the backend, and where the results go. */
 export function runArgs(point: Point, rep: string): string[] {
   return ["--backend", point.params.backend, "--out", path.join(rep, "run"), "--json", path.join(rep, "results.json"), "--quiet"];

@@ -9,8 +9,8 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 const name = (what: string) => z.string().regex(NAME, { error: (i) => `expected a ${what} name (a letter or "_", then letters, digits, "_", "." or "-"), got ${JSON.stringify(i.input)}` });
 
 export const variantSchema = z.strictObject({
-  /** Set in every rank's environment. */
-  env: z.record(z.string(), z.string()).default({}),
+  /** Set in every rank's environment; the names as sh takes them (written into batch scripts and dry runs). */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: (i) => `expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(i.input)}` }), z.string()).default({}),
   /** Merged into the job's JSON (objects key by key, anything else replaced) before it is validated. */
   overrides: z.record(z.string(), z.unknown()).default({}),
 });

@@ -4,6 +4,12 @@ import { median, seriesOf, values, type Group } from "./analyze.js";
 
 type Spec = TopLevelSpec;
 
+/** A size axis's labels in B, KiB, MiB and GiB (config/size.ts's formatSize, as a Vega expression). */
+const SIZE_LABEL = ["GiB", "MiB", "KiB"].reduceRight(
+  (rest, unit, i) => `datum.value >= ${2 ** (10 * (3 - i))} ? format(datum.value / ${2 ** (10 * (3 - i))}, "~r") + " ${unit}" : ${rest}`,
+  `datum.value + " B"`,
+);
+
 const spread = (g: Group) => {
   const v = values(g, "busbw");
   return { median: median(v), lo: Math.min(...v), hi: Math.max(...v) };
@@ -12,7 +18,7 @@ const spread = (g: Group) => {
 /** busbw against size for one op: a panel per world size, a colour per series, the band is min..max over repetitions. */
 function bandwidthSpec(op: string, groups: Group[], axes: readonly string[]): Spec {
   const data = groups.map((g) => ({ series: seriesOf(g.first, axes), stage: g.first.stage, size: g.first.size, world_size: g.first.world_size, ...spread(g) }));
-  const x = { field: "size", type: "quantitative", title: "size (bytes)", scale: { type: "log" } } as const;
+  const x = { field: "size", type: "quantitative", title: "size", scale: { type: "log", base: 2 }, axis: { labelExpr: SIZE_LABEL, labelOverlap: true } } as const;
   return {
     background: "white",
     title: `${op}: busbw by size (median, band: min..max over repetitions)`,

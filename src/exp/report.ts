@@ -3,23 +3,33 @@
 // changes against a baseline.
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { formatSize } from "../config/size.js";
 import { escape as escapeHtml } from "../report/html.js";
 import type { ResultDocument } from "../results.js";
-import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignComparison, type CampaignRow, type Crossover, headline, shownChanges } from "./analyze.js";
+import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignComparison, type CampaignRow, type Crossover, comparisonFails, headline, shownChanges } from "./analyze.js";
 import { repDir } from "./campaign.js";
 import { campaignSpecs } from "./plots.js";
-import type { Database } from "./store.js";
+import { describeParams, type Params } from "./plan.js";
+import type { Database, PointRow } from "./store.js";
 
 const TABLE_COLUMNS = ["point_id", "rep", "job", "backend", "world_size", "hosts", "variant", "stage", "op", "size", "count", "type", "algorithm",
   "avg_us", "p50_us", "p99_us", "algbw", "busbw", "wrong", "rel_error"];
 
-/** Each point's coordinates, env and manifest leaves: "backend", "env.NCCL_ALGO", "manifest.node". */
+/**
+ * Variables a launcher sets afresh for every launch (its address, job and step ids, ports): they differ
+ * between any two points, so they would fill "What differs" while saying nothing about the points.
+ */
+const PER_LAUNCH = /^(OMPI_MCA_(orte_hnp_uri|orte_ess_|ess_base_|pmix|orte_precondition|orte_launch|orte_app_num|orte_top_session_dir|orte_jobfam_session_dir|initial_wdir)|OMPI_(COMM_WORLD_|FILE_LOCATION|UNIVERSE_SIZE|FIRST_RANKS|APP_CTX_)|PMIX_|PMI_|SLURM_(JOB_?ID|STEP_|STEPID|ARRAY_|TASK_PID|PROCID|LOCALID|NODEID|SRUN_COMM_|LAUNCH_NODE_IPADDR|TOPOLOGY_ADDR|PRIO_PROCESS|SUBMIT_DIR|JOB_START_TIME|JOB_END_TIME|CPU_BIND|GTIDS|UMASK)|MASTER_PORT$|SPMD_LAUNCHER_PID$|TMPDIR$)/;
+
+/** Each point's coordinates, env (less per-launch variables) and manifest leaves: "backend", "env.NCCL_ALGO", "manifest.node". */
 function pointFacts(dir: string, db: Database): Map<string, Map<string, string>> {
   const facts = new Map<string, Map<string, string>>();
   const points = db.prepare("SELECT p.*, (SELECT min(rep) FROM rows r WHERE r.point_id = p.point_id) AS rep FROM points p").all() as (Record<string, unknown> & { point_id: string; rep: number | null })[];
   for (const p of points) {
-    const f = new Map<string, string>(["job", "backend", "world_size", "hosts", "variant"].map((k) => [k, String(p[k])]));
-    for (const e of db.prepare("SELECT key, value FROM env WHERE point_id = ?").all(p.point_id) as { key: string; value: string }[]) f.set(`env.${e.key}`, e.value);
+    const f = new Map<string, string>(["job", "backend", "world_size", "hosts", "variant", "executor"].map((k) => [k, String(p[k])]));
+    for (const e of db.prepare("SELECT key, value FROM env WHERE point_id = ?").all(p.point_id) as { key: string; value: string }[]) {
+      if (!PER_LAUNCH.test(e.key)) f.set(`env.${e.key}`, e.value);
+    }
     if (p.rep !== null) {
       try {
         const m = (JSON.parse(readFileSync(path.join(repDir(dir, p.point_id, p.rep), "results.json"), "utf8")) as ResultDocument).manifest;
@@ -48,22 +58,32 @@ export function differences(dir: string, db: Database): { varying: [string, stri
   return { varying, same };
 }
 
+/** A size shown for people (4 KiB) that still sorts as its number of bytes. */
+class Bytes {
+  constructor(readonly bytes: number) {}
+  toString = () => formatSize(this.bytes);
+}
+
 const cell = (v: unknown) => (v === null || v === undefined ? "" : typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(5) : String(v));
+const sortKey = (v: unknown) => (typeof v === "number" ? v : v instanceof Bytes ? v.bytes : undefined);
 
 function htmlTable(head: string[], rows: unknown[][], sortable: boolean): string {
   const th = head.map((h) => `<th>${escapeHtml(h)}</th>`).join("");
-  const body = rows.map((r) => `<tr>${r.map((v) => `<td${typeof v === "number" ? ` data-v="${v}"` : ""}>${escapeHtml(cell(v))}</td>`).join("")}</tr>`).join("\n");
+  const body = rows.map((r) => `<tr>${r.map((v) => `<td${sortKey(v) !== undefined ? ` data-v="${sortKey(v)}"` : ""}>${escapeHtml(cell(v))}</td>`).join("")}</tr>`).join("\n");
   return `<table${sortable ? ' class="sortable"' : ""}><thead><tr>${th}</tr></thead><tbody>\n${body}\n</tbody></table>`;
 }
 
+/** Text as Markdown shows it literally: no HTML, links, emphasis or code from env values and paths; one line. */
+const escapeMarkdown = (text: string) => text.replace(/[\\`*_{}[\]()<>#+!|&~]/g, (c) => `\\${c}`).replace(/\r?\n/g, " ");
+
 function markdownTable(head: string[], rows: unknown[][]): string {
-  const line = (r: unknown[]) => `| ${r.map((v) => cell(v).replace(/\|/g, "\\|")).join(" | ")} |`;
+  const line = (r: unknown[]) => `| ${r.map((v) => escapeMarkdown(cell(v))).join(" | ")} |`;
   return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
 }
 
 const pct = (x: number | undefined) => (x === undefined ? "" : `${(x * 100).toFixed(1)}%`);
 const crossoverHead = ["job", "stage", "op", "size", "world size", "best", "busbw (GB/s)", "runner-up", "lead"];
-const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, x.size, x.world_size, x.best, x.value, x.runnerUp ?? "", pct(x.margin)]);
+const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, new Bytes(x.size), x.world_size, x.best, x.value, x.runnerUp ?? "", `${pct(x.margin)}${x.doubt ? ` (${x.doubt})` : ""}`]);
 const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
 /** The changes beyond tolerance, regressions first, then the missing points. */
 const changeRows = (c: CampaignComparison) => [
@@ -74,7 +94,7 @@ const changeRows = (c: CampaignComparison) => [
 /** One row per point and stage and size: the medians over repetitions, for the Markdown summary. */
 function medianRows(rows: CampaignRow[]): unknown[][] {
   const axes = seriesAxes(rows);
-  return groupRows(rows).map((g) => [g.first.job, g.first.stage, g.first.op, g.first.size, g.first.world_size, seriesOf(g.first, axes), g.rows.length, median(values(g, "busbw")), median(values(g, "avg_us"))]);
+  return groupRows(rows).map((g) => [g.first.job, g.first.stage, g.first.op, new Bytes(g.first.size), g.first.world_size, seriesOf(g.first, axes), g.rows.length, median(values(g, "busbw")), median(values(g, "avg_us"))]);
 }
 
 const SORT_SCRIPT = `document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
@@ -87,6 +107,12 @@ const SORT_SCRIPT = `document.querySelectorAll("table.sortable th").forEach((th,
   });
   body.append(...rows);
 }));`;
+
+/** The failed points: their parameters and exit code, and their log's last lines. */
+function failedPoints(db: Database): { what: string; tail: string }[] {
+  const points = db.prepare("SELECT params_json, exit_code, log_tail FROM points WHERE state = 'failed'").all() as Pick<PointRow, "params_json" | "exit_code" | "log_tail">[];
+  return points.map((p) => ({ what: `${describeParams(JSON.parse(p.params_json) as Params)}: exit ${p.exit_code ?? "?"}`, tail: p.log_tail ?? "(no log)" }));
+}
 
 export interface CampaignReport {
   html: string;
@@ -105,6 +131,7 @@ export async function campaignReport(name: string, dir: string, db: Database, co
   const counts = db.prepare("SELECT state, count(*) AS n FROM points GROUP BY state").all() as { state: string; n: number }[];
   const countLine = counts.map((c) => `${c.n} ${c.state}`).join(", ");
   const varyingItems = diff.varying.map(([k, v]) => [k, v.join(", ")]);
+  const failed = failedPoints(db);
   const html = `<!doctype html>
 <html lang="en">
 <head>
@@ -121,11 +148,12 @@ export async function campaignReport(name: string, dir: string, db: Database, co
 </head>
 <body>
 <h1>Campaign ${escapeHtml(name)}</h1>
-<p>${escapeHtml(countLine)} points · ${rows.length} rows · series by ${escapeHtml(axes.join(" / "))}</p>
+${comparison ? `<p class="headline ${comparisonFails(comparison) ? "regression" : "improvement"}">Against the baseline: ${escapeHtml(headline(comparison).slice(2))}</p>\n` : ""}<p>${escapeHtml(countLine)} points · ${rows.length} rows · series by ${escapeHtml(axes.join(" / "))}</p>
 <h2>What differs between points</h2>
 ${htmlTable(["", "values"], varyingItems, false)}
 <details><summary>Shared by every point</summary>${htmlTable(["", "value"], diff.same, false)}</details>
-${comparison ? `<h2>Against the baseline</h2>\n<p class="headline">${escapeHtml(headline(comparison).slice(2))}</p>\n${htmlTable(changeHead, changeRows(comparison), true)}` : ""}
+${failed.length ? `<h2>Failed points</h2>\n${failed.map((f) => `<details open><summary>${escapeHtml(f.what)}</summary><pre>${escapeHtml(f.tail)}</pre></details>`).join("\n")}` : ""}
+${comparison ? `<h2>Against the baseline</h2>\n${htmlTable(changeHead, changeRows(comparison), true)}` : ""}
 <h2>Charts</h2>
 <div class="charts">
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
@@ -139,9 +167,11 @@ ${htmlTable(TABLE_COLUMNS, rows.map((r) => TABLE_COLUMNS.map((c) => r[c])), true
 </html>
 `;
   const markdown = [
-    `# Campaign ${name}`, "", `${countLine} points, ${rows.length} rows, series by ${axes.join(" / ")}.`, "",
+    `# Campaign ${escapeMarkdown(name)}`, "", ...(comparison ? [`**Against the baseline: ${escapeMarkdown(headline(comparison).slice(2))}**`, ""] : []),
+    `${countLine} points, ${rows.length} rows, series by ${escapeMarkdown(axes.join(" / "))}.`, "",
     "## What differs between points", "", markdownTable(["", "values"], varyingItems), "",
-    ...(comparison ? ["## Against the baseline", "", `**${headline(comparison).slice(2)}**`, "", markdownTable(changeHead, changeRows(comparison)), ""] : []),
+    ...(failed.length ? ["## Failed points", "", ...failed.flatMap((f) => [`- ${escapeMarkdown(f.what)}`, "", ...f.tail.split("\n").map((l) => `        ${l}`), ""])] : []),
+    ...(comparison ? ["## Against the baseline", "", markdownTable(changeHead, changeRows(comparison)), ""] : []),
     "## Crossover", "", markdownTable(crossoverHead, crossoverRows(cross)), "",
     "## Medians over repetitions", "", markdownTable(["job", "stage", "op", "size", "world size", "series", "reps", "busbw (GB/s)", "avg (us)"], medianRows(rows)), "",
   ].join("\n");

@@ -10,7 +10,7 @@ import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
-import { repetitionCommand } from "./executors.js";
+import { repetitionCommand, shellQuote, shellWord } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
 import { activeJobs, batchScripts, cancel, cancelFile, drained, submit } from "./slurm.js";
@@ -228,14 +228,13 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
   return outcome.failed ? 1 : 0;
 }
 
-const shellWord = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
-
 /** What `exp run` would start, one command line per pending repetition; nothing is written. */
 export function dryRun(exp: LoadedExperiment, plan: Plan, dir: string): string {
   const tasks = taskOrder(exp, plan.points).filter((t) => readMarker(dir, t.point.id, t.rep)?.state !== "done");
   if (exp.executor.kind === "slurm") return batchScripts(exp, exp.executor, tasks, dir).map((b) => `# ${b.file}\n${b.text}`).join("\n");
   return tasks.map(({ point, rep }) => {
-    const env = Object.entries(point.env).map(([k, v]) => `${k}=${shellWord(v)} `).join("");
+    // Keys are names the schema checked ([A-Za-z_][A-Za-z0-9_]*); every value is quoted.
+    const env = Object.entries(point.env).map(([k, v]) => `${k}=${shellQuote(v)} `).join("");
     const jobFile = path.join(dir, "points", point.id, "job.json");
     return `${env}${repetitionCommand(exp.executor, point, jobFile, repDir(dir, point.id, rep)).map(shellWord).join(" ")}\n`;
   }).join("");

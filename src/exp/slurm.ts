@@ -9,7 +9,7 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { writeFileAtomic } from "../report/write-atomic.js";
-import { RUNNER_ENTRY, runArgs } from "./executors.js";
+import { RUNNER_ENTRY, runArgs, shellQuote as q } from "./executors.js";
 import type { Executor, LoadedExperiment } from "./file.js";
 import type { Task } from "./plan.js";
 
@@ -20,8 +20,6 @@ export interface BatchScript {
   file: string;
   text: string;
 }
-
-const q = (w: string) => `'${w.replace(/'/g, `'\\''`)}'`;
 
 // Writes marker.json like campaign.ts's writeMarker (atomically, the log's tail on failure), from the node.
 const MARK = `const fs=require("fs"),[dir,state,code,started]=process.argv.slice(1);let tail="";try{tail=fs.readFileSync(dir+"/log.txt","utf8").trimEnd().split("\\n").slice(-20).join("\\n")}catch{}
