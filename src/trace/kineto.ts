@@ -62,7 +62,7 @@ const present = (args: Record<string, unknown>, key: string) => args[key] !== un
 /** The group of a collective: its own rank list, else rebuilt from start and stride, else the pg_config's. */
 function groupOf(args: Record<string, unknown>, configs: Map<string, number[]>, worldSize: number | undefined, file: string, where: string, table: GroupTable): TraceGroup {
   const name = String(args["Process Group Name"] ?? "0").slice(0, 200);
-  const key = JSON.stringify([name, args["Group size"], typeof args["Process Group Ranks"] === "string" ? args["Process Group Ranks"].slice(0, 1000) : null, args["Global rank start"], args["Global rank stride"]]);
+  const key = JSON.stringify([name, args["Group size"], args["Process Group Ranks"] ?? null, args["Global rank start"], args["Global rank stride"]]);
   return table.get(key, () => makeGroup(args, name, configs, worldSize, file, where));
 }
 
