@@ -95,9 +95,6 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   };
 }
 
-/** Marks a database as this runner's index (PRAGMA user_version): "SPMD". */
-const STORE_MARK = 0x53504d44;
-
 /** Errors of an index that cannot be used as it is (corrupt, truncated, not a database, someone else's). */
 const unusable = (err: unknown) => {
   const code = (err as { code?: unknown }).code;
@@ -107,8 +104,9 @@ const unusable = (err: unknown) => {
 /** Writes every point's rows into `db`, replacing what it held, in one transaction. */
 function rebuild(db: Database, indexed: Indexed[]): void {
   const columns = [...new Set(["point_id", "rep", ...indexed.flatMap((i) => i.rows.flatMap((r) => [...r.keys()]))].map(column))];
-  const foreign = db.pragma("user_version", { simple: true }) !== STORE_MARK && (db.prepare("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n > 0;
-  if (foreign) throw Object.assign(new Error("not this runner's index"), { code: "SQLITE_FOREIGN" });
+  // Anything but our three tables (and SQLite's own indexes) is another program's database, not to be overwritten in place.
+  const foreign = db.prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND NOT (type = 'table' AND name IN ('points', 'rows', 'env'))").get() as { name: string } | undefined;
+  if (foreign) throw Object.assign(new Error(`not this runner's index (it holds ${foreign.name})`), { code: "SQLITE_FOREIGN" });
   db.transaction(() => {
     db.exec(`DROP TABLE IF EXISTS points; DROP TABLE IF EXISTS rows; DROP TABLE IF EXISTS env;
       CREATE TABLE points (${POINT_COLUMNS});
@@ -125,7 +123,6 @@ function rebuild(db: Database, indexed: Indexed[]): void {
       }
       for (const [k, v] of i.env) env.run(i.point.point_id, k, v);
     }
-    db.pragma(`user_version = ${STORE_MARK}`);
   })();
 }
 
