@@ -49,9 +49,11 @@ function pointFacts(dir: string, db: Database): Map<string, Map<string, string>>
 export function differences(dir: string, db: Database): { varying: [string, string[]][]; same: [string, string][] } {
   const facts = [...pointFacts(dir, db).values()];
   const keys = [...new Set(facts.flatMap((f) => [...f.keys()]))].sort();
+  // A point with no results (failed) lacks what only results record (manifest, launch env): no difference.
+  const measured = (f: Map<string, string>) => f.has("manifest.runner");
   const varying: [string, string[]][] = [], same: [string, string][] = [];
   for (const k of keys) {
-    const seen = [...new Set(facts.map((f) => f.get(k) ?? "(absent)"))];
+    const seen = [...new Set(facts.filter((f) => f.has(k) || measured(f)).map((f) => f.get(k) ?? "(absent)"))];
     if (seen.length > 1) varying.push([k, seen]);
     else same.push([k, seen[0]!]);
   }
