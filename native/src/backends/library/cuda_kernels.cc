@@ -82,19 +82,19 @@ class CudaKernels final : public kernels::DeviceKernels {
   void unpackRecords(Strided r, size_t chunk, size_t n, double* out) override { unpackT(f64_, r, chunk, n, out); }
 
   void quantize(QuantFormat f, const float* x, float* error, float beta, size_t n, uint8_t* out, uint32_t* nonFinite) override {
-    if (n) launch(quantize_, groupBlocks(f, n), 1, 0, QuantizeArgs{layout(f, n), x, error, beta, out, nonFinite});
+    if (n) launch(quantize_, groupBlocks(f, n, kQuantizeGroupsPerBlock), 1, 0, QuantizeArgs{layout(f, n), x, error, beta, out, nonFinite});
   }
   void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) override { dequantizeSum(f, {in, 0, 1}, n, out); }
   void dequantizeSum(QuantFormat f, Strided in, size_t n, float* out) override {
     if (n) {
-      launch(dequantizeSum_, groupBlocks(f, n), 1, 0,
+      launch(dequantizeSum_, groupBlocks(f, n, kSumGroupsPerBlock), 1, 0,
              DequantizeSumArgs{layout(f, n), in.base, in.stride, uint32_t(in.count), out});
     }
   }
   void dequantizeSumQuantize(QuantFormat f, Strided in, float* error, float beta, size_t n, uint8_t* out,
                              uint32_t* nonFinite) override {
     if (n) {
-      launch(dequantizeSumQuantize_, groupBlocks(f, n), 1, 0,
+      launch(dequantizeSumQuantize_, groupBlocks(f, n, kSumGroupsPerBlock), 1, 0,
              DequantizeSumQuantizeArgs{layout(f, n), in.base, in.stride, uint32_t(in.count), error, beta, out, nonFinite});
     }
   }
@@ -147,8 +147,10 @@ class CudaKernels final : public kernels::DeviceKernels {
     if (count > kMaxGridY) throw CommError(code::kUnsupported, "CUDA kernels: at most " + std::to_string(kMaxGridY) + " ranks");
     return blocks(items, std::max(1u, maxBlocks_ / unsigned(count)));
   }
-  // The quantization kernels give each group a warp.
-  unsigned groupBlocks(QuantFormat f, size_t n) const { return blocks(f.groups(n) * 32); }
+  // Blocks for the groups of n values, `perBlock` groups a block at once.
+  unsigned groupBlocks(QuantFormat f, size_t n, unsigned perBlock) const {
+    return blocks((f.groups(n) + perBlock - 1) / perBlock * kBlock);
+  }
   static QuantLayout layout(QuantFormat f, size_t n) { return {uint32_t(f.bits), f.groupSize, n}; }
   static int wideIndex(DType dt) { return dt == DType::F16 ? 0 : dt == DType::BF16 ? 1 : 2; }
 

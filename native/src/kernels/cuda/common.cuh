@@ -109,4 +109,16 @@ __device__ inline uint32_t warpMax(uint32_t v) {
   return v;
 }
 
+// The largest of every thread's v, in every thread of the block.
+__device__ inline uint32_t blockMax(uint32_t v) {
+  __shared__ uint32_t warps[kBlock / 32];
+  v = warpMax(v);
+  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  const unsigned lane = threadIdx.x & 31;
+  v = warpMax(lane < kBlock / 32 ? warps[lane] : 0u);
+  __syncthreads();  // warps[] is free for the next call
+  return v;
+}
+
 }  // namespace spmd::kernels::cuda

@@ -64,7 +64,12 @@ struct UnpackRecordsArgs {
   T* out;
 };
 
-// A block of n values quantized in groups (kernels/cpu/quant.h); one warp per group.
+// Groups of quantized values a block of threads works on at once: spmd_quantize gives a group a block,
+// spmd_dequantize_sum and spmd_dequantize_sum_quantize give it a warp (kernels/cuda/quant.cu says why).
+constexpr unsigned kQuantizeGroupsPerBlock = 1;
+constexpr unsigned kSumGroupsPerBlock = kBlock / 32;
+
+// A block of n values quantized in groups (kernels/cpu/quant.h).
 struct QuantLayout {
   uint32_t bits;
   uint64_t groupSize, n;

@@ -1,8 +1,10 @@
 // The quantized allreduce's kernels (kernels/device_kernels.h; the CPU's are kernels/cpu/quant.h): symmetric
 // per-group quantization to int8 or int4 with optional error feedback, and sums of dequantized sources,
-// fused with requantization. One warp per group: it finds the group's absmax, then writes the codes. The arithmetic is the CPU's operation for operation (IEEE division, round half to even, no
+// fused with requantization. A team of threads per group (a block or a warp): it finds the group's absmax,
+// then writes the codes. The arithmetic is the CPU's operation for operation (IEEE division, round half to even, no
 // fused multiply-add: the build passes -fmad=false), so codes, steps and sums are the same bits.
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 
@@ -12,27 +14,45 @@ namespace {
 // Bits at and above this, in a float with the sign cleared, are infinity or NaN.
 constexpr uint32_t kNonFinite = 0x7f800000u;
 
-// Group k of a block: where it starts, its length, where its codes are.
+// Group k of a block of `groups`: where it starts, its length, where its codes are.
 struct Group {
   uint64_t at, len, codes;
-  __device__ Group(const QuantLayout& f, uint64_t k) {
-    const uint64_t groups = (f.n + f.groupSize - 1) / f.groupSize;
+  __device__ Group(const QuantLayout& f, uint64_t groups, uint64_t k) {
     at = k * f.groupSize;
     len = min(f.groupSize, f.n - at);
     codes = 4 * groups + at * f.bits / 8;
   }
 };
 
-// One warp per group: the grid's warps step through the groups, and a group's absmax is a warp shuffle,
-// not a block barrier. With a block per group each group waited on its loads, two barriers and its
-// stores in turn, and quantize reached 41% of a copy's bandwidth on an H200.
-template <class Work>
-__device__ void forEachGroup(const QuantLayout& f, Work work) {
-  const uint64_t groups = (f.n + f.groupSize - 1) / f.groupSize, warps = uint64_t(gridDim.x) * (kBlock / 32);
-  for (uint64_t k = blockIdx.x * uint64_t(kBlock / 32) + threadIdx.x / 32; k < groups; k += warps) work(Group(f, k), k);
-}
+// The threads that work on one group together: a warp (no barrier for the group's absmax), or a block (a
+// group of 2048 values in 8 registers a thread). Measured on an H200 against a copy's bandwidth: quantize
+// reached 80% with a block a group and 73% with a warp (reading each group twice: held once in registers,
+// 64 a lane, it left 16 warps an SM and reached 62%); the sums of dequantizeSum 75% with a block, 86% with a
+// warp; the fused dequantizeSumQuantize 8% with a block (summing twice, a value at a time), 28% with a warp.
+struct WarpTeam {
+  static constexpr unsigned kSize = 32;
+  __device__ static unsigned rank() { return threadIdx.x & 31; }
+  __device__ static uint64_t first() { return blockIdx.x * uint64_t(kBlock / 32) + threadIdx.x / 32; }
+  __device__ static uint64_t stride() { return uint64_t(gridDim.x) * (kBlock / 32); }
+  __device__ static void sync() { __syncwarp(); }
+  __device__ static uint32_t max(uint32_t v) { return warpMax(v); }
+};
+struct BlockTeam {
+  static constexpr unsigned kSize = kBlock;
+  __device__ static unsigned rank() { return threadIdx.x; }
+  __device__ static uint64_t first() { return blockIdx.x; }
+  __device__ static uint64_t stride() { return gridDim.x; }
+  __device__ static void sync() { __syncthreads(); }
+  __device__ static uint32_t max(uint32_t v) { return blockMax(v); }
+};
 
-__device__ inline unsigned laneIndex() { return threadIdx.x & 31; }
+// work(group, k) for each group k a team of the grid takes. The count of groups is worked out once: a 64-bit
+// division is a hundred instructions, and a block's thread has 8 values of a group to spread them over.
+template <class Team, class Work>
+__device__ void forEachGroup(const QuantLayout& f, Work work) {
+  const uint64_t groups = (f.n + f.groupSize - 1) / f.groupSize;
+  for (uint64_t k = Team::first(); k < groups; k += Team::stride()) work(Group(f, groups, k), k);
+}
 
 // The int4 code in byte b: the high nibble for the first value of a pair, the low one for the second.
 __device__ inline int nibble(int8_t b, bool second) { return second ? int8_t(b << 4) >> 4 : b >> 4; }
@@ -48,32 +68,38 @@ __device__ inline int code(const uint8_t* codes, uint64_t i, uint32_t bits) {
 __device__ inline uint32_t absBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
 // A group's step and what its codes are worked out with: a division by a step in [2^-80, 2^120] (every step
-// of finite values above 2^-73) is a multiplication by its reciprocal and two corrections (divideBy): the
-// IEEE division's own operand check cost a slow path a zero, and kept quantize at 37% of a copy on an H200.
+// of finite values above 2^-73) is a multiplication by its reciprocal and two corrections (divideBy). The
+// IEEE division's own operand check sends zeros down a slow path, which held quantize of zeros at 37% of a
+// copy's bandwidth on an H200.
 struct Step {
   float s, r;
   bool exact;
   __device__ explicit Step(float step) : s(step), r(1.0f / step), exact(step >= 0x1p-80f && step <= 0x1p120f) {}
-  __device__ float divide(float y) const { return exact ? divideBy(y, s, r) : y / s; }
+  // Exact: what this->exact says, known at compile time where a loop is written once for each.
+  template <bool Exact>
+  __device__ float divide(float y) const {
+    return Exact ? divideBy(y, s, r) : y / s;
+  }
+  __device__ float divide(float y) const { return exact ? divide<true>(y) : divide<false>(y); }
 };
 
-// q = clamp(rhe(y / step)) as a float, as the CPU computes it: clamping first keeps a NaN at lo.
-__device__ inline float codeOf(float y, const Step& step, float lo, float hi) {
-  float v = step.divide(y);
-  v = v > lo ? v : lo;
-  v = v < hi ? v : hi;
-  return rintf(v);
-}
+// q = clamp(rhe(v)) as a float, as the CPU computes it for v = y / step: clamping first keeps a NaN at lo
+// (as fmaxf does: it returns the operand that is not NaN).
+__device__ inline float codeOf(float v, float lo, float hi) { return rintf(fminf(fmaxf(v, lo), hi)); }
+__device__ inline float codeOf(float y, const Step& step, float lo, float hi) { return codeOf(step.divide(y), lo, hi); }
 
-// The group's step from the warp's largest |value| (bits), stored before the codes; flags a non-finite
+// The group's step from the team's largest |value| (bits), stored before the codes; flags a non-finite
 // group.
-__device__ inline float stepOf(uint32_t m, uint32_t bits, uint8_t* out, uint64_t k, uint32_t* nonFinite) {
-  const float s = m == 0 ? 1.0f : __uint_as_float(m) / float(1u << (bits - 1));
-  if (laneIndex() == 0) {
+template <class Team>
+__device__ inline Step stepOf(uint32_t m, uint32_t bits, uint8_t* out, uint64_t k, uint32_t* nonFinite) {
+  m = Team::max(m);
+  // m · 2^-(b-1): the product is as correctly rounded as the CPU's quotient m / 2^(b-1), without a division.
+  const float s = m == 0 ? 1.0f : __uint_as_float(m) * __uint_as_float(uint32_t(127 - (bits - 1)) << 23);
+  if (Team::rank() == 0) {
     storeUnaligned(out + 4 * k, s);
     if (m >= kNonFinite) *nonFinite = 1;
   }
-  return s;
+  return Step(s);
 }
 
 // Source c's step of group k.
@@ -84,18 +110,18 @@ __device__ inline float sourceStep(const uint8_t* sources, uint64_t stride, uint
 // ------------------------------------------------------------------- any group, a value at a time
 
 // Writes the codes of `value(i)` (i < g.len) with step s; keep(i, y - q·s) receives what each one lost.
-template <class Value, class Keep>
+template <class Team, class Value, class Keep>
 __device__ void writeCodes(const QuantLayout& f, const Group& g, const Step& s, uint8_t* out, Value value, Keep keep) {
   const float half = float(1u << (f.bits - 1)), lo = -half, hi = half - 1;
   if (f.bits == 8) {
-    for (uint64_t i = laneIndex(); i < g.len; i += 32) {
+    for (uint64_t i = Team::rank(); i < g.len; i += Team::kSize) {
       const float y = value(i), q = codeOf(y, s, lo, hi);
       out[g.codes + i] = uint8_t(int8_t(int(q)));
       keep(i, y - q * s.s);
     }
     return;
   }
-  for (uint64_t p = laneIndex(); p < g.len / 2; p += 32) {
+  for (uint64_t p = Team::rank(); p < g.len / 2; p += Team::kSize) {
     const float y0 = value(2 * p), y1 = value(2 * p + 1);
     const float q0 = codeOf(y0, s, lo, hi), q1 = codeOf(y1, s, lo, hi);
     out[g.codes + p] = pairByte(q0, q1);
@@ -105,23 +131,23 @@ __device__ void writeCodes(const QuantLayout& f, const Group& g, const Step& s, 
 }
 
 // Quantizes group k from value(i), in two passes that each read it: with error feedback the values are
-// value + beta·error, kept in error (a lane writes what other lanes read back in the second pass).
-template <class Value>
+// value + beta·error, kept in error (a thread writes what other threads read back in the second pass).
+template <class Team, class Value>
 __device__ void quantizeValues(const QuantLayout& f, const Group& g, uint64_t k, float* error, float beta, uint8_t* out,
                                uint32_t* nonFinite, Value value) {
   float* e = error ? error + g.at : nullptr;
   uint32_t m = 0;
-  for (uint64_t i = laneIndex(); i < g.len; i += 32) {
+  for (uint64_t i = Team::rank(); i < g.len; i += Team::kSize) {
     float y = value(i);
     if (e) e[i] = y = y + beta * e[i];
     m = max(m, absBits(y));
   }
-  __syncwarp();
-  const Step s(stepOf(warpMax(m), f.bits, out, k, nonFinite));
+  Team::sync();
+  const Step s = stepOf<Team>(m, f.bits, out, k, nonFinite);
   if (e) {
-    writeCodes(f, g, s, out, [&](uint64_t i) { return e[i]; }, [&](uint64_t i, float lost) { e[i] = lost; });
+    writeCodes<Team>(f, g, s, out, [&](uint64_t i) { return e[i]; }, [&](uint64_t i, float lost) { e[i] = lost; });
   } else {
-    writeCodes(f, g, s, out, value, [](uint64_t, float) {});
+    writeCodes<Team>(f, g, s, out, value, [](uint64_t, float) {});
   }
 }
 
@@ -136,36 +162,55 @@ __device__ inline float sumAt(const QuantLayout& f, const Group& g, const uint8_
   return acc;
 }
 
-// ------------------------------------------------------------------- whole groups from registers
+// ------------------------------------------------------------------- whole groups, 16 bytes at a time
 
-// Groups of a multiple of kTile values, at most kMaxTiles·kTile (2048: the default), whose values and codes
-// are aligned for 16- and 4-byte access, live in registers: each lane holds 4 values a tile, loaded or
-// stored 16 bytes at a time, their codes 4 at a time. Every load of a group issues before its first use.
-constexpr unsigned kTile = 4 * 32;
-constexpr unsigned kMaxTiles = 16;
-using Tiles = float4[kMaxTiles];
+// Groups of a multiple of a tile (4 values a thread of the team), at most kMaxValues (the default), whose
+// values and codes are aligned for 16- and 4-byte access, go kChunk tiles at a time: a thread loads its 4
+// values (or their codes) 16 (4) bytes at a time, kChunk loads in flight before the first is used. A warp
+// reads a group of more than kChunk tiles twice, for its absmax and then for its codes, the second time
+// from the cache.
+constexpr unsigned kMaxValues = 2048;
 
-// Tiles of group g that take the register path, or 0: values16 says whether its values are aligned for
-// 16-byte access, and codes (and `more`, where given) are where its codes go or come from.
+template <class Team>
+constexpr unsigned kTile = 4 * Team::kSize;
+// At most 4 tiles, and no more than a team's largest group has: the slots of a chunk beyond the tiles it
+// holds are predicated off, but their instructions still issue. Four slots for a block's two tiles doubled
+// quantize's instructions (63% of a copy's bandwidth on an H200, against 97% with two).
+template <class Team>
+constexpr unsigned kChunk = kMaxValues / kTile<Team> < 4 ? kMaxValues / kTile<Team> : 4;
+template <class Team>
+using Chunk = float4[kChunk<Team>];
+
+// Tiles of group g that take this path, or 0: values16 says whether its values are aligned for 16-byte
+// access, and codes (and `more`, where given) are where its codes go or come from.
+template <class Team>
 __device__ inline unsigned tilesOf(const QuantLayout& f, const Group& g, bool values16, const uint8_t* codes,
                                    const uint8_t* more = nullptr) {
-  const bool whole = g.len % kTile == 0 && g.len <= kMaxTiles * kTile;
+  const bool whole = g.len % kTile<Team> == 0 && g.len <= kMaxValues;
   const bool codesAlign = aligned(codes, f.bits / 2) && (!more || aligned(more, f.bits / 2));
-  return whole && values16 && codesAlign ? unsigned(g.len / kTile) : 0;
+  return whole && values16 && codesAlign ? unsigned(g.len / kTile<Team>) : 0;
 }
 
-// This lane's 4 codes of tile t, as they lie in memory: 4 bytes of int8, or 2 of int4 pairs.
+// Where this thread's 4 values of tile t are, counted in 4-value units from the group's start.
+template <class Team>
+__device__ inline uint64_t quad(unsigned t) {
+  return uint64_t(t) * Team::kSize + Team::rank();
+}
+
+// This thread's 4 codes of tile t, as they lie in memory: 4 bytes of int8, or 2 of int4 pairs.
+template <class Team>
 __device__ inline uint32_t loadCodes(const uint8_t* codes, unsigned t, uint32_t bits) {
-  const uint64_t at = (t * 32 + laneIndex()) * (bits / 2);
+  const uint64_t at = quad<Team>(t) * (bits / 2);
   return bits == 8 ? *reinterpret_cast<const uint32_t*>(codes + at) : *reinterpret_cast<const uint16_t*>(codes + at);
 }
+template <class Team>
 __device__ inline void storeCodes(uint8_t* codes, unsigned t, uint32_t bits, uint32_t word) {
-  const uint64_t at = (t * 32 + laneIndex()) * (bits / 2);
+  const uint64_t at = quad<Team>(t) * (bits / 2);
   if (bits == 8) *reinterpret_cast<uint32_t*>(codes + at) = word;
   else *reinterpret_cast<uint16_t*>(codes + at) = uint16_t(word);
 }
 
-// Code j < 4 of a lane's word.
+// Code j < 4 of a thread's word.
 __device__ inline int codeIn(uint32_t word, int j, uint32_t bits) {
   if (bits == 8) return int8_t(word >> (8 * j));
   return nibble(int8_t(word >> (8 * (j / 2))), j & 1);
@@ -177,75 +222,125 @@ __device__ inline uint32_t packCodes(float q0, float q1, float q2, float q3, uin
   return uint32_t(pairByte(q0, q1)) | uint32_t(pairByte(q2, q3)) << 8;
 }
 
+// The group's tiles kChunk at a time: fill(t0, n, v) puts tiles t0 .. t0 + n - 1 into v, then use(t0, n, v).
+template <class Team, class Fill, class Use>
+__device__ void forChunks(unsigned tiles, Fill fill, Use use) {
+  for (unsigned t0 = 0; t0 < tiles; t0 += kChunk<Team>) {
+    const unsigned n = min(kChunk<Team>, tiles - t0);
+    Chunk<Team> v;
+    fill(t0, n, v);
+    use(t0, n, v);
+  }
+}
 
-// v[0, tiles) = the sum of the sources' values of group g, in source order. Each source's codes are loaded
-// for every tile before any is used: a source costs one wait, not one per tile.
-__device__ void sumTiles(Tiles& v, unsigned tiles, const QuantLayout& f, const Group& g, uint64_t k, const uint8_t* sources,
-                         uint64_t stride, uint32_t count) {
+// v[0, n) = tiles t0 .. t0 + n - 1 of group g summed over the sources in source order. Each source's words
+// load before any is used: a source costs one wait a chunk, not one a tile.
+template <class Team>
+__device__ void sumChunk(Chunk<Team>& v, unsigned t0, unsigned n, const QuantLayout& f, const Group& g, uint64_t k,
+                         const uint8_t* sources, uint64_t stride, uint32_t count) {
 #pragma unroll
-  for (unsigned t = 0; t < kMaxTiles; ++t) v[t] = make_float4(0, 0, 0, 0);
+  for (unsigned u = 0; u < kChunk<Team>; ++u) v[u] = make_float4(0, 0, 0, 0);
   for (uint32_t c = 0; c < count; ++c) {
     const uint8_t* codes = sources + c * stride + g.codes;
     const float s = sourceStep(sources, stride, c, k);
-    uint32_t words[kMaxTiles];
+    uint32_t words[kChunk<Team>];
 #pragma unroll
-    for (unsigned t = 0; t < kMaxTiles; ++t) {
-      if (t < tiles) words[t] = loadCodes(codes, t, f.bits);
+    for (unsigned u = 0; u < kChunk<Team>; ++u) {
+      if (u < n) words[u] = loadCodes<Team>(codes, t0 + u, f.bits);
     }
 #pragma unroll
-    for (unsigned t = 0; t < kMaxTiles; ++t) {
-      if (t >= tiles) continue;
+    for (unsigned u = 0; u < kChunk<Team>; ++u) {
+      if (u >= n) continue;
       float x[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) x[j] = float(codeIn(words[t], j, f.bits)) * s;
-      v[t] = c == 0 ? make_float4(x[0], x[1], x[2], x[3]) : make_float4(v[t].x + x[0], v[t].y + x[1], v[t].z + x[2], v[t].w + x[3]);
+      for (int j = 0; j < 4; ++j) x[j] = float(codeIn(words[u], j, f.bits)) * s;
+      v[u] = c == 0 ? make_float4(x[0], x[1], x[2], x[3]) : make_float4(v[u].x + x[0], v[u].y + x[1], v[u].z + x[2], v[u].w + x[3]);
     }
   }
 }
 
-// Quantizes group k from v[0, tiles), adding beta·error first where error is given, and keeps what that lost.
-__device__ void quantizeTiles(Tiles& v, unsigned tiles, const QuantLayout& f, const Group& g, uint64_t k, float* error,
-                              float beta, uint8_t* out, uint32_t* nonFinite) {
-  float4* e = error ? reinterpret_cast<float4*>(error + g.at) + laneIndex() : nullptr;
+__device__ inline uint32_t absMax4(uint32_t m, float4 v) {
+  return max(max(m, max(absBits(v.x), absBits(v.y))), max(absBits(v.z), absBits(v.w)));
+}
+
+// Whether a team holds any whole group in one chunk: then it reads the group once and keeps it in registers
+// between the passes.
+template <class Team>
+constexpr bool kOneChunk = kMaxValues / kTile<Team> <= kChunk<Team>;
+
+// Quantizes group k from fill (as forChunks takes it). With error feedback the values are value +
+// beta·error; a team that reads a group twice keeps them in error in the first pass, and the second pass
+// reads them back (each thread its own).
+template <class Team, class Fill>
+__device__ void quantizeChunks(unsigned tiles, const QuantLayout& f, const Group& g, uint64_t k, float* error, float beta,
+                               uint8_t* out, uint32_t* nonFinite, Fill fill) {
+  float4* e = error ? reinterpret_cast<float4*>(error + g.at) + Team::rank() : nullptr;
   uint32_t m = 0;
+  auto absorb = [&](unsigned t0, unsigned n, Chunk<Team>& v) {
 #pragma unroll
-  for (unsigned t = 0; t < kMaxTiles; ++t) {
-    if (t >= tiles) continue;
-    if (e) {
-      const float4 w = e[32 * t];
-      v[t] = make_float4(v[t].x + beta * w.x, v[t].y + beta * w.y, v[t].z + beta * w.z, v[t].w + beta * w.w);
+    for (unsigned u = 0; u < kChunk<Team>; ++u) {
+      if (u >= n) continue;
+      if (e) {
+        const float4 w = e[(t0 + u) * Team::kSize];
+        v[u] = make_float4(v[u].x + beta * w.x, v[u].y + beta * w.y, v[u].z + beta * w.z, v[u].w + beta * w.w);
+        if (!kOneChunk<Team>) e[(t0 + u) * Team::kSize] = v[u];
+      }
+      m = absMax4(m, v[u]);
     }
-    m = max(max(m, max(absBits(v[t].x), absBits(v[t].y))), max(absBits(v[t].z), absBits(v[t].w)));
-  }
-  const Step s(stepOf(warpMax(m), f.bits, out, k, nonFinite));
+  };
   const float half = float(1u << (f.bits - 1)), lo = -half, hi = half - 1;
+  auto emit = [&](const Step& s, auto exact, unsigned t0, unsigned n, Chunk<Team>& v) {
+    constexpr bool kExact = decltype(exact)::value;
 #pragma unroll
-  for (unsigned t = 0; t < kMaxTiles; ++t) {
-    if (t >= tiles) continue;
-    const float4 q = make_float4(codeOf(v[t].x, s, lo, hi), codeOf(v[t].y, s, lo, hi), codeOf(v[t].z, s, lo, hi),
-                                 codeOf(v[t].w, s, lo, hi));
-    storeCodes(out + g.codes, t, f.bits, packCodes(q.x, q.y, q.z, q.w, f.bits));
-    if (e) e[32 * t] = make_float4(v[t].x - q.x * s.s, v[t].y - q.y * s.s, v[t].z - q.z * s.s, v[t].w - q.w * s.s);
+    for (unsigned u = 0; u < kChunk<Team>; ++u) {
+      if (u >= n) continue;
+      const float4 q = make_float4(codeOf(s.divide<kExact>(v[u].x), lo, hi), codeOf(s.divide<kExact>(v[u].y), lo, hi),
+                                   codeOf(s.divide<kExact>(v[u].z), lo, hi), codeOf(s.divide<kExact>(v[u].w), lo, hi));
+      storeCodes<Team>(out + g.codes, t0 + u, f.bits, packCodes(q.x, q.y, q.z, q.w, f.bits));
+      if (e) e[(t0 + u) * Team::kSize] = make_float4(v[u].x - q.x * s.s, v[u].y - q.y * s.s, v[u].z - q.z * s.s, v[u].w - q.w * s.s);
+    }
+  };
+  // The codes pass is written once for each kind of division, so that no value tests which one it takes.
+  auto codes = [&](const Step& s, auto pass) {
+    if (s.exact) pass([&](unsigned t0, unsigned n, Chunk<Team>& v) { emit(s, std::true_type(), t0, n, v); });
+    else pass([&](unsigned t0, unsigned n, Chunk<Team>& v) { emit(s, std::false_type(), t0, n, v); });
+  };
+  if constexpr (kOneChunk<Team>) {
+    Chunk<Team> v;
+    fill(0, tiles, v);
+    absorb(0, tiles, v);
+    codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { use(0, tiles, v); });
+  } else {
+    forChunks<Team>(tiles, fill, absorb);
+    auto again = [&](unsigned t0, unsigned n, Chunk<Team>& v) {
+      if (!e) return fill(t0, n, v);
+#pragma unroll
+      for (unsigned u = 0; u < kChunk<Team>; ++u) {
+        if (u < n) v[u] = e[(t0 + u) * Team::kSize];
+      }
+    };
+    codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { forChunks<Team>(tiles, again, use); });
   }
 }
 
-// ------------------------------------------------------------------- the kernels
+// ------------------------------------------------------------------- the kernels, for either team
 
+template <class Team>
 __device__ void quantize(const QuantizeArgs& a) {
-  forEachGroup(a.f, [&](const Group& g, uint64_t k) {
+  forEachGroup<Team>(a.f, [&](const Group& g, uint64_t k) {
     const float* x = a.x + g.at;
     const bool values16 = aligned(x, 16) && (!a.error || aligned(a.error + g.at, 16));
-    if (const unsigned tiles = tilesOf(a.f, g, values16, a.out + g.codes)) {
-      Tiles v;
-      const float4* x4 = reinterpret_cast<const float4*>(x) + laneIndex();
+    if (const unsigned tiles = tilesOf<Team>(a.f, g, values16, a.out + g.codes)) {
+      const float4* x4 = reinterpret_cast<const float4*>(x) + Team::rank();
+      quantizeChunks<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
 #pragma unroll
-      for (unsigned t = 0; t < kMaxTiles; ++t) {
-        if (t < tiles) v[t] = x4[32 * t];
-      }
-      quantizeTiles(v, tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite);
+        for (unsigned u = 0; u < kChunk<Team>; ++u) {
+          if (u < n) v[u] = x4[(t0 + u) * Team::kSize];
+        }
+      });
       return;
     }
-    quantizeValues(a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](uint64_t i) { return x[i]; });
+    quantizeValues<Team>(a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](uint64_t i) { return x[i]; });
   });
 }
 
@@ -254,39 +349,40 @@ __device__ inline bool strideKeeps(const QuantLayout& f, uint64_t stride, uint32
   return count <= 1 || stride % (f.bits / 2) == 0;
 }
 
+template <class Team>
 __device__ void dequantizeSum(const DequantizeSumArgs& a) {
   const bool keeps = strideKeeps(a.f, a.stride, a.count);
-  forEachGroup(a.f, [&](const Group& g, uint64_t k) {
-    if (const unsigned tiles = keeps ? tilesOf(a.f, g, aligned(a.out + g.at, 16), a.sources + g.codes) : 0) {
-      Tiles v;
-      sumTiles(v, tiles, a.f, g, k, a.sources, a.stride, a.count);
-      float4* out = reinterpret_cast<float4*>(a.out + g.at) + laneIndex();
+  forEachGroup<Team>(a.f, [&](const Group& g, uint64_t k) {
+    if (const unsigned tiles = keeps ? tilesOf<Team>(a.f, g, aligned(a.out + g.at, 16), a.sources + g.codes) : 0) {
+      float4* out = reinterpret_cast<float4*>(a.out + g.at) + Team::rank();
+      forChunks<Team>(
+          tiles, [&](unsigned t0, unsigned n, Chunk<Team>& v) { sumChunk<Team>(v, t0, n, a.f, g, k, a.sources, a.stride, a.count); },
+          [&](unsigned t0, unsigned n, Chunk<Team>& v) {
 #pragma unroll
-      for (unsigned t = 0; t < kMaxTiles; ++t) {
-        if (t < tiles) out[32 * t] = v[t];
-      }
+            for (unsigned u = 0; u < kChunk<Team>; ++u) {
+              if (u < n) out[(t0 + u) * Team::kSize] = v[u];
+            }
+          });
       return;
     }
-    for (uint64_t i = laneIndex(); i < g.len; i += 32) a.out[g.at + i] = sumAt(a.f, g, a.sources, a.stride, a.count, k, i);
+    for (uint64_t i = Team::rank(); i < g.len; i += Team::kSize) a.out[g.at + i] = sumAt(a.f, g, a.sources, a.stride, a.count, k, i);
   });
 }
 
-// The sum of each group is quantized from registers: every source is read once and the codes written once.
-// Summing twice (once for the absmax, again for the codes), a value and a code at a time, reached 7% of a
-// copy's bandwidth on an H200.
+template <class Team>
 __device__ void dequantizeSumQuantize(const DequantizeSumQuantizeArgs& a) {
   const bool keeps = strideKeeps(a.f, a.stride, a.count);
-  forEachGroup(a.f, [&](const Group& g, uint64_t k) {
+  forEachGroup<Team>(a.f, [&](const Group& g, uint64_t k) {
     // The sums live in registers: only the error feedback's values are in memory.
     const bool values16 = !a.error || aligned(a.error + g.at, 16);
-    if (const unsigned tiles = keeps ? tilesOf(a.f, g, values16, a.sources + g.codes, a.out + g.codes) : 0) {
-      Tiles v;
-      sumTiles(v, tiles, a.f, g, k, a.sources, a.stride, a.count);
-      quantizeTiles(v, tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite);
+    if (const unsigned tiles = keeps ? tilesOf<Team>(a.f, g, values16, a.sources + g.codes, a.out + g.codes) : 0) {
+      quantizeChunks<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
+        sumChunk<Team>(v, t0, n, a.f, g, k, a.sources, a.stride, a.count);
+      });
       return;
     }
-    quantizeValues(a.f, g, k, a.error, a.beta, a.out, a.nonFinite,
-                   [&](uint64_t i) { return sumAt(a.f, g, a.sources, a.stride, a.count, k, i); });
+    quantizeValues<Team>(a.f, g, k, a.error, a.beta, a.out, a.nonFinite,
+                         [&](uint64_t i) { return sumAt(a.f, g, a.sources, a.stride, a.count, k, i); });
   });
 }
 
@@ -295,10 +391,11 @@ __device__ void dequantizeSumQuantize(const DequantizeSumQuantizeArgs& a) {
 
 using namespace spmd::kernels::cuda;
 
-// At most 128 registers a thread, so that two blocks (16 groups) share an SM: a group's values held in
-// registers took up to 146, one block an SM.
-extern "C" __global__ void __launch_bounds__(kBlock, 2) spmd_quantize(QuantizeArgs a) { quantize(a); }
-extern "C" __global__ void __launch_bounds__(kBlock, 2) spmd_dequantize_sum(DequantizeSumArgs a) { dequantizeSum(a); }
-extern "C" __global__ void __launch_bounds__(kBlock, 2) spmd_dequantize_sum_quantize(DequantizeSumQuantizeArgs a) {
-  dequantizeSumQuantize(a);
+// The teams as kernel_args.h's kQuantizeGroupsPerBlock and kSumGroupsPerBlock say. spmd_quantize takes at most
+// 32 registers a thread, so that eight blocks share an SM (54 unbounded); the sums' kernels at most 64, so
+// that four blocks (32 groups) do.
+extern "C" __global__ void __launch_bounds__(kBlock, 8) spmd_quantize(QuantizeArgs a) { quantize<BlockTeam>(a); }
+extern "C" __global__ void __launch_bounds__(kBlock, 4) spmd_dequantize_sum(DequantizeSumArgs a) { dequantizeSum<WarpTeam>(a); }
+extern "C" __global__ void __launch_bounds__(kBlock, 4) spmd_dequantize_sum_quantize(DequantizeSumQuantizeArgs a) {
+  dequantizeSumQuantize<WarpTeam>(a);
 }
