@@ -44,6 +44,19 @@ Key testKey(uint8_t seed) {
   return k;
 }
 
+// The handshake's MAC in these tests (the addon gives OpenSSL's HMAC-SHA-256): keyed, and covering every
+// byte, so that another key or another message gives another MAC, which is all the connector relies on.
+Mac testMac(const Key& key, const uint8_t* bytes, size_t n) {
+  Mac m = key;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ bytes[i]) * 1099511628211ull;
+    m[i % m.size()] ^= uint8_t(h >> 24);
+    m[(i + 7) % m.size()] += uint8_t(h >> 40);
+  }
+  return m;
+}
+
 // W ranks on loopback, lane 0 of each a TcpTransport over the rank's Connector. `beforeConnecting(addrs)`
 // runs once every rank listens and before any connector runs, e.g. to let strangers knock first. `reaches`:
 // which peers a rank reaches over tcp (all but itself unless given).
@@ -70,7 +83,7 @@ Ranks transports(int W, const std::function<void(const std::vector<SocketAddress
   }
   if (beforeConnecting) beforeConnecting(out.addrs);
   for (int r = 0; r < W; ++r) {
-    ConnectorOptions o{r, W, 1, testKey(1), {}};
+    ConnectorOptions o{r, W, 1, testKey(1), testMac, {}};
     for (int p = 0; p < W; ++p) o.peers.push_back(reaches(r, p) ? std::optional(out.addrs[size_t(p)]) : std::nullopt);
     out.signals.push_back(std::make_unique<AbortSignal>());
     out.connectors.push_back(std::make_unique<Connector>(endpoints[size_t(r)]->takeListener(), std::move(o)));
@@ -123,33 +136,44 @@ bool allOk(const Outcomes& errors) {
   return true;
 }
 
-// A stranger dials rank 1 before its connector runs and says `hello`; rank 1 must close without a byte,
-// and still let the real peers in.
+// Strangers dial rank 1 before its connector runs, take its challenge and answer with `hello` (given the
+// challenge's nonce); rank 1 must close without a byte more, and still let the real peers in.
 void testStrangersGetNothing() {
   struct Knock {
     const char* what;
-    std::function<void(uint8_t*)> hello;
+    std::function<void(const Nonce&, uint8_t*)> hello;
+  };
+  auto proving = [](Key key, Hello h, bool sameChallenge = true) {
+    return [=](const Nonce& nonce, uint8_t* b) mutable {
+      h.mac = helloMac(testMac, key, sameChallenge ? nonce : Nonce{}, h, false);
+      encodeHello(h, b);
+    };
   };
   const std::vector<Knock> knocks = {
-      {"zeros", [](uint8_t* b) { std::memset(b, 0, kHelloBytes); }},
-      {"wrong key", [](uint8_t* b) { encodeHello(Hello{0, 1, 3, 0, testKey(99)}, b); }},
-      {"right key, lane out of range", [](uint8_t* b) { encodeHello(Hello{0, 1, 3, 7, testKey(1)}, b); }},
-      {"right key, a rank that dials no one lower", [](uint8_t* b) { encodeHello(Hello{2, 1, 3, 0, testKey(1)}, b); }},
-      {"right key, wrong world size", [](uint8_t* b) { encodeHello(Hello{0, 1, 4, 0, testKey(1)}, b); }},
+      {"zeros", [](const Nonce&, uint8_t* b) { std::memset(b, 0, kHelloBytes); }},
+      {"wrong key", proving(testKey(99), Hello{0, 1, 3, 0})},
+      {"right key, another challenge's proof (a replay)", proving(testKey(1), Hello{0, 1, 3, 0}, false)},
+      {"right key, lane out of range", proving(testKey(1), Hello{0, 1, 3, 7})},
+      {"right key, a rank that dials no one lower", proving(testKey(1), Hello{2, 1, 3, 0})},
+      {"right key, wrong world size", proving(testKey(1), Hello{0, 1, 4, 0})},
   };
   std::vector<int> socks;
   Ranks t = transports(3, [&](const std::vector<SocketAddress>& addrs) {
-    for (const Knock& k : knocks) {
+    for (size_t i = 0; i < knocks.size(); ++i) {
       int fd = socket(AF_INET, SOCK_STREAM, 0);
       if (connect(fd, addrs[1].get(), addrs[1].length()) != 0) throw std::runtime_error("stranger cannot connect");
-      uint8_t hello[kHelloBytes];
-      k.hello(hello);
-      if (send(fd, hello, kHelloBytes, 0) != ssize_t(kHelloBytes)) throw std::runtime_error("stranger cannot send");
       socks.push_back(fd);
     }
   });
   for (size_t i = 0; i < knocks.size(); ++i) {
     pollfd p{socks[i], POLLIN, 0};
+    uint8_t challenge[kChallengeBytes];
+    bool challenged = poll(&p, 1, 5000) == 1 && recv(socks[i], challenge, kChallengeBytes, MSG_WAITALL) == ssize_t(kChallengeBytes);
+    std::optional<Nonce> nonce = challenged ? decodeChallenge(challenge) : std::nullopt;
+    check(nonce.has_value(), std::string("a stranger (") + knocks[i].what + ") is challenged");
+    uint8_t hello[kHelloBytes];
+    knocks[i].hello(nonce.value_or(Nonce{}), hello);
+    if (send(socks[i], hello, kHelloBytes, 0) != ssize_t(kHelloBytes)) throw std::runtime_error("stranger cannot send");
     char buf[64];
     ssize_t n = poll(&p, 1, 5000) == 1 ? recv(socks[i], buf, sizeof buf, 0) : -2;
     check(n == 0, std::string("a stranger (") + knocks[i].what + ") is closed without a byte in reply (got " + std::to_string(n) + ")");
@@ -375,7 +399,7 @@ void testRollCall() {
   auto connectorOf = [&](int r, Key key) {
     Endpoint e(addrs[0], 4);
     addrs[size_t(r)] = e.address();
-    ConnectorOptions o{r, 5, 2, key, std::vector<std::optional<SocketAddress>>(5, e.address()), {&where[0], &where[1]}};
+    ConnectorOptions o{r, 5, 2, key, testMac, std::vector<std::optional<SocketAddress>>(5, e.address()), {&where[0], &where[1]}};
     return std::make_unique<Connector>(e.takeListener(), std::move(o));
   };
   auto rank1 = connectorOf(1, testKey(1));
@@ -385,7 +409,7 @@ void testRollCall() {
   auto stranger = connectorOf(4, testKey(2));
   std::vector<std::optional<SocketAddress>> peers(addrs.begin(), addrs.end());
   peers[0].reset();
-  RollCall call(0, 5, testKey(1), peers);
+  RollCall call(0, 5, testKey(1), testMac, peers);
   auto start = Clock::now();
   std::vector<PeerSighting> seen = call.call(1);
   auto took = Clock::now() - start;

@@ -1,5 +1,8 @@
 #include "addon/communicator_wrap.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "addon/errors.h"
 #include "addon/library_wrap.h"
 #include "addon/options.h"
@@ -42,12 +45,24 @@ std::array<uint8_t, 32> parseHex32(Napi::Env env, Napi::Value v, const std::stri
   return key;
 }
 
+// The tcp handshake's HMAC-SHA-256: OpenSSL's libcrypto (linked here, in the addon, so that the backends'
+// floor and its C++ tests need no crypto library).
+tcp::Mac hmacSha256(const tcp::Key& key, const uint8_t* bytes, size_t n) {
+  tcp::Mac out{};
+  unsigned len = 0;
+  if (!HMAC(EVP_sha256(), key.data(), int(key.size()), bytes, n, out.data(), &len) || len != out.size()) {
+    throw CommError(code::kSystem, "tcp: HMAC-SHA-256 failed");
+  }
+  return out;
+}
+
 std::unique_ptr<tcp::TcpBackend> startTcp(const OptionReader& o, int rank, int size) {
   Napi::Env env = o.env();
   tcp::TcpOptions to;
   to.rank = rank;
   to.size = size;
   to.key = parseHex32(env, o.value("key"), "tcp: key");
+  to.mac = hmacSha256;
   to.listener = TcpEndpointWrap::takeListener(env, o.value("endpoint"));
   to.nodeOf = o.indices("nodeOf", size_t(size));
   if (to.nodeOf.size() != size_t(size)) o.fail("nodeOf", "one node index per rank (" + std::to_string(size) + ")");

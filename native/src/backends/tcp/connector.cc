@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kFirstRetry = std::chrono::milliseconds(50);
 constexpr auto kMaxRetry = std::chrono::seconds(1);
 // Connections that have not shown a Hello yet: strangers beyond this many are closed at once, so a flood
-// cannot exhaust descriptors while real peers still have to get in.
+// cannot exhaust descriptors while real peers still have to get in. Each is sent a challenge first.
 constexpr size_t kMaxUnintroduced = 64;
 
 // How often a connection awaited from a lower rank checks that the rank's listener is still there.
@@ -33,8 +33,9 @@ constexpr auto kProbeEvery = std::chrono::seconds(1);
 struct Watch {
   enum Kind { kControl, kListener, kDial, kInbound, kProbe } kind;
   Fd fd;
-  uint8_t buf[kHelloBytes];
+  uint8_t buf[kHelloBytes];  // a Challenge or a Hello being read (kChallengeBytes < kHelloBytes)
   size_t got = 0;
+  Nonce nonce{};  // ours, which the other side's Hello must cover
   explicit Watch(Kind k) : kind(k) {}
 };
 
@@ -48,7 +49,8 @@ struct Wanted : Watch {
 // One connection this rank dials, retried until it is introduced.
 struct Dial : Wanted {
   Dial(int p, int l) : Wanted(Watch::kDial, p, l) {}
-  bool connected = false;  // the TCP connection is up and our Hello went out; waiting for the answer
+  // Connecting; then reading the peer's challenge; then, our Hello sent, reading its answer.
+  enum Stage { kConnecting, kChallenge, kAnswer } stage = kConnecting;
   Clock::time_point retryAt{};
   Clock::duration backoff = kFirstRetry;
 };
@@ -177,7 +179,7 @@ struct Connector::Loop {
     int refused = 0;
     d.fd = startConnect(address(d.peer), refused);
     d.got = 0;
-    d.connected = false;
+    d.stage = Dial::kConnecting;
     if (refused) return retry(d, refused);
     watch(d, EPOLLOUT | EPOLLIN);
   }
@@ -201,39 +203,52 @@ struct Connector::Loop {
     d.over = true;
   }
 
-  Hello helloTo(int peer, int lane) const { return Hello{o.rank, peer, o.size, uint16_t(lane), o.key}; }
+  Hello helloTo(int peer, int lane) const { return Hello{o.rank, peer, o.size, uint16_t(lane)}; }
+
+  void notOurs(Dial& d) {
+    c.fail(d.lane, d.peer, code::kInvalid, "tcp: " + address(d.peer).toString() + " answered the handshake for rank " + std::to_string(d.peer) + " but is not that rank of this job");
+    forget(d);
+  }
 
   void progressDial(Dial& d, uint32_t events) {
-    if (!d.connected) {
+    if (d.stage == Dial::kConnecting) {
       if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
       int err = 0;
       socklen_t len = sizeof err;
       if (getsockopt(d.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
       if (err) return retry(d, err);
-      uint8_t hello[kHelloBytes];
-      encodeHello(helloTo(d.peer, d.lane), hello);
-      // A fresh connection's send buffer is empty, so 56 bytes go at once or the connection is broken.
-      if (send(d.fd.get(), hello, kHelloBytes, MSG_NOSIGNAL) != ssize_t(kHelloBytes)) return retry(d, errno);
-      d.connected = true;
+      d.stage = Dial::kChallenge;
       epoll_event ev{};
       ev.events = EPOLLIN;
       ev.data.ptr = &d;
       if (epoll_ctl(epoll.get(), EPOLL_CTL_MOD, d.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
       return;
     }
-    ssize_t n = recv(d.fd.get(), d.buf + d.got, kHelloBytes - d.got, 0);
+    const size_t want = d.stage == Dial::kChallenge ? kChallengeBytes : kHelloBytes;
+    ssize_t n = recv(d.fd.get(), d.buf + d.got, want - d.got, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) return retry(d, n == 0 ? 0 : errno, n == 0 ? "it closed the connection during the handshake (another job's key or runner version?)" : "");
     d.got += size_t(n);
-    if (d.got < kHelloBytes) return;
+    if (d.got < want) return;
+    d.got = 0;
+    if (d.stage == Dial::kChallenge) return prove(d);
     std::optional<Hello> h = decodeHello(d.buf);
-    if (!h || !sameKey(h->key, o.key) || h->from != d.peer || h->to != o.rank || h->lane != d.lane) {
-      c.fail(d.lane, d.peer, code::kInvalid, "tcp: " + address(d.peer).toString() + " answered the handshake for rank " + std::to_string(d.peer) + " but is not that rank of this job");
+    if (!h || !proves(o.mac, o.key, d.nonce, *h, true) || h->from != d.peer || h->to != o.rank || h->lane != d.lane) {
+      return notOurs(d);
     } else {
       epoll_ctl(epoll.get(), EPOLL_CTL_DEL, d.fd.get(), nullptr);
       c.deliver(d.lane, d.peer, std::move(d.fd));
     }
     forget(d);
+  }
+
+  // The peer's challenge is in: our Hello proves the key against it and carries our own nonce.
+  void prove(Dial& d) {
+    std::optional<Hello> h = answerChallenge(o.mac, o.key, d.buf, helloTo(d.peer, d.lane));
+    if (!h) return notOurs(d);
+    if (!sendHello(d.fd.get(), *h)) return retry(d, errno);
+    d.nonce = h->nonce;
+    d.stage = Dial::kAnswer;
   }
 
   void acceptAll() {
@@ -244,8 +259,14 @@ struct Connector::Loop {
         return;  // EAGAIN, or a transient failure (EMFILE): the peer's dial is retried
       }
       if (unintroduced.size() >= kMaxUnintroduced) continue;  // closed by Fd
+      uint8_t challenge[kChallengeBytes];
+      Nonce nonce = freshNonce();
+      encodeChallenge(nonce, challenge);
+      // A fresh connection's send buffer is empty: the challenge goes at once, or the dialler is gone.
+      if (send(fd.get(), challenge, kChallengeBytes, MSG_NOSIGNAL) != ssize_t(kChallengeBytes)) continue;
       Watch& w = unintroduced.emplace_back(Watch::kInbound);
       w.fd = std::move(fd);
+      w.nonce = nonce;
       watch(w, EPOLLIN);
     }
   }
@@ -259,16 +280,18 @@ struct Connector::Loop {
     if (n > 0 && w.got < kHelloBytes) return;
     std::optional<Hello> h;
     if (w.got == kHelloBytes) h = decodeHello(w.buf);
-    if (h && h->lane == kRollCallLane) {
+    // Nothing the Hello claims is believed before its MAC proves the key against our challenge.
+    if (!h || !proves(o.mac, o.key, w.nonce, *h, false)) return drop(w);
+    if (h->lane == kRollCallLane) {
       answerRollCall(w.fd.get(), *h);
       return drop(w);
     }
-    bool ok = h && sameKey(h->key, o.key) && h->to == o.rank && h->worldSize == o.size && h->from >= 0 && h->from < o.rank &&
+    bool ok = h->to == o.rank && h->worldSize == o.size && h->from >= 0 && h->from < o.rank &&
               o.peers[size_t(h->from)] && h->lane < o.lanes && c.fresh(h->lane, h->from);
     if (ok) {
-      uint8_t reply[kHelloBytes];
-      encodeHello(helloTo(h->from, h->lane), reply);
-      ok = send(w.fd.get(), reply, kHelloBytes, MSG_NOSIGNAL) == ssize_t(kHelloBytes);
+      Hello answer = helloTo(h->from, h->lane);
+      answer.mac = helloMac(o.mac, o.key, h->nonce, answer, true);
+      ok = sendHello(w.fd.get(), answer);
     }
     if (ok) {
       epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w.fd.get(), nullptr);
@@ -284,9 +307,11 @@ struct Connector::Loop {
   // Our Hello and this rank's positions, in one send on a fresh connection (it takes them at once), to a
   // rank of this job; the connection is dropped after it either way.
   void answerRollCall(int fd, const Hello& h) {
-    if (!sameKey(h.key, o.key) || h.to != o.rank || h.worldSize != o.size || h.from < 0 || h.from >= o.size || !o.peers[size_t(h.from)]) return;
+    if (h.to != o.rank || h.worldSize != o.size || h.from < 0 || h.from >= o.size || !o.peers[size_t(h.from)]) return;
     uint8_t reply[kHelloBytes + kPositionsBytes];
-    encodeHello(Hello{o.rank, h.from, o.size, kRollCallLane, o.key}, reply);
+    Hello answer{o.rank, h.from, o.size, kRollCallLane};
+    answer.mac = helloMac(o.mac, o.key, h.nonce, answer, true);
+    encodeHello(answer, reply);
     Positions where{};
     for (size_t lane = 0; lane < std::min(o.presence.size(), kWireLanes); ++lane) where[lane] = o.presence[lane]->position.load(std::memory_order_relaxed);
     encodePositions(where, reply + kHelloBytes);

@@ -38,6 +38,7 @@ struct ConnectorOptions {
   int size = 1;
   int lanes = 1;
   Key key{};
+  MacFn mac = nullptr;  // the handshake's HMAC (wire.h)
   // Per rank: where it listens, for the ranks this one reaches over tcp; nullopt for itself and for ranks
   // it reaches otherwise (through shared memory). Every rank must agree on who has a tcp link with whom.
   std::vector<std::optional<SocketAddress>> peers;

@@ -32,7 +32,9 @@ struct Question {
   int peer;
   std::string where;  // its address, for messages
   Fd fd;
-  bool sent = false;  // connected, and our Hello went out
+  // Connecting; then reading the peer's challenge; then, our Hello sent, reading its answer.
+  enum Stage { kConnecting, kChallenge, kAnswer } stage = kConnecting;
+  Nonce nonce{};  // ours, which the answer must cover
   uint8_t buf[kAnswerBytes] = {};
   size_t got = 0;
   Clock::time_point retryAt{};
@@ -64,7 +66,7 @@ class RollCall::Asking {
       polled_.clear();
       for (Question& q : questions_) {
         if (!q.fd) continue;
-        fds_.push_back({q.fd.get(), short(q.sent ? POLLIN : POLLOUT), 0});
+        fds_.push_back({q.fd.get(), short(q.stage == Question::kConnecting ? POLLOUT : POLLIN), 0});
         polled_.push_back(&q);
       }
       if (poll(fds_.data(), fds_.size(), millisUntil(wake)) < 0 && errno != EINTR) break;
@@ -74,7 +76,7 @@ class RollCall::Asking {
     }
     for (Question& q : questions_) {
       if (q.over) continue;
-      if (q.sent) q.unanswered = "did not answer the roll call within 1 s (stopped or wedged)";
+      if (q.stage != Question::kConnecting) q.unanswered = "did not answer the roll call within 1 s (stopped or wedged)";
       finish(q, q.unanswered.empty() ? "is unreachable (" + q.where + ": no connection within 1 s)" : q.unanswered);
     }
     return std::move(answers_);
@@ -98,30 +100,39 @@ class RollCall::Asking {
   }
 
   void progress(Question& q, short revents) {
-    if (!q.sent) return connected(q, revents);
-    ssize_t n = recv(q.fd.get(), q.buf + q.got, kAnswerBytes - q.got, MSG_DONTWAIT);
+    if (q.stage == Question::kConnecting) return connected(q, revents);
+    const size_t want = q.stage == Question::kChallenge ? kChallengeBytes : kAnswerBytes;
+    ssize_t n = recv(q.fd.get(), q.buf + q.got, want - q.got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) return retry(q, "did not answer the roll call (" + q.where + " closed the connection unanswered: another job?)");
     q.got += size_t(n);
-    if (q.got < kAnswerBytes) return;
+    if (q.got < want) return;
+    q.got = 0;
+    if (q.stage == Question::kChallenge) return ask(q);
     std::optional<Hello> h = decodeHello(q.buf);
-    if (!h || !sameKey(h->key, c_.key_) || h->from != q.peer || h->to != c_.rank_ || h->lane != kRollCallLane) {
-      return finish(q, "answered as another process (" + q.where + " is not that rank of this job)");
+    if (!h || !proves(c_.mac_, c_.key_, q.nonce, *h, true) || h->from != q.peer || h->to != c_.rank_ || h->lane != kRollCallLane) {
+      return notOurs(q);
     }
     finish(q, "", decodePositions(q.buf + kHelloBytes));
   }
+
+  void notOurs(Question& q) { finish(q, "answered as another process (" + q.where + " is not that rank of this job)"); }
 
   void connected(Question& q, short revents) {
     int err = 0;
     socklen_t len = sizeof err;
     if (getsockopt(q.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err) return retryOrGone(q, err);
-    if (!(revents & POLLOUT)) return;
-    uint8_t hello[kHelloBytes];
-    encodeHello(Hello{c_.rank_, q.peer, c_.size_, kRollCallLane, c_.key_}, hello);
-    // A fresh connection's send buffer is empty: the Hello goes at once or the connection is broken.
-    if (send(q.fd.get(), hello, kHelloBytes, MSG_NOSIGNAL) != ssize_t(kHelloBytes)) return retryOrGone(q, errno);
-    q.sent = true;
+    if (revents & POLLOUT) q.stage = Question::kChallenge;
+  }
+
+  // The peer's challenge is in: our Hello proves the key against it and carries our own nonce.
+  void ask(Question& q) {
+    std::optional<Hello> h = answerChallenge(c_.mac_, c_.key_, q.buf, Hello{c_.rank_, q.peer, c_.size_, kRollCallLane});
+    if (!h) return notOurs(q);
+    if (!sendHello(q.fd.get(), *h)) return retryOrGone(q, errno);
+    q.nonce = h->nonce;
+    q.stage = Question::kAnswer;
   }
 
   // Every rank listened before the ranks exchanged addresses, so a refusal means the peer has exited;
@@ -133,7 +144,7 @@ class RollCall::Asking {
 
   void retry(Question& q, const std::string& unanswered) {
     q.fd.reset();
-    q.sent = false;
+    q.stage = Question::kConnecting;
     q.got = 0;
     q.unanswered = unanswered;
     q.retryAt = Clock::now() + kRetry;
@@ -152,8 +163,8 @@ class RollCall::Asking {
   std::vector<Question*> polled_;
 };
 
-RollCall::RollCall(int rank, int size, Key key, std::vector<std::optional<SocketAddress>> peers)
-    : rank_(rank), size_(size), key_(key), peers_(std::move(peers)) {}
+RollCall::RollCall(int rank, int size, Key key, MacFn mac, std::vector<std::optional<SocketAddress>> peers)
+    : rank_(rank), size_(size), key_(key), mac_(mac), peers_(std::move(peers)) {}
 
 std::vector<PeerSighting> RollCall::call(int lane) {
   std::lock_guard lock(mu_);

@@ -19,7 +19,7 @@ namespace spmd::tcp {
 class RollCall {
  public:
   // `peers[r]`: where rank r listens, for the ranks asked over tcp (nullopt for the others).
-  RollCall(int rank, int size, Key key, std::vector<std::optional<SocketAddress>> peers);
+  RollCall(int rank, int size, Key key, MacFn mac, std::vector<std::optional<SocketAddress>> peers);
 
   // Asks every tcp peer, for at most a second; per peer, what it answered about `lane`. Once per process:
   // a second call (another lane's deadline) gets the first call's answers.
@@ -35,6 +35,7 @@ class RollCall {
 
   int rank_, size_;
   Key key_;
+  MacFn mac_;
   std::vector<std::optional<SocketAddress>> peers_;
   std::mutex mu_;
   std::optional<std::vector<Answer>> answers_;

@@ -20,7 +20,7 @@ size_t localChannelBytes(int members) {
 }
 
 TcpBackend::TcpBackend(TcpOptions o)
-    : rank_(o.rank), size_(o.size), key_(o.key), listener_(std::move(o.listener)), nodeOf_(std::move(o.nodeOf)),
+    : rank_(o.rank), size_(o.size), key_(o.key), mac_(o.mac), listener_(std::move(o.listener)), nodeOf_(std::move(o.nodeOf)),
       localIndex_(size_t(o.size), -1) {
   if (!listener_) throw CommError(code::kInvalid, "tcp: the endpoint was already used by another communicator");
   if (nodeOf_.size() != size_t(size_)) throw CommError(code::kInvalid, "tcp: expected a node index for each of the " + std::to_string(size_) + " ranks");
@@ -50,8 +50,8 @@ void TcpBackend::connect() {
   }
   std::vector<const Presence*> where;
   for (int lane = 0; lane < kLanes; ++lane) where.push_back(&presence(lane));
-  rollCall_ = std::make_unique<RollCall>(rank_, size_, key_, peers);
-  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, std::move(peers), std::move(where)});
+  rollCall_ = std::make_unique<RollCall>(rank_, size_, key_, mac_, peers);
+  connector_ = std::make_unique<Connector>(std::move(listener_), ConnectorOptions{rank_, size_, kLanes, key_, mac_, std::move(peers), std::move(where)});
   std::vector<int> jobRanks;
   for (int r = 0; r < size_; ++r) if (localIndex_[size_t(r)] >= 0) jobRanks.push_back(r);
   for (int lane = 0; lane < kLanes; ++lane) {

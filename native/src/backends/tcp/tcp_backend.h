@@ -48,6 +48,7 @@ struct TcpOptions {
   int rank = 0;
   int size = 1;
   Key key{};
+  MacFn mac = nullptr;  // the handshake's HMAC (wire.h)
   Fd listener;  // from the Endpoint whose address the other ranks were given
   std::vector<int> nodeOf;  // each rank's host (node) index
   std::optional<LocalGroup> local;  // with it, the ranks of this host talk over shm
@@ -84,6 +85,7 @@ class TcpBackend : public Backend {
 
   int rank_, size_;
   Key key_;
+  MacFn mac_;
   Fd listener_;
   std::vector<std::optional<SocketAddress>> peers_;
   std::vector<int> nodeOf_;

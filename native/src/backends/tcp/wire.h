@@ -1,9 +1,11 @@
 // What travels on a tcp connection, byte by byte (little-endian, fixed sizes).
 //
-// Handshake: the dialling rank sends a Hello; the accepting rank checks it (magic, version, the job's key,
-// that it is addressed to this rank) and only then answers with its own Hello, which the dialler checks
-// the same way. A stranger without the key gets nothing back, not even an error, and no data ever flows
-// on a connection before both Hellos were checked.
+// Handshake, a challenge-response (DESIGN.md, "Security"): the accepting rank sends a Challenge (a fresh
+// nonce); the dialling rank answers with a Hello whose MAC (HMAC-SHA-256 under the job's key) covers that
+// nonce, the Hello's fields and a nonce of its own; the accepting rank checks it (magic, version, the MAC,
+// that it is addressed to this rank) and only then answers with its own Hello, whose MAC covers the
+// dialler's nonce, which the dialler checks the same way. The key never travels; a stranger without it gets
+// nothing back but the challenge, and no data ever flows on a connection before both Hellos were checked.
 //
 // Roll call: a Hello on lane kRollCallLane asks a rank where it is (tcp/roll_call.h). The rank's connector
 // answers with its own Hello and a Positions record, then closes; nothing else flows on that connection.
@@ -21,24 +23,48 @@
 
 namespace spmd::tcp {
 
-using Key = std::array<uint8_t, 32>;  // the job's key: sha-256 of a domain tag and the job token (JS)
+// The job's key: HMAC-SHA-256 of the job's secret and the agreed job (comm/secret.ts); never sent.
+using Key = std::array<uint8_t, 32>;
+using Nonce = std::array<uint8_t, 32>;
+using Mac = std::array<uint8_t, 32>;
+// HMAC-SHA-256 of `n` bytes under `key`. The addon gives OpenSSL's, so that this floor links no crypto
+// library (and builds where none is, as the aarch64 cross build of the C++ tests).
+using MacFn = Mac (*)(const Key& key, const uint8_t* bytes, size_t n);
 
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;
+
+// The accepting side's first bytes: the nonce the dialler's Hello must cover.
+inline constexpr size_t kChallengeBytes = 40;
+void encodeChallenge(const Nonce& n, uint8_t* out);
+// nullopt on a wrong magic or version: not one of ours.
+std::optional<Nonce> decodeChallenge(const uint8_t* in);
+// From the kernel's random source (getrandom).
+Nonce freshNonce();
 
 struct Hello {
   int32_t from = 0;  // the sender's rank
   int32_t to = 0;    // the rank it means to reach
   int32_t worldSize = 0;
   uint16_t lane = 0;
-  Key key{};
+  Nonce nonce{};  // the dialler's, which the answer's MAC covers (unused in an answer)
+  Mac mac{};      // helloMac of the other side's nonce
 };
-inline constexpr size_t kHelloBytes = 56;
+inline constexpr size_t kHelloBytes = 88;
 
 void encodeHello(const Hello& h, uint8_t* out);
 // nullopt on a wrong magic or version: not one of ours.
 std::optional<Hello> decodeHello(const uint8_t* in);
-// Constant time, so the reply timing does not leak how much of a guessed key was right.
-bool sameKey(const Key& a, const Key& b);
+// What `h`'s MAC must be: under `key`, of the other side's nonce `theirs`, whether it answers a dial, and
+// the Hello's fields, so that a proof is good for one connection and one claim.
+Mac helloMac(MacFn mac, const Key& key, const Nonce& theirs, const Hello& h, bool answer);
+// The dialler's answer to `challenge` (kChallengeBytes as read): `h` with a fresh nonce of its own and its
+// MAC; nullopt where the challenge is not one of ours.
+std::optional<Hello> answerChallenge(MacFn mac, const Key& key, const uint8_t* challenge, Hello h);
+// Sends `h` on a connection whose peer waits for it (its send buffer is empty, so it goes at once or the
+// connection is broken); false with errno set if it did not.
+bool sendHello(int fd, const Hello& h);
+// Whether `h` proves the key against our nonce `ours`, in constant time.
+bool proves(MacFn mac, const Key& key, const Nonce& ours, const Hello& h, bool answer);
 
 inline constexpr uint16_t kRollCallLane = 0xffff;
 // A roll call's answer: the answering rank's Presence::position on each lane (runtime/flight_recorder.h).
