@@ -115,6 +115,44 @@ test("by hand with SPMD_RUNNER_TOKEN: a stranger with the derived secret gets no
     assert.ok(doc.results.every((row) => row.wrong === 0), JSON.stringify(doc.results.map((row) => row.wrong)));
   }));
 
+/** Holds `count` idle connections to the store at `port` as soon as it listens (as the stranger), until killed. */
+function idleConnections(port, count) {
+  const script = `
+    const net = require("node:net");
+    let open = 0;
+    const connect = (then) => net.createConnection({ host: "127.0.0.1", port: ${port} }).on("connect", then).resume();
+    const held = () => { if (++open === ${count}) console.log("holding"); };
+    // One probe until rank 0 listens (a storm of retries would only take the ranks' CPU), then the rest.
+    const probe = () => connect(() => { held(); for (let i = 1; i < ${count}; i++) connect(held); }).on("error", () => setTimeout(probe, 20));
+    probe();
+    setInterval(() => {}, 1000);`;
+  const [program, ...args] = [...AS_STRANGER, process.execPath, "-e", script];
+  const child = spawn(program, args, { stdio: ["ignore", "pipe", "inherit"] });
+  const holding = new Promise((resolve) => child.stdout.on("data", resolve));
+  return { holding, stop: () => child.kill() };
+}
+
+test("20 idle connections to the store at start-up cost the ranks no measurable time", T, () =>
+  withTempDir("spmd-sec-", async (dir) => {
+    const file = writeJob(dir);
+    const timed = async (port, before) => {
+      const started = Date.now();
+      const ranks = [0, 1].map((r) => runNode([RUNNER, file, "--backend", "tcp", "--out", path.join(dir, "out")], { ...rankEnv(r, 2, port), SPMD_RUNNER_TOKEN: "t" }));
+      await before?.();
+      for (const r of await Promise.all(ranks)) assert.equal(r.code, 0, r.stderr);
+      return Date.now() - started;
+    };
+    const alone = await timed(await freePort());
+    const port = await freePort();
+    const idle = idleConnections(port, 20);
+    try {
+      const crowded = await timed(port, () => idle.holding);
+      assert.ok(crowded - alone < 1000, `with 20 idle connections the ranks took ${crowded} ms, alone ${alone} ms`);
+    } finally {
+      idle.stop();
+    }
+  }));
+
 mpiTest("under mpirun on tcp, a stranger forging a Hello to every listening port: rc 0, 0 wrong, and results.json says \"mpi\"", () =>
   withTempDir("spmd-sec-", async (dir) => {
     const file = writeJob(dir);

@@ -250,6 +250,11 @@ export class StoreServer {
    */
   async close(): Promise<void> {
     this.closing = true;
+    // Connections that never proved themselves are no rank's: nothing is owed to them.
+    for (const conn of [...this.unauthenticated]) {
+      this.forget(conn);
+      conn.socket.destroy();
+    }
     for (const waiters of this.waitersByKey.values()) for (const w of waiters) clearTimeout(w.timer);
     this.waitersByKey.clear();
     // Still listening meanwhile, so that a waiting rank's check does not take rank 0 for gone before its
