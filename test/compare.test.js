@@ -39,14 +39,14 @@ test("equal or faster rows pass with exit 0 and show the ratio", async () => {
   const p = await compare(doc([row("ar", 10), row("b", 2)]), doc([row("ar", 10.2), row("b", 2)]));
   assert.equal(p.code, 0, p.stdout + p.stderr);
   assert.match(p.stdout, /ar +allreduce +1024 +10\.00 +10\.20 .* 1\.020 +ok/);
-  assert.match(p.stdout, /# 0 regressions \(threshold 15\.0%\)/);
+  assert.match(p.stdout, /# 0 regressions \(threshold 13\.0%\)/);
 });
 
 test("one run a side, slower beyond the floor with every iteration slower: marked slower?, exit 0; three runs a side: a regression, exit 1", async () => {
   const p = await compare(doc([row("ar", 10)]), doc([row("ar", 7)]));
   assert.equal(p.code, 0, p.stdout);
   assert.match(p.stdout, /0\.700 +slower\? 30\.0% slower \(unconfirmed\)\n/);
-  assert.match(p.stdout, /# 0 regressions \(threshold 15\.0%\); 1 slower\? \(unconfirmed\)\n/);
+  assert.match(p.stdout, /# 0 regressions \(threshold 13\.0%\); 1 slower\? \(unconfirmed\)\n/);
   const three = await compareRuns(runsOf([10, 10, 10]), runsOf([7, 7, 7]));
   assert.equal(three.code, 1, three.stdout);
   assert.match(three.stdout, /0\.700 +REGRESSION: 30\.0% slower/);
