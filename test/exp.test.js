@@ -352,6 +352,11 @@ test("one runner per campaign: of two started together one runs and one exits 2;
     assert.deepEqual([s.points[0].state, s.points[0].attempts], ["done", 2]);
     const log = readFileSync(path.join(c.dir, "points", s.points[0].point_id, "rep-1", "log.txt"), "utf8");
     assert.doesNotMatch(log, /SIGTERM|interrupted/i, "the killed attempt's files were cleared before the rerun");
+    // A lock whose pid now belongs to another process (this test's, started at another time) is stale too.
+    writeFileSync(path.join(c.dir, "run.json"), JSON.stringify({ pid: process.pid, started: "1", jobs: [] }));
+    const again = await exp(["run", c.file, "--dir", c.dir]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, new RegExp(`^exp: taking over the lock of exp run pid ${process.pid}, which is no longer running`, "m"));
   });
 });
 
