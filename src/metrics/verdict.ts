@@ -10,8 +10,8 @@ export const ALPHA = 0.05;
 
 /**
  * The smallest change that counts (13% less speed: 15% more time), where neither the command line nor the
- * experiment gives one: rows of identical campaigns run back to back on a busy 2-core machine differ by up
- * to 10% across every repetition (docs/PERFORMANCE.md, "Comparing campaigns").
+ * experiment gives one: rows of identical campaigns run back to back on a busy 2-core machine drift by 10-15%
+ * in every repetition (docs/PERFORMANCE.md, "Comparing campaigns").
  */
 export const DEFAULT_THRESHOLD = 0.13;
 

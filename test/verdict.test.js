@@ -1,0 +1,36 @@
+// The statistics behind `runner compare` and `exp compare` (src/metrics/verdict.ts): per repetition the
+// fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { judge, repetitionValue } from "../dist/metrics/verdict.js";
+
+test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
+  const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
+  assert.equal(repetitionValue("time.avg_us", (k) => row[k]), 10);
+  assert.equal(repetitionValue("busbw", (k) => row[k]), 6, "busbw at the fastest time: 2 GB/s x 30/10");
+  assert.equal(repetitionValue("time.p95_us", (k) => ({ p95_us: 7 })[k]), 7, "other metrics as recorded");
+});
+
+test("one slow repetition on either side decides nothing; a change in every repetition beyond the threshold does", () => {
+  const same = [10, 10.2, 9.9];
+  assert.equal(judge(same, [10, 10.1, 4], "higher", 0.13).verdict, "within tolerance", "one slow repetition after");
+  assert.equal(judge([10, 3, 9.9], same, "higher", 0.13).verdict, "within tolerance", "one slow repetition before");
+  assert.equal(judge(same, [5, 5.1, 20], "higher", 0.13).verdict, "within noise", "two slow, one fast");
+  const twice = judge(same, same.map((v) => v / 2), "higher", 0.13);
+  assert.equal(twice.verdict, "regression");
+  assert.ok(twice.interval[1] < -0.13, JSON.stringify(twice));
+  assert.equal(judge(same, same.map((v) => v * 2), "lower", 0.13).verdict, "regression", "twice the time: lower is better");
+  assert.equal(judge(same, same.map((v) => v * 1.1), "higher", 0.13).verdict, "within tolerance");
+});
+
+test("a 1.3x slowdown is found with 5 repetitions a side, though one pair of repetitions overlaps", () => {
+  const before = [9.46, 9.52, 9.85, 8.76, 9.64], after = [9.37, 7.3, 9.22, 8.91, 9.35].map((v) => v * 1.3);
+  const j = judge(before, after, "lower", 0.13);
+  assert.equal(j.verdict, "regression", JSON.stringify(j));
+});
+
+test("too few repetitions is said, not judged", () => {
+  assert.equal(judge([10, 10], [5, 5], "higher", 0.13).verdict, "too few repetitions");
+  assert.equal(judge([10], [5, 5, 5], "higher", 0.13).verdict, "too few repetitions");
+  assert.equal(judge([10, 10], [10, 10.1], "higher", 0.13).verdict, "within tolerance", "no change needs no test");
+});
