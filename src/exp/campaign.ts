@@ -1,7 +1,7 @@
 // The campaign folder, the truth every index is rebuilt from: DIR/points/<id>/point.json (what the point is),
 // job.json (the job as run) and rep-<k>/ per repetition, with results.json, log.txt and marker.json, written
 // when the repetition ends (by the controller, or by a batch job's trap). Stale points move to DIR/stale/.
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, linkSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
@@ -156,9 +156,34 @@ export function lockCampaign(dir: string, say: (line: string) => void): RunRecor
     if (held && ownerAlive(held)) throw busy(`--dir ${dir}: exp run pid ${held.pid} is working on this campaign (${runFile(dir)})`);
     if (held && activeJobs(held.jobs).length) throw busy(`--dir ${dir}: SLURM still runs this campaign's job${held.jobs.length === 1 ? "" : "s"} ${held.jobs.join(", ")} (scancel them, or wait)`);
     if (held?.group !== undefined) killGroup(held.group);
+    if (!setAsideStale(dir, held)) throw busy(`--dir ${dir}: another exp run took the lock at the same time (${runFile(dir)})`);
     say(`exp: taking over the lock of exp run pid ${held?.pid ?? "?"}, which is no longer running (${runFile(dir)})`);
-    rmSync(runFile(dir), { force: true });
   }
+}
+
+/**
+ * Moves the stale lock out of the way, atomically (rename), and checks that what moved is the lock judged
+ * stale: another run taking over at the same time may have replaced it with its own fresh one, which is put
+ * back (link: never over a third). False when the lock was not the stale one.
+ */
+function setAsideStale(dir: string, stale: RunRecord | undefined): boolean {
+  const aside = `${runFile(dir)}.${process.pid}.stale`;
+  try {
+    renameSync(runFile(dir), aside);
+  } catch {
+    return true; // gone already: whoever removed it left the way free for O_EXCL to decide
+  }
+  const moved = readJson<RunRecord>(aside);
+  const same = JSON.stringify(moved) === JSON.stringify(stale);
+  if (!same) {
+    try {
+      linkSync(aside, runFile(dir));
+    } catch {
+      // a third run holds the lock now
+    }
+  }
+  rmSync(aside, { force: true });
+  return same;
 }
 
 /**
