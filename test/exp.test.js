@@ -274,7 +274,8 @@ async function compareChecks(c, tmp) {
 test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {
   await withTempDir("spmd-exp-int-", async (tmp) => {
     const tag = `exp-int-${process.pid}`;
-    const slowJob = { name: "slow", iterations: 4, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 400_000 }] };
+    // 2.4 s a repetition: the second `exp run` below must find the first still in its second point, on a busy machine too.
+    const slowJob = { name: "slow", iterations: 6, warmup: 0, tensors: {}, stages: [{ id: "work", op: "compute", us: 400_000 }] };
     const c = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2], variant: { a: { env: { TAG: tag } }, b: { env: { TAG: tag } } } } }, slowJob);
     const ids = pointIds((await exp(["plan", c.file, "--dir", c.dir])).stdout);
     const run = spawnRunner(["exp", "run", c.file, "--dir", c.dir]);
