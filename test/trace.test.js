@@ -499,6 +499,36 @@ test("a broken Chakra file is one line naming it", async () => {
   await refuses("chakra.0.et", real.subarray(0, 100_000), /node record \d+ \(at byte \d+\): not a Chakra Node/, ["--world", "2"]);
 });
 
+/** A Chakra .et as chakra_jsonizer writes it: each message as protobuf JSON (lowerCamelCase, 64-bit ints and enums as strings), one after another. */
+async function chakraJson(etFile) {
+  const { chakraCodec } = await import("../dist/trace/chakra.js");
+  const { pb, json } = await chakraCodec();
+  const reader = pb.Reader.create(readFileSync(etFile));
+  const text = (type) => JSON.stringify(type.toObject(type.decodeDelimited(reader), { longs: String, enums: String, bytes: String }), null, 2);
+  let out = text(json.GlobalMetadata);
+  while (reader.pos < reader.len) out += text(json.Node);
+  return out;
+}
+
+test("Chakra's JSON form (chakra_jsonizer's) imports to the same stages as the .et it came from; a cut or foreign one is one line", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-chakra-json-"));
+  try {
+    const file = path.join(dir, "chakra-resnet.0.json");
+    const text = await chakraJson(CHAKRA);
+    writeFileSync(file, text);
+    assert.match(text, /^\{\n {2}"attr": \[/);
+    assert.match(text, /"type": "COMM_COLL_NODE"/);
+    const fromJson = await imported([file], { world: 2 }), fromEt = await imported([CHAKRA], { world: 2 });
+    assert.deepEqual(stageShape(fromJson.job), stageShape(fromEt.job));
+    assert.equal(fromJson.job.stages.length, 7);
+    await refuses("cut.0.json", text.slice(0, 5000), /cut short: its last record is not closed/, ["--world", "2"]);
+    await refuses("junk.0.json", '{"attr": []} [1]x', /not Chakra JSON: "x" between records at byte 16/, ["--world", "2"]);
+    await refuses("node.0.json", '{"attr": []}{"attr": 5}', /record 1: not a Chakra Node in protobuf JSON \(\.ChakraProtoMsg\.Node\.attr: array expected\)/, ["--world", "2"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("a fresh clone replays a real trace: traces/ ships it with its origin and licence, the README's example is what the import prints, jobs/resnet-ddp-replay.json is that job", async () => {
   const trace = path.join(REPO, "traces", "resnet-ddp-2rank.et.json.gz");
   assert.ok(existsSync(trace));

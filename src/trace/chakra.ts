@@ -3,13 +3,14 @@
 // are the COMM_COLL_NODEs that carry `comm_type` and `comm_size` (bytes), and COMM_SEND/RECV_NODEs with
 // `comm_src`/`comm_dst`; the CPU-side COMM_COLL_NODEs (no comm_type) only launch them. The dtype is the
 // node's own tensor type, else that of the CPU node it depends on. Chakra records no world size: it comes
-// from --world, or from the metadata `runner trace export` writes (world_size, rank, process_groups).
+// from --world, or from the metadata `runner trace export` writes (world_size, rank, process_groups). Chakra's
+// JSON form is encoded back into the protobuf form and read the same way.
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DType } from "../config/job.js";
 import { ELEMENT_BYTES } from "../config/job.js";
-import { count, MAX_COLLECTIVES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
+import { count, MAX_COLLECTIVES, MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
 import { quoted, TraceError } from "./model.js";
 import { jobDtype, traceElementBytes } from "./names.js";
@@ -17,10 +18,14 @@ import type { ReadRank } from "./rank.js";
 
 // protobufjs types, loaded on first use (the rank path never needs them).
 type Protobuf = typeof import("protobufjs");
-interface Codec {
-  pb: Protobuf;
+interface Messages {
   GlobalMetadata: import("protobufjs").Type;
   Node: import("protobufjs").Type;
+}
+interface Codec extends Messages {
+  pb: Protobuf;
+  /** The same messages with protobuf JSON's lowerCamelCase field names (Chakra's JSON form). */
+  json: Messages;
 }
 
 let codec: Codec | undefined;
@@ -34,8 +39,11 @@ function protoText(): string {
 export async function chakraCodec(): Promise<Codec> {
   if (!codec) {
     const pb = ((await import("protobufjs")) as unknown as { default?: Protobuf }).default ?? ((await import("protobufjs")) as unknown as Protobuf);
-    const root = pb.parse(protoText(), { keepCase: true }).root;
-    codec = { pb, GlobalMetadata: root.lookupType("ChakraProtoMsg.GlobalMetadata"), Node: root.lookupType("ChakraProtoMsg.Node") };
+    const messages = (keepCase: boolean): Messages => {
+      const root = pb.parse(protoText(), { keepCase }).root;
+      return { GlobalMetadata: root.lookupType("ChakraProtoMsg.GlobalMetadata"), Node: root.lookupType("ChakraProtoMsg.Node") };
+    };
+    codec = { pb, ...messages(true), json: messages(false) };
   }
   return codec;
 }
@@ -165,6 +173,57 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
       : {}),
     empty: nodes.length === 0 ? "it holds no COMM_COLL_NODE with comm_type and comm_size, nor COMM_SEND/RECV_NODE" : undefined,
   };
+}
+
+/** Whether a JSON trace's first bytes are Chakra's JSON form: a GlobalMetadata object (version, attr) first. */
+export function isChakraJson(head: Buffer): boolean {
+  return /^\s*\{\s*("version"|"attr"|\})/.test(head.toString("latin1"));
+}
+
+/** The top-level objects of a text holding JSON objects one after another, as slices; depth and size capped. */
+function* topLevelObjects(text: string, file: string): Generator<string> {
+  let depth = 0, start = -1, inString = false, escaped = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c === "\\") escaped = true;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"' && depth > 0) inString = true;
+    else if (c === "{" || c === "[") {
+      if (depth === 0) start = i;
+      if (++depth > MAX_DEPTH) throw new TraceError(file, `nested deeper than ${MAX_DEPTH} levels at byte ${i}`);
+    } else if (c === "}" || c === "]") {
+      if (--depth < 0) throw new TraceError(file, `an unmatched ${quoted(c)} at byte ${i}`);
+      if (depth === 0) {
+        if (i + 1 - start > MAX_VALUE_BYTES) throw new TraceError(file, `a record of more than ${MAX_VALUE_BYTES} bytes at byte ${start}`);
+        yield text.slice(start, i + 1);
+      }
+    } else if (depth === 0 && !/\s/.test(c)) throw new TraceError(file, `not Chakra JSON: ${quoted(text.slice(i, i + 20))} between records at byte ${i}`);
+  }
+  if (depth !== 0) throw new TraceError(file, "cut short: its last record is not closed");
+}
+
+/**
+ * Chakra's JSON form (what chakra_jsonizer writes: the GlobalMetadata, then each Node, as protobuf JSON objects
+ * one after another) as the protobuf form readChakra reads: each object is encoded as the message it stands for.
+ */
+export async function chakraJsonToProtobuf(text: string, file: string): Promise<Buffer> {
+  const { pb, json } = await chakraCodec();
+  const writer = pb.Writer.create();
+  let index = 0;
+  for (const record of topLevelObjects(text, file)) {
+    const type = index === 0 ? json.GlobalMetadata : json.Node;
+    try {
+      type.encodeDelimited(type.fromObject(JSON.parse(record) as Record<string, unknown>), writer);
+    } catch (error) {
+      throw new TraceError(file, `record ${index}: not a Chakra ${type.name} in protobuf JSON (${(error as Error).message.slice(0, 200)})`);
+    }
+    index++;
+  }
+  return Buffer.from(writer.finish());
 }
 
 const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);

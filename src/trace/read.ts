@@ -2,7 +2,7 @@
 // what the readers use as it arrives; folders and archives read as their traces (source.ts); the format told
 // from the document's own keys. A trace is untrusted: anything a reader did not expect becomes one line
 // naming the file (exit 2), never a stack trace.
-import { readChakra } from "./chakra.js";
+import { chakraJsonToProtobuf, isChakraJson, readChakra } from "./chakra.js";
 import { readExecutionTrace } from "./et.js";
 import { JsonScanner } from "./json-scan.js";
 import { readKineto } from "./kineto.js";
@@ -11,7 +11,7 @@ import type { RankTrace } from "./model.js";
 import { TraceError } from "./model.js";
 import { rankFromFileName } from "./names.js";
 import { finishRanks, type ReadRank, type WorldHint } from "./rank.js";
-import { forEachTrace, traceFiles } from "./source.js";
+import { forEachTrace, peek, traceFiles } from "./source.js";
 
 export { traceFiles } from "./source.js";
 
@@ -92,7 +92,7 @@ async function scanJson(name: string, chunks: AsyncIterable<Buffer>): Promise<Js
   return doc;
 }
 
-/** A Chakra protobuf trace is decoded from one buffer: at most 1 GiB (or --max-bytes, if lower). */
+/** A Chakra trace (protobuf or its JSON form) is decoded from one buffer: at most 1 GiB (or --max-bytes, if lower). */
 const MAX_CHAKRA_BYTES = 1024 ** 3;
 
 async function collect(name: string, chunks: AsyncIterable<Buffer>, max: number): Promise<Buffer> {
@@ -100,7 +100,7 @@ async function collect(name: string, chunks: AsyncIterable<Buffer>, max: number)
   let total = 0;
   for await (const c of chunks) {
     total += c.length;
-    if (total > max) throw new TraceError(name, `a Chakra protobuf trace of more than ${max} bytes (the cap on one held in memory)`);
+    if (total > max) throw new TraceError(name, `a Chakra trace of more than ${max} bytes (the cap on one held in memory)`);
     parts.push(c);
   }
   return Buffer.concat(parts);
@@ -108,9 +108,14 @@ async function collect(name: string, chunks: AsyncIterable<Buffer>, max: number)
 
 /** One trace's bytes -> its rank's collectives (world not yet settled where the trace records none). */
 async function readOne(name: string, chakra: boolean, chunks: AsyncIterable<Buffer>, options: ReadOptions): Promise<ReadRank> {
-  if (chakra) return readChakra(await collect(name, chunks, Math.min(MAX_CHAKRA_BYTES, options.maxBytes ?? DEFAULT_MAX_BYTES)), name, { fileRank: rankFromFileName(name), world: options.world });
-  const doc = await scanJson(name, chunks);
   const hint = { fileRank: rankFromFileName(name) };
+  const peeked = await peek(chunks, 256);
+  const whole = () => collect(name, peeked.chunks, Math.min(MAX_CHAKRA_BYTES, options.maxBytes ?? DEFAULT_MAX_BYTES));
+  if (chakra) return readChakra(await whole(), name, { ...hint, world: options.world });
+  if (isChakraJson(peeked.head)) {
+    return readChakra(await chakraJsonToProtobuf((await whole()).toString("utf8"), name), name, { ...hint, world: options.world });
+  }
+  const doc = await scanJson(name, peeked.chunks);
   try {
     if ("nodes" in doc.top || ("schema" in doc.top && !("traceEvents" in doc.top))) return readExecutionTrace(doc, hint);
     if (doc.top.traceEvents === true) return readKineto(doc, hint);
@@ -119,7 +124,7 @@ async function readOne(name: string, chakra: boolean, chunks: AsyncIterable<Buff
     // A shape no check foresaw: still one line naming the file.
     throw new TraceError(name, `malformed trace: ${(error as Error).message}`);
   }
-  throw new TraceError(name, 'not a trace this importer knows: expected a PyTorch Execution Trace ("schema", "nodes"), a Kineto trace ("traceEvents") or a Chakra protobuf trace (*.et)');
+  throw new TraceError(name, 'not a trace this importer knows: expected a PyTorch Execution Trace ("schema", "nodes"), a Kineto trace ("traceEvents") or a Chakra trace (*.et, or its JSON form)');
 }
 
 /** Every trace in the paths given (files, folders, archives), read and with its rank and world settled. */

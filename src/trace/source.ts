@@ -120,7 +120,7 @@ async function* gunzip(chunks: AsyncIterable<Buffer>, name: string): AsyncGenera
 }
 
 /** The first bytes of a stream, and the stream again from its start. */
-async function peek(chunks: AsyncIterable<Buffer>, n: number): Promise<{ head: Buffer; chunks: AsyncIterable<Buffer> }> {
+export async function peek(chunks: AsyncIterable<Buffer>, n: number): Promise<{ head: Buffer; chunks: AsyncIterable<Buffer> }> {
   const it = chunks[Symbol.asyncIterator]();
   const seen: Buffer[] = [];
   let have = 0;
