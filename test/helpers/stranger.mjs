@@ -3,6 +3,7 @@
 // to rank 1 on every lane, proved under the key given on its command line (hex: what it could compute, as
 // from a derived secret). It holds each connection open, as a forger that meant to feed the lane would,
 // and prints one JSON line per Hello: the port and lane, and whether the rank answered (took it for rank 0).
+// Listeners that do not open with the transport's Challenge (the store, the launcher's own) are left alone.
 // Prints "ready" once it watches.
 //   node stranger.mjs <key hex> <world size>
 import { createHmac } from "node:crypto";
@@ -55,10 +56,15 @@ function forge(port) {
     const socket = net.createConnection({ host: "127.0.0.1", port });
     let got = Buffer.alloc(0);
     let answered = false;
+    // A listener that says nothing, or not our Challenge, is another program's (the launcher's own, as
+    // mpirun's): left alone at once, as an attacker aiming at the runner would.
+    const notOurs = setTimeout(() => socket.destroy(), 300);
     socket.on("data", (d) => {
       const before = got.length;
       got = Buffer.concat([got, d]);
-      if (before < CHALLENGE_BYTES && got.length >= CHALLENGE_BYTES && got.readUInt32LE(0) === CHALLENGE_MAGIC) {
+      if (got.length >= 4 && got.readUInt32LE(0) !== CHALLENGE_MAGIC) return void socket.destroy();
+      if (before < CHALLENGE_BYTES && got.length >= CHALLENGE_BYTES) {
+        clearTimeout(notOurs);
         socket.write(hello(lane, got.subarray(8, CHALLENGE_BYTES)));
       }
       // A rank that took the Hello answers with its own after the challenge.
@@ -67,7 +73,7 @@ function forge(port) {
     socket.on("error", () => {});
     // What happened is known once the rank answered or dropped it, or after a second of silence.
     const report = () => {
-      if (socket.reported) return;
+      if (socket.reported || got.length < CHALLENGE_BYTES) return;
       socket.reported = true;
       console.log(JSON.stringify({ port, lane, answered }));
     };
