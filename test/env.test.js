@@ -47,8 +47,10 @@ test("torchrun / runner launch", () => {
   });
   assert.equal(discoverPlace({ ...torchrun, GROUP_RANK: "2" }).nodeRank, 2);
   assert.equal(discoverPlace({ ...torchrun, NODE_RANK: "3" }).nodeRank, 3);
-  // runner launch's ranks carry its token too: messages name the command that started them.
-  assert.equal(discoverPlace({ ...torchrun, SPMD_RUNNER_TOKEN: "ab12" }).launcher, "runner launch");
+  // runner launch's ranks carry its pid too: messages name the command that started them. A token set by
+  // hand (issue 43) is no launcher.
+  assert.equal(discoverPlace({ ...torchrun, SPMD_RUNNER_TOKEN: "ab12", SPMD_LAUNCHER_PID: "42" }).launcher, "runner launch");
+  assert.equal(discoverPlace({ ...torchrun, SPMD_RUNNER_TOKEN: "ab12" }).launcher, "torchrun");
 });
 
 test("torchrun without local variables is a single host", () => {

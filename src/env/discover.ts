@@ -94,6 +94,13 @@ function place({ launcher, rank, size, localRank, localSize, nodeRank, master }:
 
 type Row = (env: Env) => Place | EnvError | undefined;
 
+/**
+ * The launcher's pid, which `runner launch` gives its ranks: they end with it (run/rank.ts, endWithLauncher),
+ * the parent a rank must still have once it asked, else the launcher died before and the rank would run on
+ * alone. It, not SPMD_RUNNER_TOKEN, tells runner launch's ranks from ones started by hand with a token.
+ */
+export const LAUNCHER_PID_ENV = "SPMD_LAUNCHER_PID";
+
 const TORCHRUN_NAMES = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"];
 
 const torchrun: Row = (env) => {
@@ -116,8 +123,8 @@ const torchrun: Row = (env) => {
     return incomplete(env, TORCHRUN_NAMES, missing, "torchrun-style launch needs RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT");
   }
   return place({
-    // `runner launch` gives its ranks a token besides torchrun's variables: messages then name the command run.
-    launcher: get(env, "SPMD_RUNNER_TOKEN") !== undefined ? "runner launch" : "torchrun",
+    // `runner launch` gives its ranks its pid besides torchrun's variables: messages then name the command run.
+    launcher: get(env, LAUNCHER_PID_ENV) !== undefined ? "runner launch" : "torchrun",
     rank,
     size,
     // Both absent means a single host: every rank is local.

@@ -8,6 +8,7 @@ import net from "node:net";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
+import { LAUNCHER_PID_ENV } from "../env/discover.js";
 import { PROGRESS_FD_ENV } from "../report/progress.js";
 
 export type OutputStream = "stdout" | "stderr";
@@ -40,12 +41,6 @@ export interface LaunchResult {
   failedRank?: number;
   message?: string;
 }
-
-/**
- * The launcher's pid, for its ranks to end with it (run/rank.ts, endWithLauncher): the parent a rank must
- * still have once it asked, else the launcher died before and the rank would run on alone.
- */
-export const LAUNCHER_PID_ENV = "SPMD_LAUNCHER_PID";
 
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 // A grandchild that inherited a rank's pipes can hold them open after the rank exits;

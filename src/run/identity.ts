@@ -5,7 +5,7 @@ import type { Fingerprint } from "../comm/agreement.js";
 import type { JobSecret } from "../comm/secret.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
-import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
+import { LAUNCHER_PID_ENV } from "../env/discover.js";
 import { VERSION } from "../version.js";
 
 /**

@@ -9,13 +9,12 @@ import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../com
 import { hostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
-import { discoverPlace } from "../env/discover.js";
+import { discoverPlace, LAUNCHER_PID_ENV } from "../env/discover.js";
 import type { Place } from "../env/place.js";
 import { execute, type ExecuteOptions } from "../graph/execute.js";
 import { checkPlaceMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
 import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
-import { LAUNCHER_PID_ENV } from "../launch/launcher.js";
 import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
