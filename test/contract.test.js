@@ -61,7 +61,7 @@ async function plannedOps() {
 
 /** Runs `program` on a one-rank shm communicator; resolves with the error, or null when it ran. */
 async function runAlone(program) {
-  const comm = new (native().Communicator)({ backend: "shm", name: `/spmd-contract-${process.pid}`, rank: 0, size: 1, create: true });
+  const comm = new (native().Communicator)({ backend: "shm", name: `/spmd-contract-${process.pid}`, tag: "00".repeat(32), rank: 0, size: 1, create: true });
   try {
     await comm.run(program);
     return null;
