@@ -1,7 +1,8 @@
 // `npm test`: every test/*.test.js under node:test, in two lanes and one report.
-//  - Beside the rest run the jobs/ examples (jobs.test.js), then the large-size matrix (test/large.test.js):
-//    minutes of CPU-bound runs that touch nothing the other files use (their own temporary files and ports,
-//    native/build only read), and the two that need gigabytes, so they never hold memory at the same time.
+//  - Beside the rest run the jobs/ examples (jobs.test.js), the trace importer's files, then the large-size
+//    matrix (test/large.test.js): minutes of CPU-bound runs that touch nothing the other files use (their own
+//    temporary files and ports, native/build only read), and the two that need gigabytes, so they never hold
+//    memory at the same time.
 //  - The rest run one file at a time, as they always have: some share machine-wide things (native/build, the
 //    built JS that `npm pack` refreshes, a SLURM cluster's fixed ports), and many spend their time waiting on
 //    deadlines, launchers and shaped links, which is when the matrix gets the CPU.
@@ -18,7 +19,7 @@ import { fileURLToPath } from "node:url";
 const TEST = path.dirname(fileURLToPath(import.meta.url));
 // The aarch64 cross build stays with the rest, first: run beside them it moved the jobs' 4-rank launches onto
 // the minutes of doctor's shaped multi-host links, and a starved link there read a third of its rate.
-const BESIDE = ["jobs.test.js", "large.test.js"].map((f) => path.join(TEST, f));
+const BESIDE = ["jobs.test.js", "trace.test.js", "trace-hostile.test.js", "large.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
 
 const named = process.argv.slice(2).map((f) => path.resolve(f));
