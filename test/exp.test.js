@@ -5,6 +5,7 @@ import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { cannotStart } from "../dist/exp/executors.js";
 import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
 import { findProcesses, survivors } from "./helpers/procs.js";
 import { envForMpi, REPO, RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
@@ -114,6 +115,16 @@ test("bad experiment files: exit 2 before anything runs, one line naming the key
     writeFileSync(c.file, '{ "name": "t", "jobs": ["job.json"] "matrix": {} }');
     assert.match((await exp(["plan", c.file])).stderr, /exp\.jsonc: line 1 column 37: invalid JSON: CommaExpected/);
   });
+});
+
+test("plan's hosts check: a point asking more hosts than the executor can give (the hostfile's, or the nodes sinfo lists) is named", () => {
+  const point = { job: "j", backend: "shm", world_size: 4, hosts: 3, variant: "base", executor: "slurm" };
+  const slurm = { kind: "slurm", mode: "pack", sbatch: [], concurrent: false };
+  const nodes = (n) => ({ names: Array.from({ length: n }, (_, i) => `n${i}`), count: (k) => `partition debug has ${k} nodes (sinfo)` });
+  assert.equal(cannotStart(slurm, point, nodes(2)), "hosts 3, but partition debug has 2 nodes (sinfo)");
+  assert.equal(cannotStart(slurm, point, nodes(3)), undefined);
+  assert.equal(cannotStart(slurm, point, undefined), undefined, "unknown hosts (no sinfo answer) are not refused");
+  assert.equal(cannotStart({ kind: "local" }, { ...point, hosts: 1, backend: "mpi" }), "backend mpi needs ranks started by an MPI launcher: use the mpirun or slurm executor");
 });
 
 test("run: a failing point does not stop the others (--fail-fast does); status, query, report and compare", async (t) => {
