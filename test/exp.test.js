@@ -389,6 +389,51 @@ test("the files are the truth: a corrupt or truncated campaign.db is rebuilt fro
   });
 });
 
+const unshareMissing = process.getuid?.() !== 0 ? "needs root (a tmpfs in a mount namespace of its own)"
+  : spawnSync("unshare", ["-m", "true"]).status !== 0 ? "unshare -m does not work here" : false;
+
+test("a full disk: exp run names the file and ENOSPC in one line, exit 1; what was done stays done, and a run with space again finishes", { skip: unshareMissing && !process.env.CI ? unshareMissing : false }, async () => {
+  await withTempDir("spmd-exp-full-", async (tmp) => {
+    const one = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2] }, repetitions: 1 });
+    const two = path.join(tmp, "two.json");
+    writeFileSync(two, readFileSync(one.file, "utf8").replace('"repetitions": 1', '"repetitions": 2'));
+    const mnt = path.join(tmp, "mnt");
+    mkdirSync(mnt);
+    // In a mount namespace of its own: a 1 MiB tmpfs, one repetition run, then for each N the disk filled
+    // to N KiB free before a second repetition (0: the lock cannot be written; 40: the index or a point's file),
+    // and the same run again once the space is back. Each attempt starts from the one-repetition campaign.
+    const leave = [0, 40];
+    const script = `set -e
+mount -t tmpfs -o size=1m tmpfs ${mnt}
+node ${RUNNER} exp run ${one.file} --dir ${mnt}/c --quiet
+cp -a ${mnt}/c ${tmp}/done
+for n in ${leave.join(" ")}; do
+  rm -rf ${mnt}/c; cp -a ${tmp}/done ${mnt}/c
+  avail=$(df -k --output=avail ${mnt} | tail -1)
+  head -c $(( (avail - n) * 1024 )) /dev/zero > ${mnt}/fill
+  node ${RUNNER} exp run ${two} --dir ${mnt}/c --quiet 2> ${tmp}/err-$n && echo 0 > ${tmp}/code-$n || echo $? > ${tmp}/code-$n
+  rm ${mnt}/fill
+  node ${RUNNER} exp run ${two} --dir ${mnt}/c --quiet 2> ${tmp}/again-$n
+  cp ${mnt}/c/points/*/rep-2/marker.json ${tmp}/marker-$n.json
+  cp ${mnt}/c/points/*/rep-1/results.json ${tmp}/rep1-$n.json
+done`;
+    const p = spawnSync("unshare", ["-m", "sh", "-c", script], { cwd: REPO, encoding: "utf8", timeout: 120_000 });
+    assert.equal(p.status, 0, p.stderr);
+    const rep1 = readFileSync(path.join(tmp, "done", "points", readdirSync(path.join(tmp, "done", "points"))[0], "rep-1", "results.json"), "utf8");
+    for (const n of leave) {
+      const [code, err] = [Number(readFileSync(path.join(tmp, `code-${n}`), "utf8")), readFileSync(path.join(tmp, `err-${n}`), "utf8")];
+      if (n === 0) assert.equal(code, 1, "a full disk fails the run");
+      if (code !== 0) {
+        assert.equal(code, 1, `${n} KiB free: ${err}`);
+        assert.match(err, new RegExp(`^runner: (ENOSPC: no space left on device, \\w+ \\(${mnt}/c/\\S+\\)|${mnt}/c/campaign\\.db: ENOSPC, the disk is full .*)\\n$`), `${n} KiB free: one line naming the file`);
+      }
+      assert.equal(readFileSync(path.join(tmp, `again-${n}`), "utf8"), "", `${n} KiB free: the run with space again says nothing (no stale lock to take over)`);
+      assert.equal(JSON.parse(readFileSync(path.join(tmp, `marker-${n}.json`), "utf8")).state, "done", `${n} KiB free: the second repetition is done`);
+      assert.equal(readFileSync(path.join(tmp, `rep1-${n}.json`), "utf8"), rep1, `${n} KiB free: the first repetition is as it was`);
+    }
+  });
+});
+
 test("the example campaign experiments/backends.json runs with the local executor, every element right, and its report is written", async () => {
   await withTempDir("spmd-exp-example-", async (tmp) => {
     const file = path.join(REPO, "experiments/backends.json");
