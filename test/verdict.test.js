@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { judge, repetitionValue } from "../dist/metrics/verdict.js";
+import { judge, oversubscribed, repetitionValue } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -33,4 +33,15 @@ test("too few repetitions is said, not judged", () => {
   assert.equal(judge([10, 10], [5, 5], "higher", 0.13).verdict, "too few repetitions");
   assert.equal(judge([10], [5, 5, 5], "higher", 0.13).verdict, "too few repetitions");
   assert.equal(judge([10, 10], [10, 10.1], "higher", 0.13).verdict, "within tolerance", "no change needs no test");
+});
+
+test("ranks that outnumber their host's cores are named; a file without cores (before they were recorded) says nothing", () => {
+  const doc = (ranks, cores) => ({
+    topology: { hosts: [{ name: "a", ranks: [0, 1] }, { name: "b", ranks: Array.from({ length: ranks }, (_, i) => 2 + i) }] },
+    manifest: { hosts: [{ name: "a", cpu: "x", cores: 2, gpus: [] }, { name: "b", cpu: "x", cores, gpus: [] }] },
+  });
+  assert.equal(oversubscribed(doc(3, 2)), "3 ranks on 2 cores (b)");
+  assert.equal(oversubscribed(doc(2, 2)), undefined);
+  assert.equal(oversubscribed(doc(3, undefined)), undefined);
+  assert.equal(oversubscribed({}), undefined);
 });

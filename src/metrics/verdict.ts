@@ -5,6 +5,8 @@
 // across repetitions (Mann-Whitney U) lies wholly beyond a minimum relative threshold: when it holds across
 // the repetitions, not in one of them.
 
+import type { ResultDocument } from "../results.js";
+
 /** The rank test's level: a change is real when chance would order the repetitions so in under 5% of draws. */
 export const ALPHA = 0.05;
 
@@ -110,3 +112,20 @@ export function judge(before: readonly number[], after: readonly number[], direc
 
 /** A judgement's interval in words: "change across repetitions -31.2%..-18.0%". */
 export const describeInterval = ([lo, hi]: [number, number]) => `change across repetitions ${(lo * 100).toFixed(1)}%..${(hi * 100).toFixed(1)}%`;
+
+/**
+ * Where a run's ranks outnumbered their host's cores ("3 ranks on 2 cores (vm)"), from its results file's
+ * topology and manifest; undefined where every host had a core per rank, or the file does not say (files
+ * before 2026-11-28 record no cores). Such ranks take turns on the cores, so their times move by whole
+ * scheduler time slices as the machine's load changes: on the 2-core VM under load, repetitions of one row
+ * 2-100x apart (docs/PERFORMANCE.md, "Comparing campaigns"), which no verdict can see through.
+ */
+export function oversubscribed(doc: Pick<ResultDocument, "topology" | "manifest">): string | undefined {
+  const cores = new Map((doc.manifest?.hosts ?? []).map((h) => [h.name, h.cores]));
+  const over = (doc.topology?.hosts ?? []).filter((h) => h.ranks.length > (cores.get(h.name) ?? Infinity));
+  return over.length ? over.map((h) => `${h.ranks.length} ranks on ${cores.get(h.name)} cores (${h.name})`).join(", ") : undefined;
+}
+
+/** The line a comparison gives such runs. */
+export const oversubscribedNote = (where: string, what: string) =>
+  `# OVERSUBSCRIBED ${where}: ${what}: the ranks took turns on the cores, so a busy machine moves their times by whole time slices and a verdict there cannot be trusted; measure with ranks <= cores`;
