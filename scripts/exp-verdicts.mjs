@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // The targets of `exp compare` (docs/PERFORMANCE.md, "Comparing campaigns"), over campaign folders that ran the
 // same experiment: consecutive pairs must give no regression; the same pairs with the second side's results
-// scaled 2x slower (results.json rewritten in a copy) must regress on every row; and in a pair of 5-repetition
-// campaigns, each op made 1.3x slower alone must be found. Counts are given per world size.
-//   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op A B (5 reps)
+// scaled 2x slower (results.json rewritten in a copy) must regress on every row; and in consecutive pairs of
+// 5-repetition campaigns, each op made 1.3x slower alone must be found. Counts are given per world size.
+//   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op DIR1 DIR2 ... (5 reps)
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -57,18 +57,23 @@ try {
     const goal = mode === "identical" ? "with no regression" : "with every row a regression";
     for (const [w, [ok, of]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} pairs ${goal} (threshold ${DEFAULT_THRESHOLD})`);
   } else if (mode === "one-op") {
-    const [a, b] = dirs;
-    const points = readdirSync(path.join(b, "points")).map((id) => path.join(b, "points", id));
-    for (const point of points) {
-      const w = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8")).params.world_size;
-      for (const target of JSON.parse(readFileSync(path.join(point, "rep-1", "results.json"), "utf8")).results) {
-        const hit = (r, world) => world === w && r.op === target.op && r.size === target.size;
-        const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
-        const found = changes.filter((c) => c.verdict === "regression");
-        const right = found.filter((c) => hit(c.row, c.row.world_size)).length;
-        console.log(`W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : "MISSED"} (${right} of its metrics); ${found.length - right} other regressions`);
+    const tally = {};
+    for (const [a, b] of pairs) {
+      const points = readdirSync(path.join(b, "points")).map((id) => path.join(b, "points", id));
+      for (const point of points) {
+        const w = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8")).params.world_size;
+        for (const target of JSON.parse(readFileSync(path.join(point, "rep-1", "results.json"), "utf8")).results) {
+          const hit = (r, world) => world === w && r.op === target.op && r.size === target.size;
+          const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
+          const found = changes.filter((c) => c.verdict === "regression");
+          const right = found.filter((c) => hit(c.row, c.row.world_size)).length;
+          const t = (tally[`W=${w}`] ??= [0, 0, 0]);
+          [t[0], t[1], t[2]] = [t[0] + (right ? 1 : 0), t[1] + 1, t[2] + (found.length > right ? 1 : 0)];
+          console.log(`${path.basename(a)} vs ${path.basename(b)} W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : "MISSED"} (${right} of its metrics); ${found.length - right} other regressions`);
+        }
       }
     }
+    for (const [w, [ok, of, other]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ops found 1.3x slower; ${other} with other rows regressing (threshold ${DEFAULT_THRESHOLD})`);
   } else throw new Error("give identical|slow2x|one-op and the campaign folders");
 } finally {
   rmSync(tmp, { recursive: true, force: true });

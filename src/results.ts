@@ -220,7 +220,8 @@ export interface Manifest {
   env: Record<string, string>;
   /** The runner's own settings as run: backend, deadlines, iterations, check. */
   settings: Record<string, unknown>;
-  hosts: { name: string; cpu: string; gpus: string[] }[];
+  /** Each host once; cores is what the ranks' process may run on (os.availableParallelism), absent in files before 2026-11-28. */
+  hosts: { name: string; cpu: string; cores?: number; gpus: string[] }[];
   /** Where the job's secret came from (never the secret itself): DESIGN.md, "Security". */
   rendezvous_secret?: SecretSource;
 }

@@ -173,6 +173,17 @@ test("compare prints the manifests' differences above its table", async () => {
   assert.doesNotMatch(same.stdout, /manifests/);
 });
 
+test("runs whose ranks outnumbered their host's cores are said once, above the count", async () => {
+  const on = (cores) => ({
+    ...doc([row("ar", 10)]), topology: { hosts: [{ name: "a", ranks: [0, 1, 2, 3] }] },
+    manifest: { runner: "0.1.0", node: "v20", env: {}, hosts: [{ name: "a", cpu: "x", cores, gpus: [] }] },
+  });
+  const crowded = await compare(on(2), on(2));
+  assert.equal(crowded.code, 0);
+  assert.match(crowded.stdout, /^# OVERSUBSCRIBED \S+a\.json and 1 more run: 4 ranks on 2 cores \(a\): .*measure with ranks <= cores\n# 0 regressions/m);
+  assert.doesNotMatch((await compare(on(4), on(4))).stdout, /OVERSUBSCRIBED/);
+});
+
 test("compare's sides: one file, three without --, or nothing after --: one line, exit 2", async () => {
   for (const args of [["a.json"], ["a.json", "b.json", "c.json"], ["a.json", "--"]]) {
     const p = await runNode([RUNNER, "compare", ...args]);

@@ -65,7 +65,7 @@ test("--samples and the manifest: 3 ranks keep every iteration; NCCL_/UCX_/OMPI_
     NCCL_ALGO: "ring", OMPI_MCA_btl: "self", SPMD_RUNNER_TOKEN: "(set)", UCX_MEM_MALLOC_HOOKS: "no", UCX_MEM_MMAP_HOOK_MODE: "none", UCX_TLS: "tcp",
   });
   assert.equal(m.settings.iterations, 6);
-  assert.deepEqual(m.hosts, [{ name: os.hostname(), cpu: os.cpus()[0].model.trim(), gpus: m.hosts[0].gpus }]);
+  assert.deepEqual(m.hosts, [{ name: os.hostname(), cpu: os.cpus()[0].model.trim(), cores: os.availableParallelism(), gpus: m.hosts[0].gpus }]);
 });
 
 test("a corrupted receive (SPMD_DOUBLE_CORRUPT_RECV, NCCL double): the check locates the element, its source rank and both values", async () => {

@@ -69,6 +69,15 @@ test("slurm pack: one batch job for the shape runs every repetition, interleaved
   assert.ok(doc.results.every((r) => r.wrong === 0));
 });
 
+test("slurm plan: a point asking more nodes than sinfo lists is refused, exit 2 naming it", { skip }, async () => {
+  writeFileSync(path.join(dir, "big.job.json"), JSON.stringify(tiny));
+  const file = path.join(dir, "big.json");
+  writeFileSync(file, JSON.stringify({ name: "big", jobs: ["big.job.json"], matrix: { backend: ["shm"], world_size: [2], hosts: [1, 2] }, executor: { kind: "slurm" } }));
+  const p = await exp(["plan", file]);
+  assert.equal(p.code, 2, p.stderr);
+  assert.match(p.stderr, /^runner: \S+big\.json: executor: 1 point cannot run: job=tiny backend=shm world_size=2 hosts=2 variant=base executor="slurm --exclusive" \(hosts 2, but the cluster has 1 node \(sinfo\)\)\n$/);
+});
+
 test("slurm array: one array task per point, throttled to one at a time", { skip }, async () => {
   const c = campaign("array", { kind: "slurm", mode: "array", throttle: 1, serialize: true });
   const p = await exp(["run", c.file, "--dir", c.dir]);

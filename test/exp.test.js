@@ -3,8 +3,10 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+import { cannotStart } from "../dist/exp/executors.js";
 import { assertRenders, CHROMIUM } from "./helpers/chromium.js";
 import { findProcesses, survivors } from "./helpers/procs.js";
 import { envForMpi, REPO, RUNNER, runNode, spawnRunner } from "./helpers/ranks.js";
@@ -114,6 +116,16 @@ test("bad experiment files: exit 2 before anything runs, one line naming the key
     writeFileSync(c.file, '{ "name": "t", "jobs": ["job.json"] "matrix": {} }');
     assert.match((await exp(["plan", c.file])).stderr, /exp\.jsonc: line 1 column 37: invalid JSON: CommaExpected/);
   });
+});
+
+test("plan's hosts check: a point asking more hosts than the executor can give (the hostfile's, or the nodes sinfo lists) is named", () => {
+  const point = { job: "j", backend: "shm", world_size: 4, hosts: 3, variant: "base", executor: "slurm" };
+  const slurm = { kind: "slurm", mode: "pack", sbatch: [], concurrent: false };
+  const nodes = (n) => ({ names: Array.from({ length: n }, (_, i) => `n${i}`), count: (k) => `partition debug has ${k} nodes (sinfo)` });
+  assert.equal(cannotStart(slurm, point, nodes(2)), "hosts 3, but partition debug has 2 nodes (sinfo)");
+  assert.equal(cannotStart(slurm, point, nodes(3)), undefined);
+  assert.equal(cannotStart(slurm, point, undefined), undefined, "unknown hosts (no sinfo answer) are not refused");
+  assert.equal(cannotStart({ kind: "local" }, { ...point, hosts: 1, backend: "mpi" }), "backend mpi needs ranks started by an MPI launcher: use the mpirun or slurm executor");
 });
 
 test("run: a failing point does not stop the others (--fail-fast does); status, query, report and compare", async (t) => {
@@ -228,6 +240,10 @@ function copyWith(c, tmp, name, factor) {
 async function compareChecks(c, tmp) {
   const same = await exp(["compare", c.dir, c.dir]);
   assert.equal(same.code, 0, same.stdout);
+  // W=3 on a host with fewer cores is said once, with the point (this VM has 2; CI runners have 4).
+  const crowded = /^# OVERSUBSCRIBED job=tiny backend=shm world_size=3 hosts=1 variant=base executor="local": 3 ranks on \d cores \(.+\): .*measure with ranks <= cores$/m;
+  if (os.availableParallelism() < 3) assert.match(same.stdout, crowded);
+  else assert.doesNotMatch(same.stdout, /OVERSUBSCRIBED/);
   assert.match(same.stdout, /^# too few repetitions: 2 and 2; the test across repetitions needs 3 a side/m);
   assert.match(same.stdout, /^# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(8 within tolerance, 0 within noise; 8 comparisons, 2 and 2 repetitions\)$/m, "2 points x 2 sizes x 2 metrics");
   const base = copyWith(c, tmp, "base", () => 1);
@@ -269,6 +285,9 @@ async function compareChecks(c, tmp) {
   const html = readFileSync(path.join(slower, "report.html"), "utf8");
   assert.match(html, /<h1>Campaign slower<\/h1>\n<p class="headline regression">Against the baseline: FAIL: 4 regressions, 0 improvements, 0 missing, 1 failed/);
   assert.equal((html.match(/<tr><td>regression<\/td><td>busbw<\/td>/g) ?? []).length, 4);
+  const crowdedRow = /<tr><td>oversubscribed<\/td><td><\/td><td>job=tiny backend=shm world_size=3 hosts=1 variant=base executor=&quot;local&quot;<\/td><td><\/td><td><\/td><td>3 ranks on \d cores \(.+\): measure with ranks &lt;= cores<\/td><\/tr>/;
+  if (os.availableParallelism() < 3) assert.match(html, crowdedRow);
+  else assert.doesNotMatch(html, /oversubscribed/);
 }
 
 test("SIGINT during a run stops its ranks and marks nothing; run again resumes without rerunning what was done; a job edit makes points stale", async () => {
@@ -374,6 +393,51 @@ test("the files are the truth: a corrupt or truncated campaign.db is rebuilt fro
       assert.equal(q.code, 0, `${what}: ${q.stderr}`);
       assert.equal(q.stdout, "n\n2\n", what);
       if (bytes.length) assert.match(q.stderr, /^exp: \S+campaign\.db could not be used \(.+\); rebuilt from \S+points\n$/, what);
+    }
+  });
+});
+
+const unshareMissing = process.getuid?.() !== 0 ? "needs root (a tmpfs in a mount namespace of its own)"
+  : spawnSync("unshare", ["-m", "true"]).status !== 0 ? "unshare -m does not work here" : false;
+
+test("a full disk: exp run names the file and ENOSPC in one line, exit 1; what was done stays done, and a run with space again finishes", { skip: unshareMissing && !process.env.CI ? unshareMissing : false }, async () => {
+  await withTempDir("spmd-exp-full-", async (tmp) => {
+    const one = campaign(tmp, { matrix: { backend: ["shm"], world_size: [2] }, repetitions: 1 });
+    const two = path.join(tmp, "two.json");
+    writeFileSync(two, readFileSync(one.file, "utf8").replace('"repetitions": 1', '"repetitions": 2'));
+    const mnt = path.join(tmp, "mnt");
+    mkdirSync(mnt);
+    // In a mount namespace of its own: a 1 MiB tmpfs, one repetition run, then for each N the disk filled
+    // to N KiB free before a second repetition (0: the lock cannot be written; 40: the index or a point's file),
+    // and the same run again once the space is back. Each attempt starts from the one-repetition campaign.
+    const leave = [0, 40];
+    const script = `set -e
+mount -t tmpfs -o size=1m tmpfs ${mnt}
+node ${RUNNER} exp run ${one.file} --dir ${mnt}/c --quiet
+cp -a ${mnt}/c ${tmp}/done
+for n in ${leave.join(" ")}; do
+  rm -rf ${mnt}/c; cp -a ${tmp}/done ${mnt}/c
+  avail=$(df -k --output=avail ${mnt} | tail -1)
+  head -c $(( (avail - n) * 1024 )) /dev/zero > ${mnt}/fill
+  node ${RUNNER} exp run ${two} --dir ${mnt}/c --quiet 2> ${tmp}/err-$n && echo 0 > ${tmp}/code-$n || echo $? > ${tmp}/code-$n
+  rm ${mnt}/fill
+  node ${RUNNER} exp run ${two} --dir ${mnt}/c --quiet 2> ${tmp}/again-$n
+  cp ${mnt}/c/points/*/rep-2/marker.json ${tmp}/marker-$n.json
+  cp ${mnt}/c/points/*/rep-1/results.json ${tmp}/rep1-$n.json
+done`;
+    const p = spawnSync("unshare", ["-m", "sh", "-c", script], { cwd: REPO, encoding: "utf8", timeout: 120_000 });
+    assert.equal(p.status, 0, p.stderr);
+    const rep1 = readFileSync(path.join(tmp, "done", "points", readdirSync(path.join(tmp, "done", "points"))[0], "rep-1", "results.json"), "utf8");
+    for (const n of leave) {
+      const [code, err] = [Number(readFileSync(path.join(tmp, `code-${n}`), "utf8")), readFileSync(path.join(tmp, `err-${n}`), "utf8")];
+      if (n === 0) assert.equal(code, 1, "a full disk fails the run");
+      if (code !== 0) {
+        assert.equal(code, 1, `${n} KiB free: ${err}`);
+        assert.match(err, new RegExp(`^runner: (ENOSPC: no space left on device, \\w+ \\(${mnt}/c/\\S+\\)|${mnt}/c/campaign\\.db: ENOSPC, the disk is full .*)\\n$`), `${n} KiB free: one line naming the file`);
+      }
+      assert.equal(readFileSync(path.join(tmp, `again-${n}`), "utf8"), "", `${n} KiB free: the run with space again says nothing (no stale lock to take over)`);
+      assert.equal(JSON.parse(readFileSync(path.join(tmp, `marker-${n}.json`), "utf8")).state, "done", `${n} KiB free: the second repetition is done`);
+      assert.equal(readFileSync(path.join(tmp, `rep1-${n}.json`), "utf8"), rep1, `${n} KiB free: the first repetition is as it was`);
     }
   });
 });

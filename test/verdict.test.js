@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { judge, repetitionValue } from "../dist/metrics/verdict.js";
+import { judge, oversubscribed, repetitionValue } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -23,6 +23,16 @@ test("one slow repetition on either side decides nothing; a change in every repe
   assert.equal(judge(same, same.map((v) => v * 1.1), "higher", 0.13).verdict, "within tolerance");
 });
 
+test("one baseline repetition that itself ran 2x slow cannot hide a 2x slowdown; two can, and twice no threshold is no bar", () => {
+  const before = [10, 10.2, 5], after = [5, 5.1, 4.95];
+  const j = judge(before, after, "higher", 0.13);
+  assert.equal(j.verdict, "regression", JSON.stringify(j));
+  assert.ok(j.interval[1] > -0.13, "the pairs with the slow repetition alone would leave it within noise");
+  assert.equal(judge(after.map((v) => 1 / v), before.map((v) => 1 / v), "lower", 0.13).verdict, "improvement", "the same as times, the other way");
+  assert.equal(judge([10, 5.2, 5], after, "higher", 0.13).verdict, "within tolerance", "two slow baseline repetitions: as slow as after, by the medians");
+  assert.equal(judge([9, 4, 10], [6, 8, 5], "higher", 0).verdict, "within noise", "a lead that does not hold across repetitions");
+});
+
 test("a 1.3x slowdown is found with 5 repetitions a side, though one pair of repetitions overlaps", () => {
   const before = [9.46, 9.52, 9.85, 8.76, 9.64], after = [9.37, 7.3, 9.22, 8.91, 9.35].map((v) => v * 1.3);
   const j = judge(before, after, "lower", 0.13);
@@ -33,4 +43,15 @@ test("too few repetitions is said, not judged", () => {
   assert.equal(judge([10, 10], [5, 5], "higher", 0.13).verdict, "too few repetitions");
   assert.equal(judge([10], [5, 5, 5], "higher", 0.13).verdict, "too few repetitions");
   assert.equal(judge([10, 10], [10, 10.1], "higher", 0.13).verdict, "within tolerance", "no change needs no test");
+});
+
+test("ranks that outnumber their host's cores are named; a file without cores (before they were recorded) says nothing", () => {
+  const doc = (ranks, cores) => ({
+    topology: { hosts: [{ name: "a", ranks: [0, 1] }, { name: "b", ranks: Array.from({ length: ranks }, (_, i) => 2 + i) }] },
+    manifest: { hosts: [{ name: "a", cpu: "x", cores: 2, gpus: [] }, { name: "b", cpu: "x", cores, gpus: [] }] },
+  });
+  assert.equal(oversubscribed(doc(3, 2)), "3 ranks on 2 cores (b)");
+  assert.equal(oversubscribed(doc(2, 2)), undefined);
+  assert.equal(oversubscribed(doc(3, undefined)), undefined);
+  assert.equal(oversubscribed({}), undefined);
 });

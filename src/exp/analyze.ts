@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { describeInterval, judge, median, MIN_REPS, repetitionValue, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
+import { describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
 import type { Database } from "./store.js";
 
 /** A result row joined with its point's coordinates, as the index holds it. */
@@ -119,6 +119,8 @@ export interface CampaignComparison {
   failed: number;
   /** The fewest repetitions a point has on either side. */
   reps: [number, number];
+  /** Points whose ranks outnumbered a host's cores, on either side: [parameters, "3 ranks on 2 cores (vm)"]. */
+  oversubscribed: [string, string][];
 }
 
 export const comparisonFails = (c: CampaignComparison) => c.missing.length > 0 || c.changes.some(isRegression);
@@ -148,5 +150,6 @@ export function formatChanges(c: CampaignComparison): string {
   const few = Math.min(...c.reps) < MIN_REPS
     ? [`# too few repetitions: ${c.reps[0]} and ${c.reps[1]}; the test across repetitions needs ${MIN_REPS} a side, so no row is a regression for being slower`]
     : [];
-  return [...lines, ...c.missing.map((m) => `MISSING             ${m}`), ...few, headline(c)].join("\n") + "\n";
+  const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
+  return [...lines, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, headline(c)].join("\n") + "\n";
 }

@@ -139,14 +139,29 @@ const busy = (message: string) => Object.assign(new Error(message), { exitCode: 
  * owner is gone is taken over, `say`ing so; its repetition's process group, if any still runs, is killed
  * first, so that nothing runs beside the repetitions about to start.
  */
+/**
+ * Fills the lock just created; where the write fails (a full disk: ENOSPC, which names no file) the empty
+ * lock is removed, so that no later run takes it for a dead one, and the error names it.
+ */
+function writeLock(fd: number, file: string, record: RunRecord): void {
+  try {
+    writeSync(fd, JSON.stringify(record) + "\n");
+  } catch (err) {
+    rmSync(file, { force: true });
+    const e = err as NodeJS.ErrnoException;
+    throw Object.assign(e, { path: file, message: `${e.message} (${file})` });
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function lockCampaign(dir: string, say: (line: string) => void): RunRecord {
   makeDirectory(dir);
   const mine: RunRecord = { pid: process.pid, started: processStart(process.pid), jobs: [] };
   for (let tries = 0; ; tries++) {
     try {
       const fd = openSync(runFile(dir), "wx");
-      writeSync(fd, JSON.stringify(mine) + "\n");
-      closeSync(fd);
+      writeLock(fd, runFile(dir), mine);
       return mine;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;

@@ -44,6 +44,13 @@ function missingPoints(before: PointRow[], after: PointRow[]): string[] {
   return [...[...b].filter((k) => !a.has(k)).map((k) => `only in the baseline: ${k}`), ...[...a].filter((k) => !b.has(k)).map((k) => `only in the new campaign: ${k}`)];
 }
 
+/** The points of either side whose ranks outnumbered a host's cores, once each. */
+function crowdedPoints(sides: PointRow[][]): [string, string][] {
+  const found = new Map<string, string>();
+  for (const p of sides.flat()) if (p.oversubscribed) found.set(describeParams(JSON.parse(p.params_json) as Params), p.oversubscribed);
+  return [...found];
+}
+
 const fewestReps = (points: PointRow[]) => Math.min(...points.filter((p) => p.reps_done > 0).map((p) => p.reps_done));
 
 /** The later side against the earlier: [before, after], or one experiment against its compare.baseline. */
@@ -59,6 +66,7 @@ export async function compareSides(sides: Side[], threshold: number): Promise<Ca
     missing: missingPoints(before!.points, after!.points),
     failed: after!.points.filter((p) => p.state === "failed").length,
     reps: [fewestReps(before!.points), fewestReps(after!.points)],
+    oversubscribed: crowdedPoints([before!.points, after!.points]),
   };
 }
 

@@ -56,10 +56,16 @@ export function hostfileHosts(file: string): string[] {
   return [...new Set(lines.filter((h) => h))];
 }
 
-/** Why the executor cannot start the point (undefined where it can); `hosts` is what its hostfile names. */
-export function cannotStart(e: Executor, p: Params, hosts?: string[]): string | undefined {
+/** The hosts an executor can give: their names, and how many there are in words ("the hostfile names 2"). */
+export interface Available {
+  names: string[];
+  count: (n: number) => string;
+}
+
+/** Why the executor cannot start the point (undefined where it can), given the hosts it can give where known. */
+export function cannotStart(e: Executor, p: Params, hosts?: Available): string | undefined {
   if (e.kind === "local" && p.backend === "mpi") return "backend mpi needs ranks started by an MPI launcher: use the mpirun or slurm executor";
   if (e.kind === "local" && p.hosts > 1) return `the local executor starts every rank on this host; hosts ${p.hosts} needs the mpirun or slurm executor`;
-  if (hosts && p.hosts > hosts.length) return `hosts ${p.hosts}, but the hostfile names ${hosts.length}`;
+  if (hosts && p.hosts > hosts.names.length) return `hosts ${p.hosts}, but ${hosts.count(hosts.names.length)}`;
   return undefined;
 }

@@ -7,8 +7,9 @@ import type { Job } from "../config/job.js";
 import { parseJob, readText } from "../config/load.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { VERSION } from "../version.js";
-import { cannotStart, describeExecutor, hostfileHosts } from "./executors.js";
+import { cannotStart, describeExecutor, hostfileHosts, type Available } from "./executors.js";
 import type { Axis, LoadedExperiment } from "./file.js";
+import { slurmNodes } from "./slurm.js";
 
 /** A point's coordinates: the job's name and one value of each matrix axis. */
 export interface Params {
@@ -114,8 +115,23 @@ function readHostfile(exp: LoadedExperiment): { text: string; hosts: string[] } 
   }
 }
 
+/**
+ * The hosts the executor can give, where they can be known: the hostfile's, or the nodes sinfo lists for the
+ * SLURM executor. Without an answer from sinfo, plan says in one line that hosts go unchecked (sbatch refuses
+ * an allocation the cluster cannot give when the job is submitted).
+ */
+function availableHosts(exp: LoadedExperiment, hostfile: string[] | undefined): Available | undefined {
+  if (hostfile) return { names: hostfile, count: (n) => `the hostfile names ${n}` };
+  if (exp.executor.kind !== "slurm") return undefined;
+  const where = exp.executor.partition ? `partition ${exp.executor.partition}` : "the cluster";
+  const answer = slurmNodes(exp.executor);
+  if ("nodes" in answer) return { names: answer.nodes, count: (n) => `${where} has ${n} node${n === 1 ? "" : "s"} (sinfo)` };
+  process.stderr.write(`exp: sinfo did not answer (${answer.why}): the points' hosts are not checked against ${where}\n`);
+  return undefined;
+}
+
 /** Refuses, in one line naming every such point, points the executor cannot start. */
-function checkStartable(exp: LoadedExperiment, all: Params[], hosts: string[] | undefined): void {
+function checkStartable(exp: LoadedExperiment, all: Params[], hosts: Available | undefined): void {
   const refused = all.flatMap((p) => {
     const why = cannotStart(exp.executor, p, hosts);
     return why ? [`${describeParams(p)} (${why})`] : [];
@@ -139,7 +155,7 @@ export function planExperiment(exp: LoadedExperiment): Plan {
   const kept = all.filter((p) => !exp.exclude.some((rule) => matches(rule, p.params)));
   if (!kept.length) throw new ConfigError(exp.file, "exclude", "every point is excluded: nothing to run");
   const hostfile = readHostfile(exp);
-  checkStartable(exp, kept.map((p) => p.params), hostfile?.hosts);
+  checkStartable(exp, kept.map((p) => p.params), availableHosts(exp, hostfile?.hosts));
   const points = kept.map(({ params, jobPath, data }) => {
     const { job, jobText } = pointJob(exp, jobPath, data, params);
     const env = exp.matrix.variant[params.variant]!.env;

@@ -214,10 +214,11 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
   } finally {
     clearRunRecord(opts.dir);
     // The index is rebuilt from the files however the run ended; where the run itself failed (a full disk
-    // writing a marker), its error is the one to see, and the index's own only said.
+    // writing a marker), its error is the one to see, and the index's own only said, unless it is the same
+    // full disk again: then one line names the file and ENOSPC.
     await syncStore(opts.dir).then((db) => db.close(), (err: Error) => {
       if (outcome) throw err;
-      say(`exp: ${err.message}`);
+      if (!err.message.includes("ENOSPC")) say(`exp: ${err.message}`);
     });
   }
   if (outcome.stop) {

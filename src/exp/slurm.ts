@@ -114,6 +114,16 @@ export function submit(scripts: BatchScript[], slurm: Slurm): string[] {
   return ids;
 }
 
+/**
+ * The nodes SLURM can give the executor (its partition's, else the cluster's), by `sinfo`; undefined with the
+ * reason where sinfo is missing or gets no answer from the controller (plan then cannot check hosts).
+ */
+export function slurmNodes(slurm: Slurm): { nodes: string[] } | { why: string } {
+  const p = spawnSync("sinfo", ["--noheader", "--Node", "--format=%N", ...(slurm.partition ? [`--partition=${slurm.partition}`] : [])], { encoding: "utf8", timeout: 30_000 });
+  if (p.error || p.status !== 0) return { why: (p.error?.message ?? p.stderr.trim().split("\n").at(-1) ?? `exit ${p.status}`).trim() };
+  return { nodes: [...new Set(p.stdout.split("\n").map((l) => l.trim()).filter((l) => l))] };
+}
+
 /** The ids among `ids` that SLURM still holds (pending or running). */
 export function activeJobs(ids: string[]): string[] {
   if (!ids.length) return [];

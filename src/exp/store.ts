@@ -6,6 +6,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { flatten } from "../report/csv.js";
+import { oversubscribed } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { campaignActive, pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
 
@@ -31,9 +32,11 @@ export interface PointRow {
   started: string | null;
   ended: string | null;
   log_tail: string | null;
+  /** "3 ranks on 2 cores (vm)" where the point's ranks outnumbered a host's cores (metrics/verdict.ts). */
+  oversubscribed: string | null;
 }
 
-const POINT_COLUMNS = "point_id TEXT PRIMARY KEY, job TEXT, backend TEXT, world_size INTEGER, hosts INTEGER, variant TEXT, executor TEXT, params_json TEXT, state TEXT, attempts INTEGER, reps_done INTEGER, repetitions INTEGER, exit_code INTEGER, started TEXT, ended TEXT, log_tail TEXT";
+const POINT_COLUMNS = "point_id TEXT PRIMARY KEY, job TEXT, backend TEXT, world_size INTEGER, hosts INTEGER, variant TEXT, executor TEXT, params_json TEXT, state TEXT, attempts INTEGER, reps_done INTEGER, repetitions INTEGER, exit_code INTEGER, started TEXT, ended TEXT, log_tail TEXT, oversubscribed TEXT";
 
 /** The index's column for a flattened field: "params.bits" -> params_bits, so SQL needs no quoting. */
 const column = (key: string) => key.replace(/[^A-Za-z0-9_]/g, "_");
@@ -75,8 +78,10 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   const failed = markers.filter((m) => m?.state === "failed").at(-1);
   const rows: Map<string, unknown>[] = [];
   const env = new Map(Object.entries(record.env));
+  let crowded: string | undefined;
   for (const [, rep] of done) {
     const doc = readDocument(path.join(repDir(dir, record.id, rep), "results.json"));
+    crowded ??= doc && oversubscribed(doc);
     for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...flatten(r)]));
     for (const [k, v] of Object.entries(doc?.manifest?.env ?? {})) if (!env.has(k)) env.set(k, String(v));
   }
@@ -88,7 +93,7 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
       params_json: JSON.stringify(p), state, attempts: record.attempts, reps_done: done.length, repetitions: record.repetitions,
       exit_code: failed?.exit_code ?? (state === "done" ? 0 : null),
       started: times.map((m) => m.started ?? m.ended).sort()[0] ?? null, ended: times.map((m) => m.ended).sort().at(-1) ?? null,
-      log_tail: failed?.tail ?? null,
+      log_tail: failed?.tail ?? null, oversubscribed: crowded ?? null,
     },
     rows,
     env: [...env],

@@ -1,9 +1,11 @@
 // The one statistics module behind `runner compare` and `exp compare` (DESIGN.md, "Experiments"): a row's
 // verdict from what each repetition measured. Each repetition gives one value, taken at its fastest iteration
 // so that a stalled iteration cannot move it; the sides' values are compared by their medians (one slow
-// repetition cannot move them either), and a change counts only when an interval from an exact rank test
-// across repetitions (Mann-Whitney U) lies wholly beyond a minimum relative threshold: when it holds across
-// the repetitions, not in one of them.
+// repetition cannot move them either), and a change counts when an interval from an exact rank test across
+// repetitions (Mann-Whitney U) lies wholly beyond a minimum relative threshold: when it holds across the
+// repetitions, not in one of them. So that one slow repetition of the baseline cannot hide a large change
+// either, a change beyond twice the threshold in both the best and the median repetition counts too.
+import type { ResultDocument } from "../results.js";
 
 /** The rank test's level: a change is real when chance would order the repetitions so in under 5% of draws. */
 export const ALPHA = 0.05;
@@ -91,8 +93,11 @@ function beyondBound(m: number, n: number): number {
  * side); the interval leaves out the k - 1 largest and smallest, k from the rank test (Mann-Whitney U,
  * one-sided 5% each way: 1 with 3 and 3 repetitions, 5 with 5 and 5), and one stray pair more, so that no
  * single pair decides (a repetition that met a slow spell on one side). Within tolerance when the medians
- * differ by no more than `threshold` (a fraction); a regression or an improvement only when the whole interval
- * lies beyond it; within noise otherwise; too few repetitions when the sides are too small for the test.
+ * differ by no more than `threshold` (a fraction); a regression or an improvement when the whole interval
+ * lies beyond it, or when the best repetitions (the fastest, as noise only slows) and the medians both
+ * differ by more than twice the threshold: a baseline repetition that itself ran 2x slow puts three of nine
+ * pairs at no change, and would hide a 2x slowdown (docs/PERFORMANCE.md, "Comparing campaigns"); within
+ * noise otherwise; too few repetitions when the sides are too small for the test.
  */
 export function judge(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Judgement {
   const change = (b: number, a: number) => (direction === "higher" ? a / b - 1 : b / a - 1);
@@ -104,9 +109,30 @@ export function judge(before: readonly number[], after: readonly number[], direc
   const k = bound + 1;
   const pairs = before.flatMap((b) => after.map((a) => change(b, a))).sort((x, y) => x - y);
   const interval: [number, number] = [pairs[k - 1]!, pairs[pairs.length - k]!];
-  const verdict = interval[1] < -threshold ? "regression" : interval[0] > threshold ? "improvement" : "within noise";
+  // Twice no threshold is no bar: a lead that must hold across repetitions (threshold 0) needs the interval.
+  const best = (v: readonly number[]) => (direction === "higher" ? Math.max(...v) : Math.min(...v));
+  const large = threshold > 0 ? [base.gain, change(best(before), best(after))] : [NaN];
+  const verdict = interval[1] < -threshold || large.every((g) => g < -2 * threshold) ? "regression"
+    : interval[0] > threshold || large.every((g) => g > 2 * threshold) ? "improvement" : "within noise";
   return { ...base, interval, verdict };
 }
 
 /** A judgement's interval in words: "change across repetitions -31.2%..-18.0%". */
 export const describeInterval = ([lo, hi]: [number, number]) => `change across repetitions ${(lo * 100).toFixed(1)}%..${(hi * 100).toFixed(1)}%`;
+
+/**
+ * Where a run's ranks outnumbered their host's cores ("3 ranks on 2 cores (vm)"), from its results file's
+ * topology and manifest; undefined where every host had a core per rank, or the file does not say (files
+ * before 2026-11-28 record no cores). Such ranks take turns on the cores, so their times move by whole
+ * scheduler time slices as the machine's load changes: on the 2-core VM under load, repetitions of one row
+ * 2-100x apart (docs/PERFORMANCE.md, "Comparing campaigns"), which no verdict can see through.
+ */
+export function oversubscribed(doc: Pick<ResultDocument, "topology" | "manifest">): string | undefined {
+  const cores = new Map((doc.manifest?.hosts ?? []).map((h) => [h.name, h.cores]));
+  const over = (doc.topology?.hosts ?? []).filter((h) => h.ranks.length > (cores.get(h.name) ?? Infinity));
+  return over.length ? over.map((h) => `${h.ranks.length} ranks on ${cores.get(h.name)} cores (${h.name})`).join(", ") : undefined;
+}
+
+/** The line a comparison gives such runs. */
+export const oversubscribedNote = (where: string, what: string) =>
+  `# OVERSUBSCRIBED ${where}: ${what}: the ranks took turns on the cores, so a busy machine moves their times by whole time slices and a verdict there cannot be trusted; measure with ranks <= cores`;

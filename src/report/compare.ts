@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
-import { describeInterval, judge, median, MIN_REPS, repetitionValue } from "../metrics/verdict.js";
+import { describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue } from "../metrics/verdict.js";
+import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
 
 // Only what comparing needs; other fields (and later additions) pass through untouched. The iterations'
@@ -172,7 +173,18 @@ function runsNote(runs: [number, number]): string[] {
   return lines;
 }
 
-export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = []): string {
+/** One line where runs' ranks outnumbered a host's cores (metrics/verdict.ts), naming the first such run. */
+export function crowdedRuns(files: string[], docs: ResultsFile[]): string[] {
+  const crowded = docs.flatMap((d, i) => {
+    const what = oversubscribed(d as Pick<ResultDocument, "topology" | "manifest">);
+    return what ? [[files[i]!, what] as const] : [];
+  });
+  if (!crowded.length) return [];
+  const [file, what] = crowded[0]!;
+  return [oversubscribedNote(crowded.length > 1 ? `${file} and ${crowded.length - 1} more run${crowded.length > 2 ? "s" : ""}` : file, what)];
+}
+
+export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = [], crowded: string[] = []): string {
   const cell = (v: number | undefined, d = 2) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(d));
   const lines = [
     ...(differences.length ? ["# the runs differ in their manifests:", ...differences.map((d) => `#   ${d}`)] : []),
@@ -184,6 +196,7 @@ export function formatComparison(rows: Comparison[], threshold: number, runs: [n
       return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
+  lines.push(...crowded);
   const regressions = rows.filter((c) => c.regression).length;
   const suspects = rows.filter((c) => c.suspect).length;
   lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)${suspects ? `; ${suspects} slower? (unconfirmed)` : ""}`);

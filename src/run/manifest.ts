@@ -37,7 +37,7 @@ function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
 
 /** Every rank says what its host holds; the hosts, once each, in rank order. */
 export async function gatherHosts(boot: Bootstrap): Promise<Manifest["hosts"]> {
-  const mine = JSON.stringify({ name: os.hostname(), cpu: cpuModel(), gpus: gpuList() });
+  const mine = JSON.stringify({ name: os.hostname(), cpu: cpuModel(), cores: os.availableParallelism(), gpus: gpuList() });
   const all = (await boot.allGather("manifest/host", mine)).map((s) => JSON.parse(s) as Manifest["hosts"][number]);
   return all.filter((h, i) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(h)) === i);
 }
