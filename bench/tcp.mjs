@@ -181,7 +181,9 @@ export function tcpTable(rows, { alsoName = "also" } = {}) {
   const gb = (x) => (x / 1e9).toFixed(3);
   const has = (k) => rows.some((r) => r[k] !== undefined);
   const ratio = (a, b) => (b === undefined ? "–" : (a / b).toFixed(2));
-  const eachWay = (x, r) => (r.iperf ? r.iperf.map((d) => ratio(x, d)).join(", ") : "–");
+  // iperf3 serves both directions from one thread, so they can split unevenly; the mean of the two is
+  // what an even split would give each way.
+  const eachWay = (x, r) => (r.iperf ? `${r.iperf.map((d) => ratio(x, d)).join(", ")} (${ratio(2 * x, r.iperf[0] + r.iperf[1])})` : "–");
   const cols = [
     ["link", (r) => r.link],
     ["ranks", (r) => (r.link === "hybrid" ? "2 hosts × 2" : r.link === "loopback" ? "2 on 1 host" : "2 hosts × 1")],
@@ -190,10 +192,10 @@ export function tcpTable(rows, { alsoName = "also" } = {}) {
     ...(has("also") ? [[`${alsoName} busbw (GB/s)`, (r) => gb(r.also)]] : []),
     ...(has("ompi") ? [["Open MPI busbw (GB/s)", (r) => gb(r.ompi)]] : []),
     ...(has("osu") ? [["OSU busbw (GB/s)", (r) => gb(r.osu)]] : []),
-    ...(has("iperf") ? [["ours / iperf3 each way", (r) => eachWay(r.ours, r)]] : []),
+    ...(has("iperf") ? [["ours / iperf3 each way (mean)", (r) => eachWay(r.ours, r)]] : []),
     ...(has("ompi") ? [["ours / Open MPI", (r) => ratio(r.ours, r.ompi)]] : []),
     ...(has("osu") ? [["ours / OSU", (r) => ratio(r.ours, r.osu)]] : []),
-    ...(has("also") && has("iperf") ? [[`${alsoName} / iperf3 each way`, (r) => eachWay(r.also, r)]] : []),
+    ...(has("also") && has("iperf") ? [[`${alsoName} / iperf3 each way (mean)`, (r) => eachWay(r.also, r)]] : []),
     ...(has("also") && has("ompi") ? [[`${alsoName} / Open MPI`, (r) => ratio(r.also, r.ompi)]] : []),
   ];
   const lines = [`| ${cols.map(([h]) => h).join(" | ")} |`, `|${cols.map((_, i) => (i < 2 ? "---" : "---:")).join("|")}|`];
