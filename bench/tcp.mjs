@@ -139,8 +139,8 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) 
 
 /**
  * Measures the links named; returns one row per link: { link, W, iperf ([there, back] bytes/s, iperf3's
- * two directions), ours, also, ompi, osu (busbw, bytes/s) }, each the median of the rounds, undefined for a
- * peer that did not run.
+ * two directions), iperfEven (each round's mean of the two), ours, also, ompi, osu (busbw, bytes/s) }, each
+ * the median of the rounds, undefined for a peer that did not run.
  */
 export async function measureTcp({ links = ["loopback", "veth", "tbf", "hybrid"], rounds = 3, iterations = 20, warmup = 5, seconds = 4, also, osuSource = OSU_DEFAULT, log = console.error } = {}) {
   for (const name of links) if (!LINKS[name]) throw new Error(`no link "${name}" (one of ${Object.keys(LINKS).join(", ")})`);
@@ -151,14 +151,14 @@ export async function measureTcp({ links = ["loopback", "veth", "tbf", "hybrid"]
     const link = LINKS[name];
     const W = link.placement.length;
     const busbw = (us) => (2 * (W - 1) / W) * BYTES / (us / 1e6);
-    const got = { there: [], back: [], ours: [], also: [], ompi: [], osu: [] };
+    const got = { there: [], back: [], even: [], ours: [], also: [], ompi: [], osu: [] };
     await withHosts(link.hosts, async (hosts) => {
       const dir = mkdtempSync(path.join(os.tmpdir(), "tcp-bench-"));
       try {
         for (let i = 0; i < rounds; ++i) {
           if (peers.iperf) {
             const [a, b] = await iperf(hosts, seconds);
-            got.there.push(a), got.back.push(b);
+            got.there.push(a), got.back.push(b), got.even.push((a + b) / 2);
           }
           // Alternating which runner goes first, so neither always meets a machine the other just warmed.
           const runners = also ? (i % 2 ? [["also", also], ["ours", REPO]] : [["ours", REPO], ["also", also]]) : [["ours", REPO]];
@@ -171,7 +171,8 @@ export async function measureTcp({ links = ["loopback", "veth", "tbf", "hybrid"]
       }
     }, { ipv6: false, shape: link.shape });
     const m = Object.fromEntries(Object.entries(got).map(([k, v]) => [k, v.length ? median(v) : undefined]));
-    rows.push({ link: name, W, iperf: m.there === undefined ? undefined : [m.there, m.back], ours: m.ours, also: m.also, ompi: m.ompi, osu: m.osu, rounds: got });
+    const iperf = m.there === undefined ? undefined : [m.there, m.back];
+    rows.push({ link: name, W, iperf, iperfEven: m.even, ours: m.ours, also: m.also, ompi: m.ompi, osu: m.osu, rounds: got });
   }
   return rows;
 }
@@ -181,9 +182,9 @@ export function tcpTable(rows, { alsoName = "also" } = {}) {
   const gb = (x) => (x / 1e9).toFixed(3);
   const has = (k) => rows.some((r) => r[k] !== undefined);
   const ratio = (a, b) => (b === undefined ? "–" : (a / b).toFixed(2));
-  // iperf3 serves both directions from one thread, so they can split unevenly; the mean of the two is
-  // what an even split would give each way.
-  const eachWay = (x, r) => (r.iperf ? `${r.iperf.map((d) => ratio(x, d)).join(", ")} (${ratio(2 * x, r.iperf[0] + r.iperf[1])})` : "–");
+  // iperf3 serves both directions from one thread, so a round can split them unevenly; each round's mean
+  // of the two is what an even split would give each way.
+  const eachWay = (x, r) => (r.iperf ? `${r.iperf.map((d) => ratio(x, d)).join(", ")} (${ratio(x, r.iperfEven)})` : "–");
   const cols = [
     ["link", (r) => r.link],
     ["ranks", (r) => (r.link === "hybrid" ? "2 hosts × 2" : r.link === "loopback" ? "2 on 1 host" : "2 hosts × 1")],
@@ -203,7 +204,7 @@ export function tcpTable(rows, { alsoName = "also" } = {}) {
   return lines.join("\n");
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { values } = parseArgs({
     options: {
       links: { type: "string", default: "loopback,veth,tbf,hybrid" }, rounds: { type: "string", default: "3" },

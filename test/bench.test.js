@@ -172,10 +172,10 @@ test("OSU: sizes map to each benchmark's -m, runs chain by powers of two, and -f
 
 test("bench/tcp's table: iperf3 each way, Open MPI and OSU beside ours, and no column for a peer that did not run", () => {
   const G = 1e9;
-  const all = [{ link: "veth", W: 2, iperf: [2 * G, 1 * G], ours: 1.5 * G, ompi: 1.2 * G, osu: 3 * G }];
+  const all = [{ link: "veth", W: 2, iperf: [2 * G, 1 * G], iperfEven: 1.2 * G, ours: 1.5 * G, ompi: 1.2 * G, osu: 3 * G }];
   const lines = tcpTable(all).split("\n");
   assert.equal(lines[0], "| link | ranks | iperf3 --bidir each way (GB/s) | ours busbw (GB/s) | Open MPI busbw (GB/s) | OSU busbw (GB/s) | ours / iperf3 each way (mean) | ours / Open MPI | ours / OSU |");
-  assert.equal(lines[2], "| veth | 2 hosts × 1 | 2.000, 1.000 | 1.500 | 1.200 | 3.000 | 0.75, 1.50 (1.00) | 1.25 | 0.50 |");
+  assert.equal(lines[2], "| veth | 2 hosts × 1 | 2.000, 1.000 | 1.500 | 1.200 | 3.000 | 0.75, 1.50 (1.25) | 1.25 | 0.50 |");
   const alone = tcpTable([{ link: "tbf", W: 2, ours: 0.119 * G }]).split("\n");
   assert.equal(alone[0], "| link | ranks | ours busbw (GB/s) |");
   assert.equal(alone[2], "| tbf | 2 hosts × 1 | 0.119 |");
