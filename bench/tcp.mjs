@@ -171,8 +171,7 @@ export async function measureTcp({ links = ["loopback", "veth", "tbf", "hybrid"]
       }
     }, { ipv6: false, shape: link.shape });
     const m = Object.fromEntries(Object.entries(got).map(([k, v]) => [k, v.length ? median(v) : undefined]));
-    const iperf = m.there === undefined ? undefined : [m.there, m.back];
-    rows.push({ link: name, W, iperf, iperfEven: m.even, ours: m.ours, also: m.also, ompi: m.ompi, osu: m.osu, rounds: got });
+    rows.push({ link: name, W, iperf: m.there === undefined ? undefined : [m.there, m.back], iperfEven: m.even, ours: m.ours, also: m.also, ompi: m.ompi, osu: m.osu, rounds: got });
   }
   return rows;
 }
