@@ -16,6 +16,7 @@ import { OSU_DEFAULT } from "../bench/lib/options.mjs";
 import { osuChains, osuCommands, osuSize, parseOsu, prepareOsu } from "../bench/lib/osu.mjs";
 import { buildTools, cpuTicks, runOmpi, runOurs, stealShare } from "../bench/lib/peers.mjs";
 import { jobFor, peerOrder, planGroups, pointFor } from "../bench/lib/plan.mjs";
+import { tcpTable } from "../bench/tcp.mjs";
 import { aboveBound, BEGIN, END, evaluateTargets, formatTable, summarize, tableNotes, unsteady, updateDocs, wavering } from "../bench/lib/report.mjs";
 import { REPO, runNode } from "./helpers/ranks.js";
 
@@ -167,6 +168,17 @@ test("OSU: sizes map to each benchmark's -m, runs chain by powers of two, and -f
   } finally {
     rmSync(empty, { recursive: true, force: true });
   }
+});
+
+test("bench/tcp's table: iperf3 each way, Open MPI and OSU beside ours, and no column for a peer that did not run", () => {
+  const G = 1e9;
+  const all = [{ link: "veth", W: 2, iperf: [2 * G, 1 * G], iperfEven: 1.2 * G, ours: 1.5 * G, ompi: 1.2 * G, osu: 3 * G }];
+  const lines = tcpTable(all).split("\n");
+  assert.equal(lines[0], "| link | ranks | iperf3 --bidir each way (GB/s) | ours busbw (GB/s) | Open MPI busbw (GB/s) | OSU busbw (GB/s) | ours / iperf3 each way (mean) | ours / Open MPI | ours / OSU |");
+  assert.equal(lines[2], "| veth | 2 hosts × 1 | 2.000, 1.000 | 1.500 | 1.200 | 3.000 | 0.75, 1.50 (1.25) | 1.25 | 0.50 |");
+  const alone = tcpTable([{ link: "tbf", W: 2, ours: 0.119 * G }]).split("\n");
+  assert.equal(alone[0], "| link | ranks | ours busbw (GB/s) |");
+  assert.equal(alone[2], "| tbf | 2 hosts × 1 | 0.119 |");
 });
 
 test("a time whose repeats differ by more than 2× is marked ‡, a steady one is not", () => {

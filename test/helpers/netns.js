@@ -226,12 +226,17 @@ export function namespacesLeft(hosts) {
 /** The subnet of the hosts' IPv4 addresses, which launchers are told to use. */
 export const SUBNET = "10.77.0.0/24";
 
-/** Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`: a launcher for launchIn. */
-export const openMpi = ({ slots, mapBy }) => (hosts, dir, W) => {
+/**
+ * Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`: a launcher for launchIn.
+ * `bindTo: "none"` leaves the ranks unbound: these hosts share the machine's cores, and mpirun's default
+ * binding would pin the first rank of every host to the same core, which no real pair of hosts does.
+ */
+export const openMpi = ({ slots, mapBy, bindTo }) => (hosts, dir, W) => {
   const hostfile = path.join(dir, "hostfile");
   writeFileSync(hostfile, hosts.map((h, i) => `${h.ipv4} slots=${slots[i]}\n`).join(""));
   return [
     "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", launcherAgent(hosts, dir), "--hostfile", hostfile, "--map-by", mapBy,
+    ...(bindTo ? ["--bind-to", bindTo] : []),
     "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
   ];
 };
