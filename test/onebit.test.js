@@ -43,32 +43,6 @@ for (const W of [1, 2, 3, 4, 8]) {
   });
 }
 
-// The host's pipelined form (pieces of each rank's chunk, overlapped) against its whole-record form: the same
-// bytes out and in both carried errors, with pieces of 2048 that divide neither the chunks nor the tensor.
-for (const backend of ["shm", "tcp"]) {
-  test(`compressed_allreduce in pieces gives the bytes of whole records, ${backend}, W=3, 3 steps`, async () => {
-    const W = 3, n = 100003; // chunks of 33344 elements: 16 pieces of 2048 and one of 576
-    const job = {
-      name: `onebit-pieces-${backend}`, warmup: 1, iterations: 2,
-      tensors: { t: { dtype: "float32", count: n, fill: normal(11) }, d: { dtype: "float64", count: n, fill: normal(12) } },
-      stages: ["t", "d"].flatMap((input) => [
-        { id: `${input}-pieces`, op: "compressed_allreduce", input, pipelineChunk: 1, resetEvery: 2 },
-        { id: `${input}-whole`, op: "compressed_allreduce", input, pipelineChunk: 2 ** 40, resetEvery: 2 },
-      ]),
-    };
-    const { file } = await runJob(W, job, { typed: true, backend });
-    const bytes = (a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
-    for (const input of ["t", "d"]) {
-      for (let r = 0; r < W; r++) {
-        for (const what of ["output", "worker_error", "server_error"]) {
-          const pieces = file(`${input}-pieces`, r, what), whole = file(`${input}-whole`, r, what);
-          assert.ok(pieces.length > 0 && bytes(pieces).equals(bytes(whole)), `${input}, rank ${r}: ${what} differs`);
-        }
-      }
-    }
-  });
-}
-
 test("resetEvery zeroes both errors every k steps; float64 and bfloat16 tensors; dumps from a stage's dumpDir", async () => {
   const W = 3, n = 1001;
   const job = {

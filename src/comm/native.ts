@@ -66,11 +66,8 @@ export interface NativeReduction {
 
 /** An estimating allreduce or reduce_scatter in place of the exact one. */
 export type NativeCompression =
-  /**
-   * The compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean); errors zeroed every
-   * resetEvery steps (0: never); pieces of pipelineChunk elements (0: the native default).
-   */
-  | { kind: "onebit"; resetEvery: number; pipelineChunk: number }
+  /** The compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean); errors zeroed every resetEvery steps (0: never). */
+  | { kind: "onebit"; resetEvery: number }
   /** The quantized_allreduce stage (a reduce_scatter, or an allreduce for its full output). */
   | {
       kind: "quantized";

@@ -167,9 +167,6 @@ export const stageSchema = z.discriminatedUnion("op", [
   stage("compressed_allreduce", {
     input,
     resetEvery: z.int().min(1).max(2 ** 30).optional(),
-    // Elements per pipelined piece of each rank's chunk (host memory; rounded up to a multiple of 2048):
-    // the results are the same bits whatever it is. Default 256 Ki.
-    pipelineChunk: z.int().min(1).max(2 ** 40).optional(),
     dumpDir: z.string().min(1).optional(),
     algorithm: algorithm(),
   }),

@@ -17,7 +17,7 @@ export const compressedAllreduce: StageKind<S> = {
   toNative: (s, ctx) => ({
     kind: "allreduce",
     inputs: nativeInput(s, ctx),
-    compression: { kind: "onebit", resetEvery: s.resetEvery ?? 0, pipelineChunk: s.pipelineChunk ?? 0 },
+    compression: { kind: "onebit", resetEvery: s.resetEvery ?? 0 },
     ...nativeReduction("mean"),
     inPlace: false,
   }),

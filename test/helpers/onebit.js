@@ -71,7 +71,7 @@ export const normal = (seed) => ({ kind: "normal", seed });
  * (file(stage, rank, what) gives the values). The dumps come from --dump-dir, or with `stageDumpDir` from
  * each stage's own dumpDir option; `typed`: float values as typed arrays (dumps of millions of elements).
  */
-export async function runJob(W, job, { stageDumpDir = false, typed = false, backend } = {}) {
+export async function runJob(W, job, { stageDumpDir = false, typed = false } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-"));
   try {
     const dumpDir = path.join(dir, "dump");
@@ -79,7 +79,7 @@ export async function runJob(W, job, { stageDumpDir = false, typed = false, back
     const jobFile = path.join(dir, "job.json");
     writeFileSync(jobFile, JSON.stringify(job));
     const json = path.join(dir, "result.json");
-    const args = [jobFile, "--json", json, "--out", path.join(dir, "runs"), "--quiet", ...(stageDumpDir ? [] : ["--dump-dir", dumpDir]), ...(backend ? ["--backend", backend] : [])];
+    const args = [jobFile, "--json", json, "--out", path.join(dir, "runs"), "--quiet", ...(stageDumpDir ? [] : ["--dump-dir", dumpDir])];
     const ranks = await runRanks(W, args);
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
     const doc = JSON.parse(readFileSync(json, "utf8"));

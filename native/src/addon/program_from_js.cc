@@ -79,7 +79,6 @@ void compressionFromJs(const OptionReader& r, OpSpec& s, int W) {
     if (s.reduction.op != RedOp::Sum || !s.reduction.mean) r.fail("mean", "true: the 1-bit allreduce estimates the mean");
     s.compression = Compression::OneBit;
     s.resetEvery = int(c.integer("resetEvery", 0, 1 << 30));
-    s.pipelineChunk = size_t(c.integer("pipelineChunk", 0, int64_t(1) << 40));
   } else if (kind == "quantized") {
     s.compression = Compression::Quantized;
     s.quantized = quantizedFromJs(c, W);

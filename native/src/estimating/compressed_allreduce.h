@@ -28,10 +28,7 @@ namespace spmd {
 // resetEvery > 0 zeroes both errors before every resetEvery-th step (steps count from the first warmup
 // step). `in` and `out` point into `memory`. Throws CommError(kInvalid) for integer dtypes, and what
 // memory.kernels() throws where there are no kernels.
-// On host memory the step runs in pieces of pipelineChunk elements of each rank's chunk (rounded up to a
-// multiple of 2048; 0: 256 Ki), packing, wire and unpacking overlapped; the results are the same bits
-// whatever the pieces. One piece per chunk moves whole records, as on a device.
 std::unique_ptr<EstimatingOp> makeCompressedAllreduce(Memory& memory, int rank, int worldSize, size_t count, DType dt,
-                                                      int resetEvery, size_t pipelineChunk);
+                                                      int resetEvery);
 
 }  // namespace spmd

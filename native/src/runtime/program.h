@@ -34,7 +34,6 @@ struct OpSpec {
   OpKind kind = OpKind::Barrier;
   Compression compression = Compression::None;  // OneBit: AllReduce; Quantized: AllReduce or ReduceScatter
   int resetEvery = 0;                           // OneBit: zero the errors every k steps; 0 = never
-  size_t pipelineChunk = 0;                     // OneBit: elements per pipelined piece; 0 = the op's default
   QuantizedSpec quantized;                      // Quantized only
   std::vector<int> inputs;  // tensor indices; several only for a coalesced reduce_scatter
   bool coalesced = false;

@@ -9,7 +9,7 @@
 #pragma once
 #include <vector>
 
-#include "base/lane_worker.h"
+#include "runtime/lane_worker.h"
 #include "base/transport.h"
 
 namespace spmd {

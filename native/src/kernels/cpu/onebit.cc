@@ -47,58 +47,19 @@ uint8_t gatherBits(const uint8_t* flags) {
   return uint8_t((word * 0x8040201008040201ull) >> 56);
 }
 
-// x[i] += y[i], then sums[i % kLanes] += x[i]^2, for whole groups of kLanes (n a multiple of kLanes).
-template <class T>
-void addIntoLanes(T* __restrict x, const T* __restrict y, size_t n, double* sums) {
-  double lanes[kLanes];
-  std::copy(sums, sums + kLanes, lanes);
-  for (size_t i = 0; i < n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      x[i + l] += y[i + l];
-      lanes[l] += double(x[i + l]) * double(x[i + l]);
-    }
-  }
-  std::copy(lanes, lanes + kLanes, sums);
-}
-
-// The lane that element i of a region of n elements adds its square to: by index, but the last partial
-// group's all into lane 0 (after the whole groups, as the loops above add them).
-size_t laneOf(size_t i, size_t n) { return i < n - n % kLanes ? i % kLanes : 0; }
-
-// Sets packed[k] to the signs of v[8k..8k+7], for n (a multiple of 8) elements, through `flags` (n bytes).
-template <class T>
-void packSigns(const T* __restrict v, size_t n, uint8_t* __restrict flags, uint8_t* __restrict packed) {
-  for (size_t i = 0; i < n; ++i) flags[i] = v[i] >= T(0);
-  for (size_t k = 0; k < n / 8; ++k) packed[k] = gatherBits(flags + 8 * k);
-}
-
-// v[i] <- v[i] - s·sign(v[i]), the compression error packSignsKeepError leaves.
-template <class T>
-void subtractScaledSigns(T* __restrict v, size_t n, T s) {
-  for (size_t i = 0; i < n; ++i) v[i] -= v[i] >= T(0) ? s : -s;
-}
-
-// One tile of accumulateSigns (sources' bits at packed[c] + offset): returns the sum of the new squares.
-template <class T>
-double accumulateTile(const uint8_t* const* packed, size_t offset, const T* scales, int count, T* __restrict a,
-                      size_t len, T* __restrict scaled) {
-  if (count == 0) return sumSquares(a, len);
-  for (int c = 0; c + 1 < count; ++c) {
-    unpackScaled(packed[c] + offset, len, scales[c], scaled);
-    for (size_t i = 0; i < len; ++i) a[i] += scaled[i];
-  }
-  unpackScaled(packed[count - 1] + offset, len, scales[count - 1], scaled);
-  return addAndSumSquares(a, scaled, len);  // the last source also squares, in the same pass
-}
-
 }  // namespace
 
 template <class T>
 double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
   double lanes[kLanes] = {};
-  const size_t whole = n - n % kLanes;
-  addIntoLanes(x, y, whole, lanes);
-  for (size_t i = whole; i < n; ++i) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      x[i + l] += y[i + l];
+      lanes[l] += double(x[i + l]) * double(x[i + l]);
+    }
+  }
+  for (; i < n; ++i) {
     x[i] += y[i];
     lanes[0] += double(x[i]) * double(x[i]);
   }
@@ -146,51 +107,19 @@ double accumulateSigns(const uint8_t* const* packed, const T* scales, int count,
   alignas(64) T scaled[kTile];
   double squares = 0;
   for (size_t t0 = 0; t0 < n; t0 += kTile) {
-    squares += accumulateTile(packed, t0 / 8, scales, count, acc + t0, std::min(kTile, n - t0), scaled);
+    const size_t len = std::min(kTile, n - t0);
+    T* __restrict a = acc + t0;
+    if (count == 0) squares += sumSquares(a, len);
+    for (int c = 0; c < count; ++c) {
+      unpackScaled(packed[c] + t0 / 8, len, scales[c], scaled);
+      if (c + 1 < count) {
+        for (size_t i = 0; i < len; ++i) a[i] += scaled[i];
+      } else {
+        squares += addAndSumSquares(a, scaled, len);  // the last source also squares, in the same pass
+      }
+    }
   }
   return squares;
-}
-
-double CarriedSquares::total() const { return spmd::kernels::total(head) + spmd::kernels::total(pad); }
-
-// Tile by tile, so that x travels to and from memory once: the carried error taken, the addend added and
-// squared (whole groups of x[0, n) in bulk; the last partial group and the padding, a few elements, one
-// at a time into their lanes), the signs packed.
-template <class T>
-void carryAddPack(T* x, const T* y, size_t from, size_t to, size_t n, size_t len, T s, uint8_t* packed,
-                  CarriedSquares& squares) {
-  alignas(64) uint8_t flags[kTile];
-  const size_t whole = n - n % kLanes;
-  for (size_t t0 = from; t0 < to; t0 += kTile) {
-    const size_t t1 = std::min(t0 + kTile, to), bulk = std::clamp(whole, t0, t1);
-    subtractScaledSigns(x + t0, t1 - t0, s);
-    if (bulk > t0) addIntoLanes(x + t0, y + t0, bulk - t0, squares.head);
-    for (size_t i = bulk; i < t1; ++i) {
-      if (i < n) x[i] += y[i];
-      const double sq = double(x[i]) * double(x[i]);
-      if (i < n) squares.head[laneOf(i, n)] += sq;
-      else squares.pad[laneOf(i - n, len - n)] += sq;
-    }
-    packSigns(x + t0, t1 - t0, flags, packed + (t0 - from) / 8);
-  }
-}
-
-template <class T>
-void carryAccumulatePack(T* acc, size_t from, size_t to, T s, const uint8_t* const* packed, const T* weights,
-                         int count, uint8_t* out, double& squares) {
-  alignas(64) T scaled[kTile];
-  alignas(64) uint8_t flags[kTile];
-  for (size_t t0 = from; t0 < to; t0 += kTile) {
-    const size_t len = std::min(kTile, to - t0);
-    subtractScaledSigns(acc + t0, len, s);
-    squares += accumulateTile(packed, (t0 - from) / 8, weights, count, acc + t0, len, scaled);
-    packSigns(acc + t0, len, flags, out + (t0 - from) / 8);
-  }
-}
-
-template <class T>
-void carriedError(const T* __restrict x, size_t n, T s, T* __restrict error) {
-  for (size_t i = 0; i < n; ++i) error[i] = x[i] - (x[i] >= T(0) ? s : -s);
 }
 
 #define SPMD_ONEBIT_INSTANTIATE(T)                                                              \
@@ -198,11 +127,7 @@ void carriedError(const T* __restrict x, size_t n, T s, T* __restrict error) {
   template double sumSquares<T>(const T*, size_t);                                              \
   template void packSignsKeepError<T>(T*, size_t, T, uint8_t*);                                 \
   template void unpackScaled<T>(const uint8_t*, size_t, T, T*);                                 \
-  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t);                     \
-  template void carryAddPack<T>(T*, const T*, size_t, size_t, size_t, size_t, T, uint8_t*, CarriedSquares&);  \
-  template void carryAccumulatePack<T>(T*, size_t, size_t, T, const uint8_t* const*, const T*, int, uint8_t*,  \
-                                       double&);                                                           \
-  template void carriedError<T>(const T*, size_t, T, T*);
+  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t);
 SPMD_ONEBIT_INSTANTIATE(float)
 SPMD_ONEBIT_INSTANTIATE(double)
 #undef SPMD_ONEBIT_INSTANTIATE

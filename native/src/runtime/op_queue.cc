@@ -1,4 +1,4 @@
-#include "base/op_queue.h"
+#include "runtime/op_queue.h"
 
 namespace spmd {
 

@@ -1,4 +1,4 @@
-#include "base/lane_worker.h"
+#include "runtime/lane_worker.h"
 
 namespace spmd {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <mutex>
 
-#include "base/op_queue.h"
+#include "runtime/op_queue.h"
 
 namespace spmd {
 
