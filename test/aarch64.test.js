@@ -1,13 +1,16 @@
 // native/ on aarch64 (Grace/GH200, the Kunpeng hosts of Ascend NPUs): the C++ tests cross-compiled with
 // Debian's g++-aarch64-linux-gnu (no MPI, no CUDA, no addon) and run by ctest under qemu-user; then every
-// CPU kernel's output on fixed inputs, hashed, must be the same bits on aarch64 as on this x86-64 machine.
+// CPU kernel's output on fixed inputs, hashed, must be the same bits on aarch64 as on this x86-64 machine,
+// whose side is built in the addon's build (native/build, as test/native.test.js does), over the floors the
+// addon runs, compiled once.
 // Needs g++-aarch64-linux-gnu and qemu-user-static: skipped without them, except in CI.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, openSync, readSync, closeSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after } from "node:test";
+import { ADDON_BUILD, withNativeTests } from "./helpers/native-tests.js";
 import { REPO } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 
@@ -15,7 +18,6 @@ const TOOLCHAIN = path.join(REPO, "native/cmake/aarch64-linux-gnu.cmake");
 const QEMU = ["qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu"];
 const TMP = mkdtempSync(path.join(os.tmpdir(), "spmd-aarch64-"));
 const CROSS = path.join(TMP, "aarch64");
-const HOST = path.join(TMP, "host");
 
 function missing() {
   if (process.arch !== "x64") return `the x86-64 side of the comparison runs on x86-64, not ${process.arch}`;
@@ -43,14 +45,14 @@ function elfMachine(file) {
   return header.readUInt16LE(18);
 }
 
-/** Configures native/tests (without the vendor library layer: no NCCL or CUDA there) and builds `targets`. */
-function build(dir, cmakeArgs, targets = []) {
-  run("cmake", ["-S", "native/tests", "-B", dir, "-DCMAKE_BUILD_TYPE=Release", "-DSPMD_TEST_LIBRARY=OFF", "-DSPMD_CUDA=OFF", ...cmakeArgs]);
-  run("cmake", ["--build", dir, "-j2", ...targets.flatMap((t) => ["--target", t])]);
+/** Configures native/tests for aarch64 (without the vendor library layer: no NCCL or CUDA there) and builds them. */
+function crossBuild() {
+  run("cmake", ["-S", "native/tests", "-B", CROSS, "-DCMAKE_BUILD_TYPE=Release", "-DSPMD_TEST_LIBRARY=OFF", "-DSPMD_CUDA=OFF", "--toolchain", TOOLCHAIN]);
+  run("cmake", ["--build", CROSS, "-j2"]);
 }
 
 crossTest("the C++ tests pass on aarch64 under qemu, and the CPU kernels give x86-64's bits", { timeout: 1_800_000 }, () => {
-  build(CROSS, ["--toolchain", TOOLCHAIN]);
+  crossBuild();
   assert.equal(elfMachine(path.join(CROSS, "kernel_digest")), 183, "the cross build did not make aarch64 code");
   const ctest = run("ctest", ["--test-dir", CROSS, "--output-on-failure"]);
   console.log(ctest.trim());
@@ -59,9 +61,12 @@ crossTest("the C++ tests pass on aarch64 under qemu, and the CPU kernels give x8
   }
   assert.match(ctest, /100% tests passed, 0 tests failed out of 8/);
 
-  build(HOST, [], ["kernel_digest"]);
-  assert.equal(elfMachine(path.join(HOST, "kernel_digest")), 62);
-  const x86 = run(path.join(HOST, "kernel_digest"), []);
+  const digest = withNativeTests(run, (build) => {
+    run("cmake", ["--build", ADDON_BUILD, "-j2", "--target", "kernel_digest"]);
+    return path.join(build, "kernel_digest");
+  });
+  assert.equal(elfMachine(digest), 62);
+  const x86 = run(digest, []);
   const arm = run(QEMU[0], [...QEMU.slice(1), path.join(CROSS, "kernel_digest")]);
   assert.equal(x86.trim().split("\n").length, 22, `expected 22 kernel digests:\n${x86}`);
   assert.equal(arm, x86, "aarch64's kernel outputs differ from x86-64's");

@@ -3,14 +3,10 @@
 // The CUDA kernel test is built where nvcc is, and skips itself without a GPU.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { ADDON_BUILD, withNativeTests } from "./helpers/native-tests.js";
 import { REPO } from "./helpers/ranks.js";
-
-// Built inside the addon's build tree (SPMD_TESTS), so the floors the addon already compiled are reused.
-const ADDON_BUILD = path.join(REPO, "native/build");
-const BUILD = path.join(ADDON_BUILD, "ctest");
 
 // nccl_test runs over the library NCCL_LIBRARY names (skipping itself without one): here, the double.
 const NCCL_DOUBLE = path.join(REPO, "native/build/doubles/libspmd_nccl_double_full.so");
@@ -23,14 +19,9 @@ function run(cmd, args) {
 }
 
 test("C++ algorithm and kernel tests pass under ctest", { timeout: 1_200_000 }, () => {
-  assert.ok(existsSync(path.join(ADDON_BUILD, "CMakeCache.txt")), "native/build is not configured: run `npm run build` first");
-  run("cmake", ["-S", "native", "-B", ADDON_BUILD, "-DSPMD_TESTS=ON"]);
-  try {
+  withNativeTests(run, (build) => {
     run("cmake", ["--build", ADDON_BUILD, "-j2"]);
-    const out = run("ctest", ["--test-dir", BUILD, "--output-on-failure"]);
+    const out = run("ctest", ["--test-dir", build, "--output-on-failure"]);
     assert.match(out, /100% tests passed, 0 tests failed out of \d+/);
-  } finally {
-    // Later builds of the addon (`npm run build`, `npm pack`) build the addon alone again.
-    run("cmake", ["-S", "native", "-B", ADDON_BUILD, "-DSPMD_TESTS=OFF"]);
-  }
+  });
 });

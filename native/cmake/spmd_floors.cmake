@@ -81,7 +81,20 @@ function(spmd_floors with_mpi)
     file(GLOB mpi_sources CONFIGURE_DEPENDS ${src}/backends/mpi/*.cc)
     target_sources(spmd_backends PRIVATE ${mpi_sources})
     # OMPI_SKIP_MPICXX / MPICH_SKIP_MPICXX: C++ sources must not pull in the deprecated C++ bindings.
-    target_compile_definitions(spmd_backends PUBLIC SPMD_HAVE_MPI OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
-    target_link_libraries(spmd_backends PUBLIC MPI::MPI_C)
+    set(definitions SPMD_HAVE_MPI OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
+    # MPI's headers and definitions reach the floor's MPI sources and what links the floor (the addon), not
+    # the floor's other sources: MPI installed after a build then recompiles the MPI backend and the addon
+    # alone, not every backend.
+    target_compile_definitions(spmd_backends INTERFACE ${definitions})
+    target_link_libraries(spmd_backends INTERFACE MPI::MPI_C)
+    get_target_property(includes MPI::MPI_C INTERFACE_INCLUDE_DIRECTORIES)
+    get_target_property(options MPI::MPI_C INTERFACE_COMPILE_OPTIONS)
+    set_property(SOURCE ${mpi_sources} APPEND PROPERTY COMPILE_DEFINITIONS ${definitions})
+    if(includes)
+      set_property(SOURCE ${mpi_sources} APPEND PROPERTY INCLUDE_DIRECTORIES ${includes})
+    endif()
+    if(options)
+      set_property(SOURCE ${mpi_sources} APPEND PROPERTY COMPILE_OPTIONS ${options})
+    endif()
   endif()
 endfunction()
