@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "kernels/cpu/clones.h"
+
 namespace spmd::kernels {
 namespace {
 
@@ -50,7 +52,7 @@ uint8_t gatherBits(const uint8_t* flags) {
 }  // namespace
 
 template <class T>
-double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
+SPMD_CPU_KERNEL double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
   double lanes[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -67,7 +69,7 @@ double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
 }
 
 template <class T>
-double sumSquares(const T* __restrict x, size_t n) {
+SPMD_CPU_KERNEL double sumSquares(const T* __restrict x, size_t n) {
   double lanes[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -78,7 +80,7 @@ double sumSquares(const T* __restrict x, size_t n) {
 }
 
 template <class T>
-void packSignsKeepError(T* __restrict x, size_t n, T scale, uint8_t* __restrict packed) {
+SPMD_CPU_KERNEL void packSignsKeepError(T* __restrict x, size_t n, T scale, uint8_t* __restrict packed) {
   alignas(64) uint8_t flags[kTile];
   for (size_t t0 = 0; t0 < n; t0 += kTile) {
     const size_t len = std::min(kTile, n - t0);
@@ -93,7 +95,7 @@ void packSignsKeepError(T* __restrict x, size_t n, T scale, uint8_t* __restrict 
 }
 
 template <class T>
-void unpackScaled(const uint8_t* __restrict packed, size_t n, T scale, T* __restrict out) {
+SPMD_CPU_KERNEL void unpackScaled(const uint8_t* __restrict packed, size_t n, T scale, T* __restrict out) {
   const size_t whole = n / 8;
   for (size_t k = 0; k < whole; ++k) {
     const T* row = kSigns<T>.row[packed[k]];
@@ -103,7 +105,7 @@ void unpackScaled(const uint8_t* __restrict packed, size_t n, T scale, T* __rest
 }
 
 template <class T>
-double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n) {
+SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n) {
   alignas(64) T scaled[kTile];
   double squares = 0;
   for (size_t t0 = 0; t0 < n; t0 += kTile) {

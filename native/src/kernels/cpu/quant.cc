@@ -5,6 +5,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/clones.h"
+
 namespace spmd::kernels {
 namespace {
 
@@ -172,17 +174,7 @@ uint32_t quantizeWithFeedback(QuantFormat f, const float* x, float* error, float
 
 }  // namespace
 
-// Each kernel is compiled twice, for baseline x86-64 and for AVX2, and the loader picks the one the CPU
-// runs (GCC's target_clones; flatten inlines everything the kernel calls, so the helpers get the AVX2 code
-// too). The results are bit-identical: every operation is IEEE's correctly rounded one in both, and the
-// build fuses no multiply-add.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SPMD_QUANT_KERNEL [[gnu::target_clones("avx2", "default"), gnu::flatten]]
-#else
-#define SPMD_QUANT_KERNEL
-#endif
-
-SPMD_QUANT_KERNEL bool quantize(QuantFormat f, const float* x, float* error, float beta, size_t n, uint8_t* out) {
+SPMD_CPU_KERNEL bool quantize(QuantFormat f, const float* x, float* error, float beta, size_t n, uint8_t* out) {
   uint32_t worst = 0;
   for (size_t k = 0; k < f.groups(n); ++k) {
     const Group g(f, n, k);
@@ -191,18 +183,18 @@ SPMD_QUANT_KERNEL bool quantize(QuantFormat f, const float* x, float* error, flo
   return worst < kNonFinite;
 }
 
-SPMD_QUANT_KERNEL void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) {
+SPMD_CPU_KERNEL void dequantize(QuantFormat f, const uint8_t* in, size_t n, float* out) {
   for (size_t k = 0; k < f.groups(n); ++k) sumGroup(f, &in, 1, k, Group(f, n, k), out + k * f.groupSize);
 }
 
-SPMD_QUANT_KERNEL void dequantizeSum(QuantFormat f, const uint8_t* const* in, int count, size_t n, float* out) {
+SPMD_CPU_KERNEL void dequantizeSum(QuantFormat f, const uint8_t* const* in, int count, size_t n, float* out) {
   for (size_t k = 0; k < f.groups(n); ++k) {
     const Group g(f, n, k);
     sumGroup(f, in, count, k, g, out + g.at);
   }
 }
 
-SPMD_QUANT_KERNEL bool dequantizeSumQuantize(QuantFormat f, const uint8_t* const* in, int count, float* error, float beta, size_t n,
+SPMD_CPU_KERNEL bool dequantizeSumQuantize(QuantFormat f, const uint8_t* const* in, int count, float* error, float beta, size_t n,
                            float* scratch, uint8_t* out) {
   uint32_t worst = 0;
   for (size_t k = 0; k < f.groups(n); ++k) {
