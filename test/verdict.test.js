@@ -54,4 +54,9 @@ test("ranks that outnumber their host's cores are named; a file without cores (b
   assert.equal(oversubscribed(doc(2, 2)), undefined);
   assert.equal(oversubscribed(doc(3, undefined)), undefined);
   assert.equal(oversubscribed({}), undefined);
+  // A stranger's file with fields of the wrong shape says nothing rather than throwing.
+  for (const bad of [{ manifest: { hosts: 5 }, topology: { hosts: "x" } }, { topology: { hosts: [null, { name: "b", ranks: 7 }] }, manifest: { hosts: [null, { name: "b", cores: "2" }] } }]) {
+    assert.equal(oversubscribed(bad), undefined);
+  }
+  assert.equal(oversubscribed({ ...doc(3, 2), manifest: { hosts: [null, { name: "b", cores: 2 }] } }), "3 ranks on 2 cores (b)");
 });

@@ -135,11 +135,6 @@ export function campaignActive(dir: string): boolean {
 const busy = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
 
 /**
- * Takes the campaign's lock for this process, or refuses (exit 2) naming the run that holds it. A lock whose
- * owner is gone is taken over, `say`ing so; its repetition's process group, if any still runs, is killed
- * first, so that nothing runs beside the repetitions about to start.
- */
-/**
  * Fills the lock just created; where the write fails (a full disk: ENOSPC, which names no file) the empty
  * lock is removed, so that no later run takes it for a dead one, and the error names it.
  */
@@ -155,6 +150,11 @@ function writeLock(fd: number, file: string, record: RunRecord): void {
   }
 }
 
+/**
+ * Takes the campaign's lock for this process, or refuses (exit 2) naming the run that holds it. A lock whose
+ * owner is gone is taken over, `say`ing so; its repetition's process group, if any still runs, is killed
+ * first, so that nothing runs beside the repetitions about to start.
+ */
 export function lockCampaign(dir: string, say: (line: string) => void): RunRecord {
   makeDirectory(dir);
   const mine: RunRecord = { pid: process.pid, started: processStart(process.pid), jobs: [] };

@@ -128,8 +128,10 @@ export const describeInterval = ([lo, hi]: [number, number]) => `change across r
  * 2-100x apart (docs/PERFORMANCE.md, "Comparing campaigns"), which no verdict can see through.
  */
 export function oversubscribed(doc: Pick<ResultDocument, "topology" | "manifest">): string | undefined {
-  const cores = new Map((doc.manifest?.hosts ?? []).map((h) => [h.name, h.cores]));
-  const over = (doc.topology?.hosts ?? []).filter((h) => h.ranks.length > (cores.get(h.name) ?? Infinity));
+  // Results files come from anywhere (a colleague's, a stranger's): a field of the wrong shape says nothing.
+  const list = <T>(v: T[] | undefined): T[] => (Array.isArray(v) ? v : []);
+  const cores = new Map(list(doc.manifest?.hosts).filter((h) => Number.isInteger(h?.cores)).map((h) => [h.name, h.cores!]));
+  const over = list(doc.topology?.hosts).filter((h) => Array.isArray(h?.ranks) && h.ranks.length > (cores.get(h.name) ?? Infinity));
   return over.length ? over.map((h) => `${h.ranks.length} ranks on ${cores.get(h.name)} cores (${h.name})`).join(", ") : undefined;
 }
 
