@@ -47,3 +47,14 @@ test("crossover: a lead whose repetitions overlap the runner-up's is flagged wit
     assert.match(html, /50\.0% \(within noise\)/);
   });
 });
+
+test("crossover: a campaign of one backend says there is nothing to rank instead of an empty table", async () => {
+  await withTempDir("spmd-exp-report-", async (tmp) => {
+    campaign(tmp, { shm: { 16384: [9, 4, 10] } });
+    const p = await runNode([RUNNER, "exp", "report", "--dir", tmp], {}, 120_000);
+    assert.equal(p.code, 0, p.stderr);
+    const section = readFileSync(path.join(tmp, "report.md"), "utf8").split("## Crossover")[1].split("\n## ")[0];
+    assert.equal(section.trim(), "Each op, size and world size ran one backend: nothing to rank.");
+    assert.match(readFileSync(path.join(tmp, "report.html"), "utf8"), /<p>Each op, size and world size ran one backend: nothing to rank\.<\/p>/);
+  });
+});

@@ -84,7 +84,7 @@ export interface Change extends Omit<Judgement, "verdict"> {
   verdict: Verdict | "wrong elements";
 }
 
-/** Each repetition's value of a metric in a group, at its median iteration (metrics/verdict.ts). */
+/** Each repetition's value of a metric in a group, at its fastest iteration (metrics/verdict.ts, repetitionValue). */
 const repetitionValues = (g: Group, metric: string) =>
   g.rows.map((r) => repetitionValue(metric, (name) => r[metricColumn(name)])).filter((v): v is number => v !== undefined);
 

@@ -131,6 +131,8 @@ export async function campaignReport(name: string, dir: string, db: Database, co
   const charts = await renderSpecs(campaignSpecs(groups, axes));
   const diff = differences(dir, db);
   const cross = crossovers(groups, axes);
+  // A campaign of one series (one backend) has nothing to rank: say so rather than show an empty table.
+  const noCrossover = `Each op, size and world size ran one ${axes.join(" / ")}: nothing to rank.`;
   const counts = db.prepare("SELECT state, count(*) AS n FROM points GROUP BY state").all() as { state: string; n: number }[];
   const countLine = counts.map((c) => `${c.n} ${c.state}`).join(", ");
   const varyingItems = diff.varying.map(([k, v]) => [k, v.join(", ")]);
@@ -162,7 +164,7 @@ ${comparison ? `<h2>Against the baseline</h2>\n${htmlTable(changeHead, changeRow
 ${charts.map((svg) => `<figure>${svg}</figure>`).join("\n")}
 </div>
 <h2>Crossover: the best ${escapeHtml(axes.join(" / "))} per op, size and world size</h2>
-${htmlTable(crossoverHead, crossoverRows(cross), true)}
+${cross.length ? htmlTable(crossoverHead, crossoverRows(cross), true) : `<p>${escapeHtml(noCrossover)}</p>`}
 <h2>Every row (click a heading to sort)</h2>
 ${htmlTable(TABLE_COLUMNS, rows.map((r) => TABLE_COLUMNS.map((c) => r[c])), true)}
 <script>${SORT_SCRIPT}</script>
@@ -175,7 +177,7 @@ ${htmlTable(TABLE_COLUMNS, rows.map((r) => TABLE_COLUMNS.map((c) => r[c])), true
     "## What differs between points", "", markdownTable(["", "values"], varyingItems), "",
     ...(failed.length ? ["## Failed points", "", ...failed.flatMap((f) => [`- ${escapeMarkdown(f.what)}`, "", ...f.tail.split("\n").map((l) => `        ${l}`), ""])] : []),
     ...(comparison ? ["## Against the baseline", "", markdownTable(changeHead, changeRows(comparison)), ""] : []),
-    "## Crossover", "", markdownTable(crossoverHead, crossoverRows(cross)), "",
+    "## Crossover", "", cross.length ? markdownTable(crossoverHead, crossoverRows(cross)) : escapeMarkdown(noCrossover), "",
     "## Medians over repetitions", "", markdownTable(["job", "stage", "op", "size", "world size", "series", "reps", "busbw (GB/s)", "avg (us)"], medianRows(rows)), "",
   ].join("\n");
   return { html, markdown };
