@@ -123,6 +123,9 @@ const quantizedAllreduce = stage("quantized_allreduce", {
   nodes: z.int().min(1).optional(),
   localSize: z.int().min(1).optional(),
   errorFeedback: z.strictObject({ beta: z.number().min(0).max(1).default(1) }).optional(),
+  // Groups of each block per pipelined piece (host memory): the results are the same bits whatever it is.
+  // Default: whole groups of at least 256 Ki values (blocks up to that size run in one piece).
+  pieceGroups: z.int().min(1).max(2 ** 40).optional(),
   dumpDir: z.string().min(1).optional(),
   algorithm: algorithm(),
 }).superRefine((s, ctx) => {
