@@ -24,15 +24,19 @@ enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
 constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
 
 // The host's default piece: whole groups of at least 256 Ki values of every block (128 KiB of int4 codes per
-// message). Measured at 4 and 16 Mi float32 on 2 ranks over 1 Gbit/s (docs/PERFORMANCE.md): pieces of 64 Ki
-// to 512 Ki values all overlap about as well, 256 Ki a little best; blocks up to that size run in one piece.
-constexpr size_t kPieceValues = 256 * 1024;
+// message), where a block holds kMinPieces of them; smaller blocks run in one piece. Measured on 2 ranks over
+// 1 Gbit/s (docs/PERFORMANCE.md): at 16 Mi float32 pieces of 64 Ki to 512 Ki values overlap about as well,
+// 256 Ki a little best; at 4 Mi 2 pieces gained nothing, 4 and 8 did; at 1 Mi no piece size beat one piece.
+constexpr size_t kPieceValues = 256 * 1024, kMinPieces = 4;
 
 // Groups of each block per piece: the spec's, else on the host the default, on a device one piece (its
 // kernels queue on the lane's stream already); at most the block's groups, at least 1.
 size_t pieceGroups(const QuantizedSpec& s, size_t blockGroups, bool host) {
   size_t g = s.pieceGroups;
-  if (g == 0) g = host ? (kPieceValues + s.groupSize - 1) / s.groupSize : blockGroups;
+  if (g == 0) {
+    g = (kPieceValues + s.groupSize - 1) / s.groupSize;
+    if (!host || blockGroups < kMinPieces * g) g = blockGroups;
+  }
   return std::max<size_t>(1, std::min(g, blockGroups));
 }
 
