@@ -31,7 +31,7 @@ constexpr size_t kPieceValues = 256 * 1024, kMinPieces = 4;
 
 // Groups of each block per piece: the spec's, else on the host the default, on a device one piece (its
 // kernels queue on the lane's stream already); at most the block's groups, at least 1.
-size_t pieceGroups(const QuantizedSpec& s, size_t blockGroups, bool host) {
+size_t groupsPerPiece(const QuantizedSpec& s, size_t blockGroups, bool host) {
   size_t g = s.pieceGroups;
   if (g == 0) {
     g = (kPieceValues + s.groupSize - 1) / s.groupSize;
@@ -75,7 +75,7 @@ class HierarchicalQuantized final : public EstimatingOp {
         B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
         format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
         recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
-        pieceLen_(pieceGroups(s, format_.groups(B_), m.isHost()) * s.groupSize),
+        pieceLen_(groupsPerPiece(s, format_.groups(B_), m.isHost()) * s.groupSize),
         pieces_(B_ == 0 ? 1 : (B_ + pieceLen_ - 1) / pieceLen_),
         intra_(world.split(node(rank_), local(rank_))), inter_(world.split(local(rank_), node(rank_))),
         wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
@@ -87,7 +87,7 @@ class HierarchicalQuantized final : public EstimatingOp {
         helper_(pieces_ > 1 && m.isHost() ? std::make_unique<LaneWorker>() : nullptr) {}
 
   void run(Collectives& world, const void* in, void* out) override {
-    const Step step{input(in), block_.get() ? block_.as<float>() : static_cast<float*>(out),
+    const StepPointers step{input(in), block_.get() ? block_.as<float>() : static_cast<float*>(out),
                     wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out), out};
     const int moves = full_ ? 3 : 2;
     Helper helper(helper_.get());
@@ -134,7 +134,7 @@ class HierarchicalQuantized final : public EstimatingOp {
 
  private:
   // Where a step reads and writes in float32: the input, block r of the result, the full output.
-  struct Step {
+  struct StepPointers {
     const float* x;
     float* block;
     float* all;
@@ -166,7 +166,7 @@ class HierarchicalQuantized final : public EstimatingOp {
   }
 
   // The computation before move s of piece k, or after the last move.
-  void compute(int s, size_t k, const Step& st) {
+  void compute(int s, size_t k, const StepPointers& st) {
     if (s == 0) quantizeInput(k, st.x);
     else if (s == 1) sumNode(k);
     else if (s == 2) sumNodes(k, st);
@@ -193,7 +193,7 @@ class HierarchicalQuantized final : public EstimatingOp {
   }
 
   // 3. Every node's sum of block r; then the output (shard), or block r quantized for the all-gather (full).
-  void sumNodes(size_t k, const Step& st) {
+  void sumNodes(size_t k, const StepPointers& st) {
     const size_t b = begin(k), len = length(k);
     float* block = st.block + b;
     k_.dequantizeSum(format_, {at(recv2_, format_, N_, k), format_.bytes(len), N_}, len, block);
@@ -206,7 +206,7 @@ class HierarchicalQuantized final : public EstimatingOp {
   }
 
   // 4. Every rank's block, dequantized into the full output.
-  void spread(size_t k, const Step& st) {
+  void spread(size_t k, const StepPointers& st) {
     const size_t b = begin(k), len = length(k), gb = gatherFormat_.bytes(len);
     for (int j = 0; j < W_; ++j) {
       float* all = st.all + size_t(j) * B_ + b;
