@@ -23,19 +23,21 @@ struct Layout {
 enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
 constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
 
-// The host's default piece: whole groups of at least 256 Ki values of every block (128 KiB of int4 codes per
-// message), where a block holds kMinPieces of them; smaller blocks run in one piece. Measured on 2 ranks over
-// 1 Gbit/s (docs/PERFORMANCE.md): at 16 Mi float32 pieces of 64 Ki to 512 Ki values overlap about as well,
-// 256 Ki a little best; at 4 Mi 2 pieces gained nothing, 4 and 8 did; at 1 Mi no piece size beat one piece.
+// The default piece where a step crosses hosts: whole groups of at least 256 Ki values of every block (128 KiB
+// of int4 codes per message), where a block holds kMinPieces of them; smaller blocks run in one piece. Measured
+// on 2 hosts over 1 Gbit/s (docs/PERFORMANCE.md): at 16 Mi float32 pieces of 64 Ki to 512 Ki values overlap
+// about as well, 256 Ki a little best; at 4 Mi 2 pieces gained nothing, 4 and 8 did; at 1 Mi no piece size beat
+// one piece. Within one host there is no wire to wait on, only memory traffic, and pieces cost up to 15%.
 constexpr size_t kPieceValues = 256 * 1024, kMinPieces = 4;
 
-// Groups of each block per piece: the spec's, else on the host the default, on a device one piece (its
-// kernels queue on the lane's stream already); at most the block's groups, at least 1.
-size_t groupsPerPiece(const QuantizedSpec& s, size_t blockGroups, bool host) {
+// Groups of each block per piece: the spec's, else the default where there is a link to overlap (host memory,
+// ranks on several hosts), else one piece (a device's kernels queue on the lane's stream already); at most the
+// block's groups, at least 1.
+size_t groupsPerPiece(const QuantizedSpec& s, size_t blockGroups, bool overlap) {
   size_t g = s.pieceGroups;
   if (g == 0) {
     g = (kPieceValues + s.groupSize - 1) / s.groupSize;
-    if (!host || blockGroups < kMinPieces * g) g = blockGroups;
+    if (!overlap || blockGroups < kMinPieces * g) g = blockGroups;
   }
   return std::max<size_t>(1, std::min(g, blockGroups));
 }
@@ -75,7 +77,7 @@ class HierarchicalQuantized final : public EstimatingOp {
         B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
         format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
         recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
-        pieceLen_(groupsPerPiece(s, format_.groups(B_), m.isHost()) * s.groupSize),
+        pieceLen_(groupsPerPiece(s, format_.groups(B_), m.isHost() && !s.nodeOf.empty() && N_ > 1) * s.groupSize),
         pieces_(B_ == 0 ? 1 : (B_ + pieceLen_ - 1) / pieceLen_),
         intra_(world.split(node(rank_), local(rank_))), inter_(world.split(local(rank_), node(rank_))),
         wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
