@@ -131,7 +131,8 @@ netnsTest("quantized_allreduce (2 nodes × 2) on 2 hosts over shm+tcp: byte-iden
     tensors: { g: { dtype: "float32", count: "64Ki", fill: { kind: "normal", seed: 5 } } },
     stages: [
       { id: "int8", op: "quantized_allreduce", input: "g", bits: 8, nodes: 2, localSize: 2, errorFeedback: { beta: 1 } },
-      { id: "int4", op: "quantized_allreduce", input: "g", bits: 4, nodes: 2, localSize: 2, reduce: "mean" },
+      // In pieces of 3 of its 8 groups per block (qgz.test.js: the bytes of one piece), so the pipelined form runs on shm+tcp too.
+      { id: "int4", op: "quantized_allreduce", input: "g", bits: 4, nodes: 2, localSize: 2, reduce: "mean", pieceGroups: 3 },
     ],
   };
   const dumps = {};

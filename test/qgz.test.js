@@ -16,15 +16,16 @@ import { validateGraph } from "../dist/graph/validate.js";
 import { formatTable } from "../dist/report/table.js";
 import { toBfloat16 } from "./helpers/float.js";
 import { prepareJob } from "./helpers/matrix.js";
-import { readDumps, verifyStage } from "./helpers/qgz.js";
+import { assertSame, readDumps, verifyStage } from "./helpers/qgz.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
 /**
  * Runs the job on W ranks (`env`: extra variables per rank) with dumps; returns the result document, the
  * ranks' processes and file(stage, rank, what): the values of a dump, or undefined where there is none.
  */
-async function runJob(W, job, { env = {}, expectFailure = false } = {}) {
-  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch: (w, args) => runRanks(w, args, { env, timeoutMs: 300_000 }) });
+async function runJob(W, job, { env = {}, expectFailure = false, extraArgs = [] } = {}) {
+  const launch = (w, args) => runRanks(w, args, { env, timeoutMs: 300_000 });
+  const { dir, json, dumpDir, run } = prepareJob(W, job, { dump: true, launch, extraArgs });
   try {
     const ranks = await run();
     if (expectFailure) return { ranks };
@@ -108,6 +109,51 @@ test("error feedback: over 30 steps of one input the running mean of the outputs
   assert.ok(ef.running_mean_rel_error * 5 < noef.running_mean_rel_error, `with feedback ${ef.running_mean_rel_error}, without ${noef.running_mean_rel_error}`);
   assert.ok(ef.rel_error < 2 * noef.rel_error, "a single step stays as rough as without feedback");
 });
+
+// The pipelined form (pieces of a few groups of every block, a helper thread computing while the lane moves)
+// against one piece, value for value (Object.is, so -0 too): outputs and every error buffer after 3 steps, blocks of 1010 in groups of
+// 16 (a short last group) and pieces of 5 groups (13 pieces, the last of 50), both hierarchy levels busy.
+for (const backend of ["shm", "tcp"]) {
+  test(`quantized_allreduce in pieces gives the values of one piece exactly, ${backend}, W=3`, { timeout: 300_000 }, async () => {
+    const W = 3, n = 3 * 1010;
+    const kinds = {
+      full4: { input: "f", bits: 4, reduce: "mean", output: "full", errorFeedback: { beta: 0.5 } },
+      shard8: { input: "d", reduce: "sum", errorFeedback: {} },
+      bf16: { input: "b", bits: 4, gatherBits: 8, output: "full", errorFeedback: {} },
+    };
+    const layouts = { across: { nodes: 3 }, within: { localSize: 3 } };
+    const stages = [];
+    for (const [kind, options] of Object.entries(kinds)) {
+      for (const [where, layout] of Object.entries(layouts)) {
+        for (const [form, pieceGroups] of [["pieces", 5], ["whole", 2 ** 40]]) {
+          stages.push({ id: `${kind}-${where}-${form}`, op: "quantized_allreduce", groupSize: 16, pieceGroups, ...options, ...layout });
+        }
+      }
+    }
+    const job = {
+      name: `qgz-pieces-${backend}`, warmup: 1, iterations: 2,
+      tensors: {
+        f: { dtype: "float32", count: n, fill: normal(30) },
+        d: { dtype: "float64", count: n, fill: normal(31) },
+        b: { dtype: "bfloat16", count: n, fill: normal(32) },
+      },
+      stages,
+    };
+    const { file } = await runJob(W, job, { extraArgs: ["--backend", backend] });
+    for (const kind of Object.keys(kinds)) {
+      for (const where of Object.keys(layouts)) {
+        for (let r = 0; r < W; r++) {
+          const whats = ["output", "intra_error", "inter_error", ...(kind === "shard8" ? [] : ["gather_error"])];
+          for (const what of whats) {
+            const pieces = file(`${kind}-${where}-pieces`, r, what), whole = file(`${kind}-${where}-whole`, r, what);
+            assert.ok(whole?.length > 0, `${kind} ${where} rank ${r}: no ${what}`);
+            assertSame(pieces, whole, `${kind} ${where} rank ${r}: ${what}`);
+          }
+        }
+      }
+    }
+  });
+}
 
 test("a NaN or infinite input fails every rank with a message naming a rank", { timeout: 300_000 }, async () => {
   // float32 cannot hold most draws of a normal with std 1e39: they become ±Infinity.

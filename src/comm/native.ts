@@ -81,6 +81,8 @@ export type NativeCompression =
       /** Each quantization carries its error into the next step, weighted by beta. */
       errorFeedback: boolean;
       beta: number;
+      /** Groups of each block per pipelined piece (0: the native default); the bits do not depend on it. */
+      pieceGroups: number;
     };
 
 /** nccl-tests' in place: one buffer is the input and the output. */

@@ -123,6 +123,10 @@ const quantizedAllreduce = stage("quantized_allreduce", {
   nodes: z.int().min(1).optional(),
   localSize: z.int().min(1).optional(),
   errorFeedback: z.strictObject({ beta: z.number().min(0).max(1).default(1) }).optional(),
+  // Groups of each block per pipelined piece (host memory): the results are the same bits whatever it is.
+  // Default, where the ranks run on several hosts: whole groups of at least 256 Ki values, where a block holds
+  // 4 of them; else one piece (within a host pieces only cost).
+  pieceGroups: z.int().min(1).max(2 ** 40).optional(),
   dumpDir: z.string().min(1).optional(),
   algorithm: algorithm(),
 }).superRefine((s, ctx) => {

@@ -55,6 +55,7 @@ export const quantizedAllreduce: StageKind<S> = {
       layout: layout(s, ctx),
       errorFeedback: s.errorFeedback !== undefined,
       beta: s.errorFeedback?.beta ?? 1,
+      pieceGroups: s.pieceGroups ?? 0,
     };
     const common = { inputs: nativeInput(s, ctx), compression, ...nativeReduction(s.reduce), inPlace: false };
     return s.output === "full" ? { kind: "allreduce", ...common } : { kind: "reduce_scatter", coalesced: false, ...common };

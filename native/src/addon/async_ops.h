@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 
 namespace spmd::addon {
 

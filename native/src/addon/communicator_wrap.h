@@ -9,7 +9,7 @@
 
 #include "addon/async_ops.h"
 #include "runtime/backend.h"
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 #include "backends/tcp/tcp_backend.h"
 #include "runtime/program.h"
 

@@ -53,6 +53,7 @@ QuantizedSpec quantizedFromJs(const OptionReader& c, int W) {
   q.errorFeedback = c.boolean("errorFeedback");
   q.beta = float(c.number("beta"));
   if (!(q.beta >= 0 && q.beta <= 1)) c.fail("beta", "a number in [0, 1]");
+  q.pieceGroups = size_t(c.integer("pieceGroups", 0, int64_t(1) << 40));
   return q;
 }
 

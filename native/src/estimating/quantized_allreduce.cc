@@ -1,10 +1,12 @@
 #include "estimating/quantized_allreduce.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
 
 #include "base/error.h"
+#include "base/lane_worker.h"
 
 namespace spmd {
 namespace {
@@ -21,6 +23,53 @@ struct Layout {
 enum Check { kInput, kNodeSums, kReducedBlock, kChecks };
 constexpr const char* kChecked[kChecks] = {"input", "node's sums", "reduced block"};
 
+// The default piece where a step crosses hosts: whole groups of at least 256 Ki values of every block (128 KiB
+// of int4 codes per message), where a block holds kMinPieces of them; smaller blocks run in one piece. Measured
+// on 2 hosts over 1 Gbit/s (docs/PERFORMANCE.md): at 16 Mi float32 pieces of 64 Ki to 512 Ki values overlap
+// about as well, 256 Ki a little best; at 4 Mi 2 pieces gained nothing, 4 and 8 did; at 1 Mi no piece size beat
+// one piece. Within one host there is no wire to wait on, only memory traffic, and pieces cost up to 15%.
+constexpr size_t kPieceValues = 256 * 1024, kMinPieces = 4;
+
+// Groups of each block per piece: the spec's, else the default where there is a link to overlap (host memory,
+// ranks on several hosts), else one piece (a device's kernels queue on the lane's stream already); at most the
+// block's groups, at least 1.
+size_t groupsPerPiece(const QuantizedSpec& s, size_t blockGroups, bool overlap) {
+  size_t g = s.pieceGroups;
+  if (g == 0) {
+    g = (kPieceValues + s.groupSize - 1) / s.groupSize;
+    if (!overlap || blockGroups < kMinPieces * g) g = blockGroups;
+  }
+  return std::max<size_t>(1, std::min(g, blockGroups));
+}
+
+// Runs a step's computations on the op's helper thread, in posting order, or at once where it has none.
+// Whatever the step throws, the helper is done with the step's buffers before it returns.
+class Helper {
+ public:
+  explicit Helper(LaneWorker* worker) : worker_(worker) {}
+  ~Helper() {
+    try {
+      finish();
+    } catch (...) {  // the step's own error is the one to report
+    }
+  }
+  uint64_t post(std::function<void()> work) {
+    if (!worker_) {
+      work();
+      return 0;
+    }
+    return last_ = worker_->post(std::move(work));
+  }
+  void wait(uint64_t ticket) {
+    if (worker_ && ticket) worker_->wait(ticket);
+  }
+  void finish() { wait(last_); }
+
+ private:
+  LaneWorker* worker_;
+  uint64_t last_ = 0;
+};
+
 class HierarchicalQuantized final : public EstimatingOp {
  public:
   HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, Layout layout, bool full, bool mean)
@@ -28,46 +77,38 @@ class HierarchicalQuantized final : public EstimatingOp {
         B_(n / size_t(W_)), dt_(dt), full_(full), mean_(mean), feedback_(s.errorFeedback), beta_(s.beta),
         format_{s.bits, s.groupSize}, gatherFormat_{s.gatherBits, s.groupSize},
         recordBytes_(format_.bytes(B_)), gatherBytes_(full ? gatherFormat_.bytes(B_) : 0),
+        pieceLen_(groupsPerPiece(s, format_.groups(B_), m.isHost() && !s.nodeOf.empty() && N_ > 1) * s.groupSize),
+        pieces_(B_ == 0 ? 1 : (B_ + pieceLen_ - 1) / pieceLen_),
         intra_(world.split(node(rank_), local(rank_))), inter_(world.split(local(rank_), node(rank_))),
         wideIn_(floats(dt != DType::F32, n)), block_(floats(full || dt != DType::F32, B_)),
         wideOut_(floats(full && dt != DType::F32, n)), intraError_(errors(feedback_, n)),
         interError_(errors(feedback_, size_t(N_) * B_)), gatherError_(errors(feedback_ && full, B_)),
         send1_(m, size_t(W_) * recordBytes_), recv1_(m, send1_.bytes()), send2_(m, size_t(N_) * recordBytes_),
         recv2_(m, send2_.bytes()), gatherSend_(m, gatherBytes_), gathered_(m, size_t(W_) * gatherBytes_),
-        nonFinite_(Buffer::zeros(m, kChecks * sizeof(uint32_t))) {}
+        nonFinite_(Buffer::zeros(m, kChecks * sizeof(uint32_t))),
+        helper_(pieces_ > 1 && m.isHost() ? std::make_unique<LaneWorker>() : nullptr) {}
 
   void run(Collectives& world, const void* in, void* out) override {
-    const float* x = input(in);
-    uint8_t* send1 = send1_.as<uint8_t>();
-    // 1. Block j into slot node(j) of record local(j).
-    for (int j = 0; j < W_; ++j) {
-      uint8_t* slot = send1 + (size_t(local(j)) * size_t(N_) + size_t(node(j))) * recordBytes_;
-      k_.quantize(format_, x + size_t(j) * B_, error(intraError_, size_t(j) * B_), beta_, B_, slot, flag(kInput));
+    const StepPointers step{input(in), block_.get() ? block_.as<float>() : static_cast<float*>(out),
+                    wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out), out};
+    const int moves = full_ ? 3 : 2;
+    Helper helper(helper_.get());
+    // tickets[s][k]: the helper's ticket for computation s of piece k.
+    std::vector<std::vector<uint64_t>> tickets(size_t(moves) + 1, std::vector<uint64_t>(pieces_));
+    tickets[0][0] = helper.post([=, this] { compute(0, 0, step); });
+    // Skewed: in round t, move s goes with piece t - s, so the wire carries piece k's moves while the helper
+    // computes the next pieces' first steps and the last pieces' later ones. Every rank moves in this order.
+    for (size_t t = 0; t + 1 < pieces_ + size_t(moves); ++t) {
+      if (t + 1 < pieces_) tickets[0][t + 1] = helper.post([=, this] { compute(0, t + 1, step); });
+      for (int s = 0; s < moves; ++s) {
+        if (t < size_t(s) || t - size_t(s) >= pieces_) continue;
+        const size_t k = t - size_t(s);
+        helper.wait(tickets[size_t(s)][k]);
+        move(world, s, k);
+        tickets[size_t(s) + 1][k] = helper.post([=, this] { compute(s + 1, k, step); });
+      }
     }
-    intra_->allToAll(send1, recv1_.get(), size_t(L_), size_t(N_) * recordBytes_, Algo::Auto);
-    // 2. Slot a of every local rank's record: the node's copies of the block bound for (a, l), summed and requantized.
-    for (int a = 0; a < N_; ++a) {
-      const kernels::Strided copies{recv1_.as<uint8_t>() + size_t(a) * recordBytes_, size_t(N_) * recordBytes_, L_};
-      k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_), beta_, B_,
-                               send2_.as<uint8_t>() + size_t(a) * recordBytes_, flag(kNodeSums));
-    }
-    inter_->allToAll(send2_.get(), recv2_.get(), size_t(N_), recordBytes_, Algo::Auto);
-    // 3. Every node's sum of block r.
-    float* block = block_.get() ? block_.as<float>() : static_cast<float*>(out);
-    k_.dequantizeSum(format_, {recv2_.as<uint8_t>(), recordBytes_, N_}, B_, block);
-    if (mean_) k_.divideInPlace(DType::F32, block, B_, W_);
-    if (!full_) {
-      if (block != out) k_.fromF32(dt_, block, out, B_);
-      return;
-    }
-    // 4. Every rank's block to every rank.
-    k_.quantize(gatherFormat_, block, error(gatherError_, 0), beta_, B_, gatherSend_.as<uint8_t>(), flag(kReducedBlock));
-    world.allGather(gatherSend_.get(), gathered_.get(), gatherBytes_, Algo::Auto);
-    float* all = wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out);
-    for (int j = 0; j < W_; ++j) {
-      k_.dequantize(gatherFormat_, gathered_.as<uint8_t>() + size_t(j) * gatherBytes_, B_, all + size_t(j) * B_);
-    }
-    if (all != out) k_.fromF32(dt_, all, out, n_);
+    helper.finish();
   }
 
   // Each step sends a record of N blocks to the L-1 other local ranks, one block to the N-1 other ranks of
@@ -94,6 +135,88 @@ class HierarchicalQuantized final : public EstimatingOp {
   }
 
  private:
+  // Where a step reads and writes in float32: the input, block r of the result, the full output.
+  struct StepPointers {
+    const float* x;
+    float* block;
+    float* all;
+    void* out;
+  };
+
+  // Piece k: elements begin(k) .. begin(k) + length(k) - 1 of every block, whole groups (a block's short
+  // last group in its last piece), so each quantization sees the values, errors and groups of the whole
+  // block, and the bits do not depend on the pieces. A buffer of `records` records per piece holds its
+  // pieces one after the other, each laid out as the whole-block form lays out its records.
+  size_t begin(size_t k) const { return k * pieceLen_; }
+  size_t length(size_t k) const { return std::min(pieceLen_, B_ - begin(k)); }
+  uint8_t* at(const Buffer& b, const QuantFormat& f, int records, size_t k) const {
+    return b.as<uint8_t>() + size_t(records) * f.bytes(begin(k));
+  }
+  void* outAt(void* out, size_t element) const { return static_cast<uint8_t*>(out) + element * elementSize(dt_); }
+
+  // The step's moves in order: the node's all-to-all, the all-to-all across nodes, the all-gather (full).
+  void move(Collectives& world, int s, size_t k) {
+    const size_t rb = format_.bytes(length(k));
+    if (s == 0) {
+      intra_->allToAll(at(send1_, format_, W_, k), at(recv1_, format_, W_, k), size_t(L_), size_t(N_) * rb, Algo::Auto);
+    } else if (s == 1) {
+      inter_->allToAll(at(send2_, format_, N_, k), at(recv2_, format_, N_, k), size_t(N_), rb, Algo::Auto);
+    } else {
+      world.allGather(at(gatherSend_, gatherFormat_, 1, k), at(gathered_, gatherFormat_, W_, k), gatherFormat_.bytes(length(k)),
+                      Algo::Auto);
+    }
+  }
+
+  // The computation before move s of piece k, or after the last move.
+  void compute(int s, size_t k, const StepPointers& st) {
+    if (s == 0) quantizeInput(k, st.x);
+    else if (s == 1) sumNode(k);
+    else if (s == 2) sumNodes(k, st);
+    else spread(k, st);
+  }
+
+  // 1. Block j into slot node(j) of record local(j).
+  void quantizeInput(size_t k, const float* x) {
+    const size_t b = begin(k), len = length(k), rb = format_.bytes(len);
+    for (int j = 0; j < W_; ++j) {
+      uint8_t* slot = at(send1_, format_, W_, k) + (size_t(local(j)) * size_t(N_) + size_t(node(j))) * rb;
+      k_.quantize(format_, x + size_t(j) * B_ + b, error(intraError_, size_t(j) * B_ + b), beta_, len, slot, flag(kInput));
+    }
+  }
+
+  // 2. Slot a of every local rank's record: the node's copies of the block bound for (a, l), summed and requantized.
+  void sumNode(size_t k) {
+    const size_t b = begin(k), len = length(k), rb = format_.bytes(len);
+    for (int a = 0; a < N_; ++a) {
+      const kernels::Strided copies{at(recv1_, format_, W_, k) + size_t(a) * rb, size_t(N_) * rb, L_};
+      k_.dequantizeSumQuantize(format_, copies, error(interError_, size_t(a) * B_ + b), beta_, len,
+                               at(send2_, format_, N_, k) + size_t(a) * rb, flag(kNodeSums));
+    }
+  }
+
+  // 3. Every node's sum of block r; then the output (shard), or block r quantized for the all-gather (full).
+  void sumNodes(size_t k, const StepPointers& st) {
+    const size_t b = begin(k), len = length(k);
+    float* block = st.block + b;
+    k_.dequantizeSum(format_, {at(recv2_, format_, N_, k), format_.bytes(len), N_}, len, block);
+    if (mean_) k_.divideInPlace(DType::F32, block, len, W_);
+    if (!full_) {
+      if (st.block != st.out) k_.fromF32(dt_, block, outAt(st.out, b), len);
+      return;
+    }
+    k_.quantize(gatherFormat_, block, error(gatherError_, b), beta_, len, at(gatherSend_, gatherFormat_, 1, k), flag(kReducedBlock));
+  }
+
+  // 4. Every rank's block, dequantized into the full output.
+  void spread(size_t k, const StepPointers& st) {
+    const size_t b = begin(k), len = length(k), gb = gatherFormat_.bytes(len);
+    for (int j = 0; j < W_; ++j) {
+      float* all = st.all + size_t(j) * B_ + b;
+      k_.dequantize(gatherFormat_, at(gathered_, gatherFormat_, W_, k) + size_t(j) * gb, len, all);
+      if (st.all != st.out) k_.fromF32(dt_, all, outAt(st.out, size_t(j) * B_ + b), len);
+    }
+  }
+
   Buffer floats(bool wanted, size_t count) { return Buffer(m_, wanted ? count * sizeof(float) : 0); }
   Buffer errors(bool wanted, size_t count) { return Buffer::zeros(m_, wanted ? count * sizeof(float) : 0); }
 
@@ -124,6 +247,7 @@ class HierarchicalQuantized final : public EstimatingOp {
   const float beta_;
   const QuantFormat format_, gatherFormat_;
   const size_t recordBytes_, gatherBytes_;  // one block quantized, for the all-to-alls and the all-gather
+  const size_t pieceLen_, pieces_;          // elements of each block per piece, and pieces per step
   std::unique_ptr<Collectives> intra_, inter_;
   Buffer wideIn_;   // the input in float32, unless it is float32
   Buffer block_;    // block r of the result, unless it goes straight to the output
@@ -131,6 +255,7 @@ class HierarchicalQuantized final : public EstimatingOp {
   Buffer intraError_, interError_, gatherError_;
   Buffer send1_, recv1_, send2_, recv2_, gatherSend_, gathered_;
   Buffer nonFinite_;  // one flag per Check
+  std::unique_ptr<LaneWorker> helper_;  // the host's computations, where a step has several pieces; last: joined first
 };
 
 // The given nodes, or W / localSize nodes numbered node by node; local indices in rank order.

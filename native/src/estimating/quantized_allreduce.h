@@ -18,6 +18,12 @@
 //  4. "full" output only: quantize block r (gatherBits) and all-gather every rank's; every rank
 //     dequantizes all W blocks and holds the same n values.
 //
+// On the host a step runs in pieces (whole groups of every block, the same bits whatever their size): a
+// helper thread quantizes and dequantizes while the lane's thread moves the pieces already done, so the
+// wire and the CPU work at once. Where the link is slow the lane's thread mostly waits in the kernel, so the
+// two threads share a core well. By default only where the ranks run on several hosts (nodeOf names more
+// than one node); the stage's pieceGroups asks for pieces anywhere.
+//
 // Every quantization works in groups of groupSize within one block (a block's last group is short when
 // groupSize does not divide B), and a block's record is its steps then its codes. The compute type is
 // float32 whatever the tensor: inputs are rounded to float32 on the way in, outputs back to the tensor's
@@ -44,6 +50,7 @@ struct QuantizedSpec {
   std::vector<int> nodeOf;  // each rank's node, when given (then localSize is unused); every node holds as many ranks
   bool errorFeedback = false;
   float beta = 1;           // error feedback: the weight of the carried error
+  size_t pieceGroups = 0;   // groups of each block per pipelined piece; 0: the op's default
 };
 
 // Collective over `world`, the lane it will run on: splits off the node's ranks and the ranks of this

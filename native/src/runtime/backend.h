@@ -22,7 +22,7 @@ class Backend {
   // single copy or staged, and why); "" where it has one.
   virtual std::string copyPath() const { return ""; }
   // Lanes take host pointers, one per stream: 0 runs the "main" stream on the step's thread, the others
-  // run concurrently, each on a worker of its own (runtime/lane_worker.h).
+  // run concurrently, each on a worker of its own (base/lane_worker.h).
   virtual Collectives& lane(int i) = 0;
   virtual int lanes() const = 0;
   // Where the job's tensors live: host memory, or a library backend's device, where they stay for the run.

@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "estimating/estimate_error.h"
 #include "runtime/flight_recorder.h"
-#include "runtime/lane_worker.h"
+#include "base/lane_worker.h"
 #include "base/partition.h"
 #include "estimating/quantized_allreduce.h"
 #include "kernels/cpu/fill.h"

@@ -24,7 +24,7 @@
 #include "algorithms/group_transport.h"
 #include "common/export.h"
 #include "common/stream.h"
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 #include "runtime/transport_collectives.h"
 
 namespace spmd::doubles {

@@ -9,7 +9,7 @@
 #pragma once
 #include <vector>
 
-#include "runtime/lane_worker.h"
+#include "base/lane_worker.h"
 #include "base/transport.h"
 
 namespace spmd {

@@ -9,7 +9,7 @@
 
 #include "backends/mpi/faults.h"
 #include "base/cores.h"
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 
 namespace spmd::mpi {
 

@@ -1,4 +1,4 @@
-#include "runtime/lane_worker.h"
+#include "base/lane_worker.h"
 
 namespace spmd {
 

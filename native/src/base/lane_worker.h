@@ -8,7 +8,7 @@
 #include <functional>
 #include <mutex>
 
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 
 namespace spmd {
 

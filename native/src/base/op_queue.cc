@@ -1,4 +1,4 @@
-#include "runtime/op_queue.h"
+#include "base/op_queue.h"
 
 namespace spmd {
 
