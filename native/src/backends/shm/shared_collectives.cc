@@ -227,7 +227,7 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
 void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
-  if (size() <= kSingleCopyFanOutRanks && singleCopies(n, kSingleCopyBroadcastFromBytes) &&
+  if (size() <= kSingleCopyFanOutRanks && n >= from_.broadcast &&
       singleCopy_.move(true, [&](int) { return me == root ? region(data, n) : Region{}; },
                        [&](int j) { return j == root ? region(data, n) : Region{}; }, "a single-copy broadcast")) {
     return;
