@@ -68,7 +68,7 @@ function assertSingleCopy(paths, W) {
 }
 
 // Every rank logs its backend at debug level: "backend shm on <host> (ranks 0,1), <copy path>, bootstrap tcp".
-const LOGGED = /backend shm on .*?, ((?:single-copy|staged) .*), bootstrap \S+$/m;
+const LOGGED = /backend shm on .*?, ((?:single-copy:|staged) .*), bootstrap \S+$/m;
 
 async function run(W, theJob, { env = {}, dump = false } = {}) {
   const logged = ["--log-level", "debug", "--log-all-ranks"];
