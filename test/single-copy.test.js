@@ -112,7 +112,7 @@ test("one rank told to stage (SPMD_SHM_SINGLE_COPY=0) stages every rank, with re
 
 test("runner info says which path shm ranks take here, and that SPMD_SHM_SINGLE_COPY=0 stages", async () => {
   const line = (out) => out.split("\n").find((l) => l.startsWith("shm "));
-  const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev) from 32 KiB to 256 KiB or 1 MiB, as the ranks time it at start-up";
+  const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev) from 16 KiB to 256 KiB or 1 MiB, as the ranks time it at start-up";
   assert.equal(line((await runNode([RUNNER, "info"])).stdout), here);
   assert.equal(line((await runNode([RUNNER, "info"], { SPMD_SHM_SINGLE_COPY: "0" })).stdout), "shm staged (SPMD_SHM_SINGLE_COPY=0)");
 });

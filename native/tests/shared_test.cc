@@ -319,7 +319,7 @@ void testSingleCopyTimed() {
     const shm::SingleCopyFrom& f = from[0];
     check(oneOf(f.blocks, shm::kSingleCopyFromBytes), where + ": blocks from " + std::to_string(f.blocks));
     check(W > shm::kSingleCopyFanOutRanks ? f.broadcast == SIZE_MAX : oneOf(f.broadcast, shm::kSingleCopyBroadcastFromBytes), where + ": broadcast from " + std::to_string(f.broadcast));
-    check(f.how.starts_with(timed ? "timed 32-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);
+    check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);
     std::printf("%s: %s (%.2f ms)\n", where.c_str(), shm::describeCopyPath("", f).c_str(), *std::max_element(ms.begin(), ms.end()));
   }
 }

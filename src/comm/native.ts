@@ -288,8 +288,8 @@ export interface NativeCommunicator {
   readonly backend: string;
   /**
    * How large messages move where the backend has a choice, as the ranks agreed at connect(): shm's (and
-   * shm+tcp's within a host) "single-copy: cma (process_vm_readv/writev) from 128 KiB, broadcast from 256
-   * KiB (timed 32-256 KiB at start-up)" (the sizes per pair of ranks, and how the ranks came by them) or
+   * shm+tcp's within a host) "single-copy: cma (process_vm_readv/writev) from 64 KiB, broadcast from 16
+   * KiB (timed 16-256 KiB at start-up)" (the sizes per pair of ranks, and how the ranks came by them) or
    * "staged (why)"; "" on other backends.
    */
   readonly copyPath: string;

@@ -14,7 +14,7 @@ namespace spmd::shm {
 // The sizes timed, per pair of ranks. Above the largest the defaults of single_copy.h hold: where single
 // copy loses even there, it moves from kSingleCopyFromBytes (and broadcasts from
 // kSingleCopyBroadcastFromBytes), as measured on the machines where staged won longest.
-inline constexpr size_t kTimedSizes[] = {32 << 10, 64 << 10, 128 << 10, 256 << 10};
+inline constexpr size_t kTimedSizes[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10};
 // Timed only where every rank has a CPU of its own (waiting ranks that share one time the scheduler, not the
 // copies) and at most this many ranks, so that start-up stays within a few milliseconds.
 inline constexpr int kTimedRanksAtMost = 4;
