@@ -87,8 +87,9 @@ export interface ResultDocument {
   topology?: { hosts: { name: string; ranks: number[] }[]; links?: { shm: number; tcp: number } };
   /**
    * shm, and shm+tcp within rank 0's host: how large messages moved, as the ranks agreed at start-up:
-   * "single-copy: cma (process_vm_readv/writev)", or "staged (why)" where a rank could not read its peers'
-   * memory or SPMD_SHM_SINGLE_COPY=0 told it not to.
+   * "single-copy: cma (process_vm_readv/writev) from 64 KiB, broadcast from 16 KiB (timed 16-256 KiB at
+   * start-up)" (per pair of ranks; where the ranks timed neither path it says why, "not timed: ..."), or
+   * "staged (why)" where a rank could not read its peers' memory or SPMD_SHM_SINGLE_COPY=0 told it not to.
    */
   copy_path?: string;
   results: ResultRow[];

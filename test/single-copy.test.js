@@ -7,16 +7,18 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import { test } from "node:test";
 import { native } from "../dist/comm/native.js";
 import { prepareJob, verifyDumps, vCounts } from "./helpers/matrix.js";
 import { freePort, rankEnv, RUNNER, runNode, runRanks, spawnRunner } from "./helpers/ranks.js";
 
-// From singleCopyFromBytes a pair blocks move single-copy: N float32 elements give blocks of that and more
-// at W=5 (all_to_all's, and the largest all_to_allv's), not a multiple of W.
-const FROM = native().singleCopyFromBytes / 4;
+// The ranks time from which size blocks move single-copy (at most singleCopyFromBytes per pair, broadcast at
+// most singleCopyBroadcastFromBytes): N float32 elements give blocks of that and more at W=5 (all_to_all's,
+// and the largest all_to_allv's), not a multiple of W, and a broadcast of more.
+const { singleCopyFromBytes, singleCopyBroadcastFromBytes, singleCopyTimedBytes } = native();
+const FROM = singleCopyFromBytes / 4;
 const N = 5 * FROM + 3;
-const CMA = /^single-copy: cma \(process_vm_readv\/writev\)$/;
 // Where this host refuses CMA (Yama, seccomp) the single-copy cases cannot run; the staged ones still do.
 const REFUSED = native().singleCopyRefusal();
 const needsCma = { skip: REFUSED ? `this host refuses CMA: ${REFUSED}` : false };
@@ -47,8 +49,30 @@ function inPlaceJob(W) {
   return { name: `single-copy-in-place-${W}`, iterations: 2, warmup: 1, check: true, tensors, stages };
 }
 
+const UNITS = { KiB: 1024, MiB: 1024 ** 2 };
+const bytesOf = (text) => Number(text.split(" ")[0]) * UNITS[text.split(" ")[1]];
+
+/**
+ * `paths`, the copy path of results.json and of each rank's log: one text on every rank, single copy from one
+ * of the timed sizes or the default above them, broadcast too at W=2 (only there it moves single-copy),
+ * timed where each rank has a CPU of the machine's.
+ */
+function assertSingleCopy(paths, W) {
+  assert.equal(new Set(paths).size, 1, `the ranks disagree: ${paths.join(" | ")}`);
+  const m = paths[0].match(/^single-copy: cma \(process_vm_readv\/writev\) from (\d+ [KM]iB)(?:, broadcast from (\d+ [KM]iB))? \((timed|not timed)\b[^)]*\)$/);
+  assert.ok(m, paths[0]);
+  assert.ok([...singleCopyTimedBytes, singleCopyFromBytes].includes(bytesOf(m[1])), paths[0]);
+  if (W === 2) assert.ok([...singleCopyTimedBytes, singleCopyBroadcastFromBytes].includes(bytesOf(m[2])), paths[0]);
+  else assert.equal(m[2], undefined, paths[0]);
+  assert.equal(m[3], W <= os.cpus().length ? "timed" : "not timed", paths[0]);
+}
+
+// Every rank logs its backend at debug level: "backend shm on <host> (ranks 0,1), <copy path>, bootstrap tcp".
+const LOGGED = /backend shm on .*?, ((?:single-copy:|staged) .*), bootstrap \S+$/m;
+
 async function run(W, theJob, { env = {}, dump = false } = {}) {
-  const { dir, json, dumpDir, run: go } = prepareJob(W, theJob, { dump, launch: (w, args) => runRanks(w, args, { env }) });
+  const logged = ["--log-level", "debug", "--log-all-ranks"];
+  const { dir, json, dumpDir, run: go } = prepareJob(W, theJob, { dump, extraArgs: logged, launch: (w, args) => runRanks(w, args, { env }) });
   try {
     const ranks = await go();
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
@@ -56,26 +80,28 @@ async function run(W, theJob, { env = {}, dump = false } = {}) {
     assert.equal(doc.results.length, theJob.stages.length);
     for (const row of doc.results) assert.equal(row.wrong, 0, `${row.stage}: runner's check found ${row.wrong} wrong`);
     if (dump) assert.ok(verifyDumps(theJob, W, dumpDir) > N * W, "compared too few elements");
-    return doc;
+    const paths = ranks.map((p, r) => (p.stderr + p.stdout).match(LOGGED)?.[1] ?? assert.fail(`rank ${r} logged no copy path: ${p.stderr}`));
+    return { ...doc, paths: [doc.copy_path, ...paths] };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-// W=2: all_gather and broadcast move single-copy only there (broadcast from 4 MiB: N elements are 5 MiB).
+// W=2: all_gather and broadcast move single-copy only there.
 for (const W of [2, 3, 5]) {
-  for (const [path, env, want] of [["single copy", {}, CMA], ["staged", { SPMD_SHM_SINGLE_COPY: "0" }, /^staged \(rank 0: SPMD_SHM_SINGLE_COPY=0\)$/]]) {
+  for (const [path, env] of [["single copy", {}], ["staged", { SPMD_SHM_SINGLE_COPY: "0" }]]) {
     test(`${path}, W=${W}: all_to_all(v), gather, scatter, all_gather, broadcast of ${N} and 0 elements, every element`, path === "staged" ? {} : needsCma, async () => {
       assert.ok(Math.max(...vCounts(N, W).flat()) * 4 >= native().singleCopyFromBytes, "all_to_allv's largest block would stage");
       const doc = await run(W, job(W), { env, dump: true });
-      assert.match(doc.copy_path, want);
+      if (path === "staged") assert.deepEqual(new Set(doc.paths), new Set(["staged (rank 0: SPMD_SHM_SINGLE_COPY=0)"]));
+      else assertSingleCopy(doc.paths, W);
       const scatter = doc.results.find((r) => r.stage === "x.scatter").algorithm;  // shared only where it moves single-copy
       if (path === "staged") assert.notEqual(scatter, "shared");
       else assert.equal(scatter, "shared");
     });
   }
   test(`single copy, W=${W}: in place (all_to_all stages${W === 2 ? ", all_gather moves single-copy" : ""})`, needsCma, async () => {
-    assert.match((await run(W, inPlaceJob(W))).copy_path, CMA);
+    assertSingleCopy((await run(W, inPlaceJob(W))).paths, W);
   });
 }
 
@@ -86,7 +112,7 @@ test("one rank told to stage (SPMD_SHM_SINGLE_COPY=0) stages every rank, with re
 
 test("runner info says which path shm ranks take here, and that SPMD_SHM_SINGLE_COPY=0 stages", async () => {
   const line = (out) => out.split("\n").find((l) => l.startsWith("shm "));
-  const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev)";
+  const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev) from 16 KiB to 256 KiB or 1 MiB, as the ranks time it at start-up";
   assert.equal(line((await runNode([RUNNER, "info"])).stdout), here);
   assert.equal(line((await runNode([RUNNER, "info"], { SPMD_SHM_SINGLE_COPY: "0" })).stdout), "shm staged (SPMD_SHM_SINGLE_COPY=0)");
 });

@@ -4,9 +4,11 @@
 // outputs large enough to be streamed past the cache. Then
 // the failures: a rank that never arrives ends the others' waits at the deadline, naming it; and asking for
 // "shared" where no segment exists is refused. And the channels under them: several messages to one peer in one
-// exchange keep their order, staged and handed off single-copy.
+// exchange keep their order, staged and handed off single-copy; and the start-up timing that says from which
+// sizes blocks move single-copy.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/shm/crossover.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
 #include "backends/shm/single_copy.h"
@@ -287,6 +290,40 @@ void testSharedBarrier() {
         "absent rank: rank 1 waits on rank 0's release: " + errors[1]);
 }
 
+// The start-up timing of staged against single copy (crossover.h): every rank agrees on the same thresholds,
+// each a timed size or the default above them, and says how it came by them. Timed only where each rank
+// has a CPU, so W=2 is timed on 2 CPUs and more, W=3 on 3 and more.
+void testSingleCopyTimed() {
+  const std::string refusal = shm::singleCopyRefusal();
+  if (!refusal.empty()) return (void)std::printf("skip single copy timed: %s\n", refusal.c_str());
+  auto oneOf = [](size_t bytes, size_t otherwise) {
+    return bytes == otherwise || std::find(std::begin(shm::kTimedSizes), std::end(shm::kTimedSizes), bytes) != std::end(shm::kTimedSizes);
+  };
+  for (int W : {2, 3}) {
+    std::vector<shm::SingleCopyFrom> from(static_cast<size_t>(W));
+    std::vector<double> ms(static_cast<size_t>(W));
+    auto errors = onTransports(W, shm::Layout{0, 1, 256 * 1024, 256 * 1024, 4}, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
+      shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
+      c.setDeadline(Clock::now() + std::chrono::seconds(20));
+      const Clock::time_point t0 = Clock::now();
+      from[size_t(r)] = shm::timeSingleCopy(c);
+      ms[size_t(r)] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    });
+    const std::string where = "single copy timed, W=" + std::to_string(W);
+    for (const auto& e : errors) check(e.empty(), where + ": " + e);
+    const bool timed = unsigned(W) <= onlineCores();
+    for (int r = 0; r < W; ++r) {
+      const shm::SingleCopyFrom& f = from[size_t(r)];
+      check(f.blocks == from[0].blocks && f.broadcast == from[0].broadcast && f.how == from[0].how, where + ": rank " + std::to_string(r) + " agrees with rank 0");
+    }
+    const shm::SingleCopyFrom& f = from[0];
+    check(oneOf(f.blocks, shm::kSingleCopyFromBytes), where + ": blocks from " + std::to_string(f.blocks));
+    check(W > shm::kSingleCopyFanOutRanks ? f.broadcast == SIZE_MAX : oneOf(f.broadcast, shm::kSingleCopyBroadcastFromBytes), where + ": broadcast from " + std::to_string(f.broadcast));
+    check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);
+    std::printf("%s: %s (%.2f ms)\n", where.c_str(), shm::describeCopyPath("", f).c_str(), *std::max_element(ms.begin(), ms.end()));
+  }
+}
+
 void testSharedNeedsSegment() {
   struct NoTransport : Transport {
     int rank() const override { return 0; }
@@ -307,5 +344,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}, {"single copy timed", testSingleCopyTimed}});
 }

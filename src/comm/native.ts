@@ -290,8 +290,9 @@ export interface NativeCommunicator {
   readonly backend: string;
   /**
    * How large messages move where the backend has a choice, as the ranks agreed at connect(): shm's (and
-   * shm+tcp's within a host) "single-copy: cma (process_vm_readv/writev)" or "staged (why)"; "" on other
-   * backends.
+   * shm+tcp's within a host) "single-copy: cma (process_vm_readv/writev) from 64 KiB, broadcast from 16
+   * KiB (timed 16-256 KiB at start-up)" (the sizes per pair of ranks, and how the ranks came by them) or
+   * "staged (why)"; "" on other backends.
    */
   readonly copyPath: string;
   /** Steps the program now running has finished (for progress displays). */
@@ -341,8 +342,15 @@ interface NativeModule {
   endWithParent(signal: number, parentPid: number): boolean;
   /** Why shm ranks on this host could not read each other's memory (process_vm_readv), "" when they could. */
   singleCopyRefusal(): string;
-  /** Bytes between a pair of shm ranks from which a block moves single-copy (where the ranks agreed on it). */
+  /**
+   * Bytes between a pair of shm ranks from which a block moves single-copy where the ranks agreed on it and
+   * did not time the two paths, or found single copy slower at every size they timed (and from which
+   * broadcast does, at 2 ranks).
+   */
   singleCopyFromBytes: number;
+  singleCopyBroadcastFromBytes: number;
+  /** The sizes per pair of ranks at which shm ranks time the staged path against single copy at start-up. */
+  singleCopyTimedBytes: number[];
 }
 
 /**

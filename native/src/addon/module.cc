@@ -15,6 +15,7 @@
 #include "addon/library_wrap.h"
 #include "addon/tcp_wrap.h"
 #include "backends/library/cuda_kernels.h"
+#include "backends/shm/crossover.h"
 #include "backends/shm/single_copy.h"
 #include "base/collectives.h"
 #include "base/error.h"
@@ -91,6 +92,10 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("endWithParent", Napi::Function::New(env, endWithParent, "endWithParent"));
   exports.Set("singleCopyRefusal", Napi::Function::New(env, singleCopyRefusal, "singleCopyRefusal"));
   exports.Set("singleCopyFromBytes", double(spmd::shm::kSingleCopyFromBytes));
+  exports.Set("singleCopyBroadcastFromBytes", double(spmd::shm::kSingleCopyBroadcastFromBytes));
+  Napi::Array timed = Napi::Array::New(env);
+  for (size_t bytes : spmd::shm::kTimedSizes) timed.Set(timed.Length(), double(bytes));
+  exports.Set("singleCopyTimedBytes", timed);
   return exports;
 }
 

@@ -2,6 +2,7 @@
 import os from "node:os";
 import type { CommandModule } from "yargs";
 import { cpuBinding, describeBinding } from "../../comm/host.js";
+import { formatSize } from "../../config/size.js";
 import { cpuModel, gpuList } from "../../env/devices.js";
 import { VERSION } from "../../version.js";
 
@@ -12,15 +13,19 @@ function gpus(): string {
   return found.length ? found.join(", ") : "none detected";
 }
 
-/** How the shm backend would move large messages here: what its ranks agree at start-up, from this process's view. */
-function shmCopyPath(allowed: (env: NodeJS.ProcessEnv) => boolean, refusal: () => string): string {
+/**
+ * How the shm backend would move large messages here: what its ranks agree at start-up, from this process's
+ * view. From which size they move single-copy the ranks find by timing both paths then, so only the range.
+ */
+function shmCopyPath(allowed: (env: NodeJS.ProcessEnv) => boolean, refusal: () => string, timed: number[], otherwise: number): string {
   let why: string;
   try {
     why = allowed(process.env) ? refusal() : "SPMD_SHM_SINGLE_COPY=0";
   } catch (err) {
     why = (err as Error).message;
   }
-  return why ? `staged (${why})` : "single-copy: cma (process_vm_readv/writev)";
+  const range = `${formatSize(timed[0]!)} to ${formatSize(timed.at(-1)!)} or ${formatSize(otherwise)}`;
+  return why ? `staged (${why})` : `single-copy: cma (process_vm_readv/writev) from ${range}, as the ranks time it at start-up`;
 }
 
 export const infoCommand: CommandModule<object, object> = {
@@ -59,7 +64,7 @@ export const infoCommand: CommandModule<object, object> = {
         (place.nodeRank !== undefined ? `; node ${place.nodeRank}` : "") +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
-      `shm ${shmCopyPath(singleCopyAllowed, native().singleCopyRefusal)}`,
+      `shm ${shmCopyPath(singleCopyAllowed, native().singleCopyRefusal, native().singleCopyTimedBytes, native().singleCopyFromBytes)}`,
       `host: ${os.hostname()}, ${os.cpus().length} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `binding: ${describeBinding(cpuBinding())}`,
       `gpus: ${gpus()}`,

@@ -227,9 +227,11 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
 void SharedCollectives::broadcast(void* data, size_t n, int root, Algo a) {
   if (resolve(OpKind::Broadcast, a, 0) != Algo::Shared) return TransportCollectives::broadcast(data, n, root, a);
   const int me = rank();
-  if (size() <= kSingleCopyFanOutRanks && singleCopies(n, kSingleCopyBroadcastFromBytes) &&
-      singleCopy_.move(true, [&](int) { return me == root ? region(data, n) : Region{}; },
-                       [&](int j) { return j == root ? region(data, n) : Region{}; }, "a single-copy broadcast")) {
+  // Single copy at W = 2: the root writes the second half into its peer's buffer (process_vm_writev) while the
+  // peer pulls the first, so neither idles while the other copies; each publishes the half the other moves.
+  const Region first = region(data, n / 2), second = region(bytes(data) + n / 2, n - n / 2);
+  const auto half = [&](bool published) { return [&, published](int j) { return j == me ? Region{} : (me == root) == published ? first : second; }; };
+  if (size() <= kSingleCopyFanOutRanks && n >= from_.broadcast && singleCopy_.move(me != root, half(true), half(false), "a single-copy broadcast")) {
     return;
   }
   const size_t chunk = arena_.slotBytes();

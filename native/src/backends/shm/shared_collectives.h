@@ -23,8 +23,9 @@ class SharedCollectives : public TransportCollectives {
   Algo resolve(OpKind kind, Algo requested, size_t bytes) const override;
   // Collective, once at start-up on one lane (ShmBackend::connect): "" when every rank may move single-copy.
   std::string agreeSingleCopy(bool allowed) { return singleCopy_.agree(allowed); }
-  // Moves blocks of kSingleCopyFromBytes and more single-copy from now on; every rank's lanes alike.
-  void useSingleCopy() { singleCopyOn_ = true; }
+  // Moves blocks of `from.blocks` bytes and more single-copy from now on, and broadcasts from `from.broadcast`;
+  // every rank's lanes alike.
+  void useSingleCopy(const SingleCopyFrom& from) { from_ = {from.blocks, from.broadcast, ""}; }
 
   void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
   void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
@@ -41,7 +42,7 @@ class SharedCollectives : public TransportCollectives {
  private:
   bool streams(size_t inBytes, size_t outBytes) const;
   // Whether blocks of `bytes` between each pair of ranks move single-copy (the same answer on every rank).
-  bool singleCopies(size_t bytes, size_t from = kSingleCopyFromBytes) const { return singleCopyOn_ && bytes >= from; }
+  bool singleCopies(size_t bytes) const { return bytes >= from_.blocks; }
   // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
   // output, and its bytes (shared_collectives.cc).
   template <class Send, class Recv>
@@ -49,7 +50,7 @@ class SharedCollectives : public TransportCollectives {
 
   Arena arena_;
   SingleCopy singleCopy_;
-  bool singleCopyOn_ = false;
+  SingleCopyFrom from_;  // staged until useSingleCopy
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
   size_t streamAbove_;
   bool releaseBarrier_;  // auto's barrier is the shared one: the same answer on every rank of the host

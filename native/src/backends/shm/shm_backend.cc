@@ -1,5 +1,7 @@
 #include "backends/shm/shm_backend.h"
 
+#include "backends/shm/crossover.h"
+
 namespace spmd::shm {
 
 Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
@@ -22,12 +24,13 @@ void ShmBackend::connect() {
   ShmTransport& t = *transports_[0];
   t.setDeadline(Transport::Clock::now() + kAgreeWithin);
   staged_ = collectives_[0]->agreeSingleCopy(singleCopyAllowed_);
+  if (staged_.empty()) from_ = timeSingleCopy(*collectives_[0]);
   t.setDeadline(Transport::Clock::time_point::max());
   if (!staged_.empty()) return;
-  for (auto& c : collectives_) c->useSingleCopy();
-  for (auto& lane : transports_) lane->handOffFrom(kSingleCopyFromBytes);
+  for (auto& c : collectives_) c->useSingleCopy(from_);
+  for (auto& lane : transports_) lane->handOffFrom(from_.blocks);
 }
 
-std::string ShmBackend::copyPath() const { return describeCopyPath(staged_); }
+std::string ShmBackend::copyPath() const { return describeCopyPath(staged_, from_); }
 
 }  // namespace spmd::shm

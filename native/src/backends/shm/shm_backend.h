@@ -32,7 +32,8 @@ class ShmBackend : public Backend {
  public:
   explicit ShmBackend(const ShmOptions& o);
   std::string name() const override { return "shm"; }
-  // Collective: the ranks agree whether large blocks move single-copy (single_copy.h).
+  // Collective: the ranks agree whether large blocks move single-copy (single_copy.h), and if so from which
+  // sizes, by timing both paths (crossover.h).
   void connect() override;
   std::string copyPath() const override;
   Collectives& lane(int i) override { return *collectives_[i]; }
@@ -45,6 +46,7 @@ class ShmBackend : public Backend {
   Segment segment_;
   bool singleCopyAllowed_;
   std::string staged_ = "not agreed: connect() was not called";  // why blocks stage ("" once single copy is agreed)
+  SingleCopyFrom from_;  // where single copy was agreed: from which sizes
   std::unique_ptr<ShmTransport> transports_[kLanes];
   std::unique_ptr<SharedCollectives> collectives_[kLanes];
 };

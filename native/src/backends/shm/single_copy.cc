@@ -50,6 +50,13 @@ ssize_t moveOnce(bool pull, pid_t pid, char* local, uint64_t remote, size_t n) {
   return pull ? process_vm_readv(pid, &mine, 1, &theirs, 1, 0) : process_vm_writev(pid, &mine, 1, &theirs, 1, 0);
 }
 
+// 128 KiB, 1 MiB: the sizes copyPath names are whole KiB.
+std::string sizeText(size_t bytes) {
+  if (bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 bool overlap(const Region& a, const Region& b) {
   return a.bytes != 0 && b.bytes != 0 && a.at < b.at + b.bytes && b.at < a.at + a.bytes;
 }
@@ -69,8 +76,11 @@ void moveAll(bool pull, int32_t pid, char* local, uint64_t remote, size_t n, int
   }
 }
 
-std::string describeCopyPath(const std::string& staged) {
-  return staged.empty() ? "single-copy: cma (process_vm_readv/writev)" : "staged (" + staged + ")";
+std::string describeCopyPath(const std::string& staged, const SingleCopyFrom& from) {
+  if (!staged.empty()) return "staged (" + staged + ")";
+  std::string text = "single-copy: cma (process_vm_readv/writev) from " + sizeText(from.blocks);
+  if (from.broadcast != SIZE_MAX) text += ", broadcast from " + sizeText(from.broadcast);
+  return text + " (" + from.how + ")";
 }
 
 std::string singleCopyRefusal() {

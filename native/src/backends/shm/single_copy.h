@@ -17,12 +17,15 @@
 
 namespace spmd::shm {
 
-// From this many bytes per pair of ranks an op moves single-copy. Below it the staged path wins: CMA pins
-// the pages of every call, reads its source from memory where the staged chunks stay in cache, and the
-// handshake adds two rounds of flags. Measured on a 2-core EPYC VM (load 11-16 from other builds; all_to_all
-// and gather, SPMD_SHM_SINGLE_COPY=0 against the default, alternating, median of 7 rounds): at W=2 single
-// copy won from 512 KiB (all_to_all 1.4x, gather even); at W=4 it lost at 256 and 512 KiB (0.66-0.91x) and
-// won at 1 MiB (1.36-1.38x).
+// The defaults where the ranks do not time the two paths at start-up (crossover.h says where they do), and
+// the fallback where single copy loses at every size they time.
+// From this many bytes per pair of ranks an op moves single-copy. Below it the staged path won on a 2-core EPYC
+// VM: CMA pins the pages of every call, reads its source from memory where the staged chunks stay in cache,
+// and the handshake adds two rounds of flags (load 11-16 from other builds; all_to_all and gather,
+// SPMD_SHM_SINGLE_COPY=0 against the default, alternating, median of 7 rounds): at W=2 single copy won from
+// 512 KiB (all_to_all 1.4x, gather even); at W=4 it lost at 256 and 512 KiB (0.66-0.91x) and won at 1 MiB
+// (1.36-1.38x). On an Intel Xeon VM, where handing modified cache lines between the vCPUs costs 3x as much,
+// it won from 128 KiB at W=2 (docs/PERFORMANCE.md, "One answer per row"): hence the timing.
 inline constexpr size_t kSingleCopyFromBytes = 1024 * 1024;
 
 // Broadcast and all_gather, where W-1 peers read each source, move single-copy only up to this many ranks.
@@ -30,9 +33,17 @@ inline constexpr size_t kSingleCopyFromBytes = 1024 * 1024;
 // reader pulls it from memory again. At W=4 single copy lost: broadcast 0.6-0.95x from 1 to 64 MiB,
 // all_gather 0.52-0.78x from 1 to 16 MiB; at W=2 all_gather won 1.06x at 1 MiB, 2-3.5x at 4 and 16 MiB.
 inline constexpr int kSingleCopyFanOutRanks = 2;
-// A broadcast at W=2 lost or tied at 1 MiB (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16 to
-// 256 MiB in 3 of 4 runs, 0.93x in one), so it moves single-copy from here.
+// A broadcast at W=2 on EPYC lost or tied at 1 MiB (0.31-1.0x) and won from 4 MiB (4.3x at 4 MiB, 6-7x at 16
+// to 256 MiB in 3 of 4 runs, 0.93x in one), so untimed it moves single-copy from here.
 inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
+
+// From how many bytes per pair of ranks blocks move single-copy (SIZE_MAX: never), as every rank of a
+// segment agreed at start-up, and how the ranks came by the numbers (for copyPath).
+struct SingleCopyFrom {
+  size_t blocks = SIZE_MAX;     // all_to_all(v), gather, scatter, all_gather, the channels' hand-offs
+  size_t broadcast = SIZE_MAX;  // broadcast (SIZE_MAX also where it always stages)
+  std::string how;
+};
 
 // How long agree() may wait at connect(), which the ranks call right after they all attached: one that has
 // not arrived by then is stuck. Every backend with a segment agrees under it (shm, shm+tcp).
@@ -43,8 +54,8 @@ inline constexpr std::chrono::seconds kAgreeWithin{60};
 std::string singleCopyRefusal();
 
 // How a backend with a segment says which path its large messages take (Backend::copyPath): `staged` is
-// why they stage, "" where the ranks agreed on single copy.
-std::string describeCopyPath(const std::string& staged);
+// why they stage, "" where the ranks agreed on single copy from `from`.
+std::string describeCopyPath(const std::string& staged, const SingleCopyFrom& from);
 
 // Moves `bytes` between this process's `local` and process `pid`'s `remote` (`pull`: from there to here),
 // in as many calls as the kernel needs. Throws CommError naming rank `peer` when the kernel refuses.

@@ -83,7 +83,7 @@ void TcpBackend::agreeSingleCopy() {
   staged_ = shm::SingleCopy(*segment_, arena).agree(local_.singleCopy);
   t.setDeadline(Transport::Clock::time_point::max());
   if (!staged_.empty()) return;
-  for (auto& lane : shm_) lane->handOffFrom(shm::kSingleCopyFromBytes);
+  for (auto& lane : shm_) lane->handOffFrom(from_.blocks);
 }
 
 Presence& TcpBackend::presence(int lane) {

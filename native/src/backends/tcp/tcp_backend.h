@@ -65,7 +65,7 @@ class TcpBackend : public Backend {
 
   std::string name() const override { return segment_ ? "shm+tcp" : "tcp"; }
   // With a local group: whether its large messages move single-copy, as its ranks agreed at connect().
-  std::string copyPath() const override { return segment_ ? shm::describeCopyPath(staged_) : ""; }
+  std::string copyPath() const override { return segment_ ? shm::describeCopyPath(staged_, from_) : ""; }
   Collectives& lane(int i) override;
   int lanes() const override { return kLanes; }
   void release() override {
@@ -93,6 +93,9 @@ class TcpBackend : public Backend {
   std::optional<shm::Segment> segment_;
   LocalGroup local_;  // as given, with a segment
   std::string staged_ = "not agreed: connect() was not called";  // why local messages stage ("" once agreed)
+  // Where they move single-copy: point-to-point hand-offs from kSingleCopyFromBytes, not timed (the shared
+  // algorithms that the timing runs do not apply across hosts).
+  const shm::SingleCopyFrom from_{shm::kSingleCopyFromBytes, SIZE_MAX, "messages within a host, not timed"};
   AbortSignal signal_;
   // Each lane's place, as this rank answers roll calls; with a local group the segment's slots are used
   // instead, where this host's ranks read it too.
