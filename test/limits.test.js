@@ -60,24 +60,32 @@ test("validate -n 4 refuses what fits one rank but not the 4 that launch -n 4 pu
   const dir = tmp();
   try {
     // Tensor, output and reduction workspace: 12 bytes per float32 element; a rank takes a third of the memory,
-    // so 2 ranks fit and 4 do not while what is available moves by up to a third (the large-size lane runs
-    // beside this file and takes gigabytes).
-    const count = Math.floor(availableMemory().bytes / 3 / 12 / 1024) * 1024;
-    const file = job(dir, { x: { dtype: "float32", count } }, AR);
+    // so 2 ranks fit and 4 do not while what is available moves by less than a quarter. The large-size lane runs
+    // beside this file and takes and frees gigabytes: where what is available, read before and after each
+    // command, moved more than that, the commands run again (the fourth attempt is judged whatever happened).
     const numbers = (text) => text.match(/memory: (.*), but only/)?.[1];
-    const one = spawnSync(process.execPath, [RUNNER, "validate", "-n", "1", file], { cwd: REPO, encoding: "utf8" });
-    assert.equal(one.status, 0, one.stderr);
-    assert.match(one.stdout, /ok \(.*, 1 rank on this host\)/);
-    const four = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", file], { cwd: REPO, encoding: "utf8" });
-    oneLine({ code: four.status, stderr: four.stderr }, 2, /memory: 4 ranks on this host need .* each, the largest piece .* is available/);
-    const run = await runNode([RUNNER, "launch", "-n", "4", file, "--out", dir]);
-    assert.equal(run.code, 2, run.stderr);
-    assert.equal(numbers(run.stderr), numbers(four.stderr), `validate: ${four.stderr}launch: ${run.stderr}`);
-    // Under a launcher its local ranks share the host: 2 of the 4 fit.
     const env = { ...process.env, RANK: "0", WORLD_SIZE: "4", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "29500" };
-    const two = spawnSync(process.execPath, [RUNNER, "validate", "-n", "4", file], { cwd: REPO, encoding: "utf8", env });
-    assert.equal(two.status, 0, two.stderr);
-    assert.match(two.stdout, /, 2 ranks on this host\)/);
+    for (let attempt = 1; ; attempt++) {
+      const seen = [availableMemory().bytes];
+      const file = job(dir, { x: { dtype: "float32", count: Math.floor(seen[0] / 3 / 12 / 1024) * 1024 } }, AR);
+      const sampled = (p) => (seen.push(availableMemory().bytes), p);
+      const validate = (n, options = {}) => sampled(spawnSync(process.execPath, [RUNNER, "validate", "-n", n, file], { cwd: REPO, encoding: "utf8", ...options }));
+      const one = validate("1");
+      const four = validate("4");
+      const run = sampled(await runNode([RUNNER, "launch", "-n", "4", file, "--out", dir]));
+      // Under a launcher its local ranks share the host: 2 of the 4 fit.
+      const two = validate("4", { env });
+      const moved = Math.max(...seen) / Math.min(...seen) > 1.25;
+      if (moved && attempt < 4) continue;
+      assert.equal(one.status, 0, one.stderr);
+      assert.match(one.stdout, /ok \(.*, 1 rank on this host\)/);
+      oneLine({ code: four.status, stderr: four.stderr }, 2, /memory: 4 ranks on this host need .* each, the largest piece .* is available/);
+      assert.equal(run.code, 2, run.stderr);
+      assert.equal(numbers(run.stderr), numbers(four.stderr), `validate: ${four.stderr}launch: ${run.stderr}`);
+      assert.equal(two.status, 0, two.stderr);
+      assert.match(two.stdout, /, 2 ranks on this host\)/);
+      return;
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,6 +1,7 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
 import { describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
+import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
 /** A result row joined with its point's coordinates, as the index holds it. */
@@ -108,7 +109,7 @@ export function compareCampaigns(before: Group[], after: Group[], metrics: Recor
 
 export const isRegression = (c: Change) => c.verdict === "regression" || c.verdict === "wrong elements";
 
-export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${r.size} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
+export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${formatSize(r.size)} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
 
 /** Two campaigns side by side: every row's verdicts, the points only one of them measured, the other's failures. */
 export interface CampaignComparison {
