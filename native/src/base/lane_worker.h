@@ -1,6 +1,7 @@
-// The second lane's ops, run in order on an OpQueue's thread so a nonblocking collective progresses while
-// the first lane runs the ops issued after it. Adds what the step loop needs on top of the queue: a ticket
-// per op to wait for, and the first error, after which the lane's later ops never run.
+// Work run in order on an OpQueue's thread: the second lane's ops, so a nonblocking collective progresses
+// while the first lane runs the ops issued after it, and an estimating op's computations on pieces while its
+// lane moves others (estimating/quantized_allreduce.cc). Adds what both need on top of the queue: a ticket
+// per op to wait for, and the first error, after which the later ops never run.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
