@@ -10,6 +10,7 @@ import { test } from "node:test";
 import { formatTable } from "../dist/report/table.js";
 import { toBfloat16 } from "./helpers/float.js";
 import { normal, reference, runJob, sumSquares, verifyStage } from "./helpers/onebit.js";
+import { assertSame } from "./helpers/qgz.js";
 import { RUNNER, runNode, runRanks } from "./helpers/ranks.js";
 
 // --- the tests --------------------------------------------------------------------------------------------
@@ -68,6 +69,34 @@ test("resetEvery zeroes both errors every k steps; float64 and bfloat16 tensors;
   assert.equal(doc.results.find((r) => r.stage === "f64").wire_bytes, 2 * (W - 1) * (P / (8 * W) + 8), "float64 scales are 8 bytes");
   assert.equal(doc.results.find((r) => r.stage === "bf16").wire_bytes, 2 * (W - 1) * (P / (8 * W) + 4));
 });
+
+// The pipelined form (pieces of every rank's chunk, a helper thread packing, summing and unpacking while the
+// lane moves) against one piece, value for value (Object.is, so -0 too): outputs and both errors after 4 steps
+// with a reset between. Chunks of 5008 (float32, padded), 5000 (float64) and 4992 (bfloat16) values in pieces
+// of 2048, the CPU kernels' tile: 3 pieces, the last short, so the server's sum of squares crosses pieces.
+for (const backend of ["shm", "tcp"]) {
+  test(`compressed_allreduce in pieces gives the values of one piece exactly, ${backend}, W=3`, async () => {
+    const W = 3;
+    const tensors = {
+      f: { dtype: "float32", count: 15001, fill: normal(40) },
+      d: { dtype: "float64", count: 15000, fill: normal(41) },
+      b: { dtype: "bfloat16", count: 14976, fill: normal(42) },
+    };
+    const stages = Object.keys(tensors).flatMap((t) =>
+      [["pieces", 2048], ["whole", 2 ** 40]].map(([form, pieceValues]) => ({ id: `${t}-${form}`, op: "compressed_allreduce", input: t, pieceValues, resetEvery: 3 })),
+    );
+    const { file } = await runJob(W, { name: `onebit-pieces-${backend}`, warmup: 1, iterations: 3, tensors, stages }, { extraArgs: ["--backend", backend] });
+    for (const t of Object.keys(tensors)) {
+      for (let r = 0; r < W; r++) {
+        for (const what of ["output", "worker_error", "server_error"]) {
+          const whole = file(`${t}-whole`, r, what);
+          assert.ok(whole?.length > 0, `${t} rank ${r}: no ${what}`);
+          assertSame(file(`${t}-pieces`, r, what), whole, `${t} rank ${r}: ${what}`);
+        }
+      }
+    }
+  });
+}
 
 test("zero maps to +1: a zero element (input or padding) leaves worker error −s_w", async () => {
   const W = 2, n = 61; // padded to 64: three padding zeros per rank

@@ -61,7 +61,7 @@ void testFlagsStayInMemory() {
   std::vector<float> in(4096);
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(int(i % 17) - 8);
   CountingMemory m1;
-  auto onebit = makeCompressedAllreduce(m1, 0, 1, in.size(), DType::F32, 0);
+  auto onebit = makeCompressedAllreduce(m1, 0, 1, in.size(), DType::F32, {});
   runThenVerify("compressed_allreduce", *onebit, c, m1, in);
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(int(i % 17) - 8);
   CountingMemory m2;

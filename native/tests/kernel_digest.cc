@@ -71,7 +71,7 @@ void onebit(const char* name) {
   kernels::unpackScaled(packed.data(), kN - 3, scale, out.data());
   const uint8_t* sources[] = {packed.data(), packed2.data()};
   const T scales[] = {scale, T(0.75)};
-  const double sq = kernels::accumulateSigns(sources, scales, 2, acc.data(), kN);
+  const double sq = kernels::accumulateSigns(sources, scales, 2, acc.data(), kN, 0.0);
   const double sq2 = kernels::addAndSumSquares(y.data(), x.data(), kN);
   Digest().add(x).add(packed).add(packed2).add(out).add(acc).add(y).value(sq).value(sq2).value(scale).print(name);
 }

@@ -92,8 +92,8 @@ void estimatingOps(Backend& backend, bool canSplit) {
     for (size_t i = 0; i < n; ++i) ok &= exact ? got[i] == want[i] : std::fabs(got[i] - want[i]) <= 1e-6f * std::fabs(want[i]);
     expect(ok, what);
   };
-  auto hostOneBit = makeCompressedAllreduce(hostMemory(), 0, 1, n, DType::F32, 0);
-  auto deviceOneBit = makeCompressedAllreduce(m, 0, 1, n, DType::F32, 0);
+  auto hostOneBit = makeCompressedAllreduce(hostMemory(), 0, 1, n, DType::F32, {});
+  auto deviceOneBit = makeCompressedAllreduce(m, 0, 1, n, DType::F32, {});
   compare("compressed_allreduce in device memory", *hostOneBit, *deviceOneBit, backend.deviceLane(0), false);
   if (!canSplit) return;
   QuantizedSpec spec;

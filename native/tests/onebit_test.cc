@@ -81,7 +81,7 @@ void testAccumulate(const char* type, size_t n, int count) {
   std::vector<T> acc = values<T>(n), want = acc;
   for (size_t i = 0; i < n; ++i)
     for (int c = 0; c < count; ++c) want[i] += bitOf(packed[size_t(c)], i) ? scales[size_t(c)] : -scales[size_t(c)];
-  const double squares = accumulateSigns(sources.data(), scales.data(), count, acc.data(), n);
+  const double squares = accumulateSigns(sources.data(), scales.data(), count, acc.data(), n, 0.0);
   check(acc == want, "accumulate, sources in order, " + name);
   double wantSquares = 0;
   for (T v : want) wantSquares += double(v) * double(v);

@@ -66,8 +66,12 @@ export interface NativeReduction {
 
 /** An estimating allreduce or reduce_scatter in place of the exact one. */
 export type NativeCompression =
-  /** The compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean); errors zeroed every resetEvery steps (0: never). */
-  | { kind: "onebit"; resetEvery: number }
+  /**
+   * The compressed_allreduce stage (an allreduce; 1 bit per element, error feedback, mean); errors zeroed every
+   * resetEvery steps (0: never). Elements of each rank's chunk per pipelined piece (0: the native default, which
+   * pipelines only where the ranks run on several hosts); the bits do not depend on it.
+   */
+  | { kind: "onebit"; resetEvery: number; pieceValues: number; acrossHosts: boolean }
   /** The quantized_allreduce stage (a reduce_scatter, or an allreduce for its full output). */
   | {
       kind: "quantized";

@@ -17,7 +17,7 @@ export const compressedAllreduce: StageKind<S> = {
   toNative: (s, ctx) => ({
     kind: "allreduce",
     inputs: nativeInput(s, ctx),
-    compression: { kind: "onebit", resetEvery: s.resetEvery ?? 0 },
+    compression: { kind: "onebit", resetEvery: s.resetEvery ?? 0, pieceValues: s.pieceValues ?? 0, acrossHosts: new Set(ctx.hostOf).size > 1 },
     ...nativeReduction("mean"),
     inPlace: false,
   }),

@@ -69,9 +69,10 @@ export const normal = (seed) => ({ kind: "normal", seed });
 /**
  * Runs the job on W ranks in a fresh directory and returns the result document and the dumps of its stages
  * (file(stage, rank, what) gives the values). The dumps come from --dump-dir, or with `stageDumpDir` from
- * each stage's own dumpDir option; `typed`: float values as typed arrays (dumps of millions of elements).
+ * each stage's own dumpDir option; `typed`: float values as typed arrays (dumps of millions of elements);
+ * `extraArgs`: more of the runner's flags (a backend).
  */
-export async function runJob(W, job, { stageDumpDir = false, typed = false } = {}) {
+export async function runJob(W, job, { stageDumpDir = false, typed = false, extraArgs = [] } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-onebit-"));
   try {
     const dumpDir = path.join(dir, "dump");
@@ -79,7 +80,7 @@ export async function runJob(W, job, { stageDumpDir = false, typed = false } = {
     const jobFile = path.join(dir, "job.json");
     writeFileSync(jobFile, JSON.stringify(job));
     const json = path.join(dir, "result.json");
-    const args = [jobFile, "--json", json, "--out", path.join(dir, "runs"), "--quiet", ...(stageDumpDir ? [] : ["--dump-dir", dumpDir])];
+    const args = [jobFile, "--json", json, "--out", path.join(dir, "runs"), "--quiet", ...(stageDumpDir ? [] : ["--dump-dir", dumpDir]), ...extraArgs];
     const ranks = await runRanks(W, args);
     ranks.forEach((p, r) => assert.equal(p.code, 0, `rank ${r} exited ${p.code}: ${p.stderr}`));
     const doc = JSON.parse(readFileSync(json, "utf8"));

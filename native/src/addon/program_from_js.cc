@@ -79,7 +79,9 @@ void compressionFromJs(const OptionReader& r, OpSpec& s, int W) {
     if (s.kind != OpKind::AllReduce) c.fail("kind", "quantized: onebit estimates an allreduce");
     if (s.reduction.op != RedOp::Sum || !s.reduction.mean) r.fail("mean", "true: the 1-bit allreduce estimates the mean");
     s.compression = Compression::OneBit;
-    s.resetEvery = int(c.integer("resetEvery", 0, 1 << 30));
+    s.oneBit.resetEvery = int(c.integer("resetEvery", 0, 1 << 30));
+    s.oneBit.pieceValues = size_t(c.integer("pieceValues", 0, int64_t(1) << 40));
+    s.oneBit.acrossHosts = c.boolean("acrossHosts");
   } else if (kind == "quantized") {
     s.compression = Compression::Quantized;
     s.quantized = quantizedFromJs(c, W);

@@ -11,6 +11,10 @@
 // Its buffers live in the lane's memory (kernels/memory.h) and its kernels run there: on a GPU the whole op stays
 // on the device.
 //
+// On the host, where a pipeline pays, each phase runs in pieces of every chunk (estimating/pieces.h): packing
+// piece k + 1 while piece k travels and piece k - 1 is summed or unpacked; the bits are one piece's. Each
+// piece's records carry the scale, so pieces add a scale per piece to the wire.
+//
 // Each phase moves one message per peer: a chunk's packed signs travel with the sender's scale appended
 // (a record), so the all-to-all of step 2 also delivers the scales the design all-gathers, and step 4
 // all-gathers records. The bytes on the wire are the same; there are two collectives per step, not four.
@@ -23,12 +27,18 @@
 
 namespace spmd {
 
+// The compressed_allreduce stage's settings.
+struct OneBitSpec {
+  int resetEvery = 0;        // > 0: both errors zeroed before every resetEvery-th step
+  size_t pieceValues = 0;    // elements of each rank's chunk per pipelined piece; 0: the op's default
+  bool acrossHosts = false;  // the ranks run on several hosts: a link worth overlapping, by default
+};
+
 // One step: out (count elements of the tensor's dtype) <- the estimate of the mean of `in` over ranks; the
 // op sends records to W-1 peers in each of its two phases. Its state: "worker_error" and "server_error".
-// resetEvery > 0 zeroes both errors before every resetEvery-th step (steps count from the first warmup
-// step). `in` and `out` point into `memory`. Throws CommError(kInvalid) for integer dtypes, and what
-// memory.kernels() throws where there are no kernels.
+// spec.resetEvery counts steps from the first warmup step. `in` and `out` point into `memory`. Throws
+// CommError(kInvalid) for integer dtypes, and what memory.kernels() throws where there are no kernels.
 std::unique_ptr<EstimatingOp> makeCompressedAllreduce(Memory& memory, int rank, int worldSize, size_t count, DType dt,
-                                                      int resetEvery);
+                                                      const OneBitSpec& spec);
 
 }  // namespace spmd

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/lane_worker.h"
+#include "estimating/pieces.h"
 
 namespace spmd {
 namespace {
@@ -42,34 +43,6 @@ size_t groupsPerPiece(const QuantizedSpec& s, size_t blockGroups, bool overlap) 
   return std::max<size_t>(1, std::min(g, blockGroups));
 }
 
-// Runs a step's computations on the op's helper thread, in posting order, or at once where it has none.
-// Whatever the step throws, the helper is done with the step's buffers before it returns.
-class Helper {
- public:
-  explicit Helper(LaneWorker* worker) : worker_(worker) {}
-  ~Helper() {
-    try {
-      finish();
-    } catch (...) {  // the step's own error is the one to report
-    }
-  }
-  uint64_t post(std::function<void()> work) {
-    if (!worker_) {
-      work();
-      return 0;
-    }
-    return last_ = worker_->post(std::move(work));
-  }
-  void wait(uint64_t ticket) {
-    if (worker_ && ticket) worker_->wait(ticket);
-  }
-  void finish() { wait(last_); }
-
- private:
-  LaneWorker* worker_;
-  uint64_t last_ = 0;
-};
-
 class HierarchicalQuantized final : public EstimatingOp {
  public:
   HierarchicalQuantized(Memory& m, Collectives& world, size_t n, DType dt, const QuantizedSpec& s, Layout layout, bool full, bool mean)
@@ -91,24 +64,8 @@ class HierarchicalQuantized final : public EstimatingOp {
   void run(Collectives& world, const void* in, void* out) override {
     const StepPointers step{input(in), block_.get() ? block_.as<float>() : static_cast<float*>(out),
                     wideOut_.get() ? wideOut_.as<float>() : static_cast<float*>(out), out};
-    const int moves = full_ ? 3 : 2;
-    Helper helper(helper_.get());
-    // tickets[s][k]: the helper's ticket for computation s of piece k.
-    std::vector<std::vector<uint64_t>> tickets(size_t(moves) + 1, std::vector<uint64_t>(pieces_));
-    tickets[0][0] = helper.post([=, this] { compute(0, 0, step); });
-    // Skewed: in round t, move s goes with piece t - s, so the wire carries piece k's moves while the helper
-    // computes the next pieces' first steps and the last pieces' later ones. Every rank moves in this order.
-    for (size_t t = 0; t + 1 < pieces_ + size_t(moves); ++t) {
-      if (t + 1 < pieces_) tickets[0][t + 1] = helper.post([=, this] { compute(0, t + 1, step); });
-      for (int s = 0; s < moves; ++s) {
-        if (t < size_t(s) || t - size_t(s) >= pieces_) continue;
-        const size_t k = t - size_t(s);
-        helper.wait(tickets[size_t(s)][k]);
-        move(world, s, k);
-        tickets[size_t(s) + 1][k] = helper.post([=, this] { compute(s + 1, k, step); });
-      }
-    }
-    helper.finish();
+    runInPieces(helper_.get(), pieces_, full_ ? 3 : 2, [&](int s, size_t k) { compute(s, k, step); },
+                [&](int s, size_t k) { move(world, s, k); });
   }
 
   // Each step sends a record of N blocks to the L-1 other local ranks, one block to the N-1 other ranks of

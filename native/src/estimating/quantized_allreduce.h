@@ -18,11 +18,10 @@
 //  4. "full" output only: quantize block r (gatherBits) and all-gather every rank's; every rank
 //     dequantizes all W blocks and holds the same n values.
 //
-// On the host a step runs in pieces (whole groups of every block, the same bits whatever their size): a
-// helper thread quantizes and dequantizes while the lane's thread moves the pieces already done, so the
-// wire and the CPU work at once. Where the link is slow the lane's thread mostly waits in the kernel, so the
-// two threads share a core well. By default only where the ranks run on several hosts (nodeOf names more
-// than one node); the stage's pieceGroups asks for pieces anywhere.
+// On the host a step runs in pieces (whole groups of every block, the same bits whatever their size;
+// estimating/pieces.h): a helper thread quantizes and dequantizes while the lane's thread moves the pieces
+// already done. By default only where the ranks run on several hosts (nodeOf names more than one node); the
+// stage's pieceGroups asks for pieces anywhere.
 //
 // Every quantization works in groups of groupSize within one block (a block's last group is short when
 // groupSize does not divide B), and a block's record is its steps then its codes. The compute type is

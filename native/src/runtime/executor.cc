@@ -391,7 +391,7 @@ void Executor::setUpEstimators(Run& run) {
     try {
       recordOp(lane0_, lane0_.flight().issue(), -1, s.kind, s.stage, p.bytes(), [&] {
         p.estimator = s.compression == Compression::OneBit
-                          ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.resetEvery)
+                          ? makeCompressedAllreduce(memory_, rank, W, p.count, p.dt, s.oneBit)
                           : makeQuantizedAllreduce(memory_, *p.comm, p.count, p.dt, s.quantized, full, s.reduction.mean);
         using Layout = EstimateError::Layout;
         p.error = std::make_unique<EstimateError>(lane0_, p.hostIn, p.count, p.dt, s.reduction.mean, full ? Layout::Full : Layout::Shard);

@@ -11,6 +11,7 @@
 #include "base/host_bytes.h"
 #include "algorithms/ranks.h"
 #include "algorithms/typed_ops.h"
+#include "estimating/compressed_allreduce.h"
 #include "estimating/estimating_op.h"
 #include "estimating/quantized_allreduce.h"
 #include "kernels/cpu/fill.h"
@@ -33,7 +34,7 @@ struct OpSpec {
   std::string stage;
   OpKind kind = OpKind::Barrier;
   Compression compression = Compression::None;  // OneBit: AllReduce; Quantized: AllReduce or ReduceScatter
-  int resetEvery = 0;                           // OneBit: zero the errors every k steps; 0 = never
+  OneBitSpec oneBit;                            // OneBit only
   QuantizedSpec quantized;                      // Quantized only
   std::vector<int> inputs;  // tensor indices; several only for a coalesced reduce_scatter
   bool coalesced = false;

@@ -75,7 +75,7 @@ void packRecords(void* args, Grid g) {
 template <class T>
 void accumulateRecords(void* args, Grid g) {
   auto& a = as<AccumulateRecordsArgs<T>>(args);
-  onePartial(a.partials, g.x, spmd::kernels::accumulateRecordsSquares(Strided{a.records, a.stride, int(a.count)}, a.divisor, a.acc, a.n));
+  onePartial(a.partials, g.x, spmd::kernels::accumulateRecordsSquares(Strided{a.records, a.stride, int(a.count)}, a.divisor, a.acc, a.n, 0.0));
 }
 
 template <class T>

@@ -28,12 +28,6 @@ T loadScale(const uint8_t* record, size_t chunk) {
 }
 
 template <class T>
-void rms(double squares, size_t len, T* scale, uint32_t* nonFinite) {
-  *scale = T(std::sqrt(squares / double(len)));
-  if (nonFinite && !std::isfinite(*scale)) *nonFinite = 1;
-}
-
-template <class T>
 void addAndScaleT(T* x, const T* y, size_t n, size_t len, T* scale, uint32_t* nonFinite) {
   rms(addAndSumSquares(x, y, n, len), len, scale, nonFinite);
 }
@@ -49,7 +43,7 @@ void packRecordsT(T* x, size_t chunk, int count, const T* scale, uint8_t* record
 
 template <class T>
 void accumulateRecordsT(Strided records, T divisor, T* acc, size_t n, T* scale) {
-  rms(accumulateRecordsSquares(records, divisor, acc, n), n, scale, nullptr);
+  rms(accumulateRecordsSquares(records, divisor, acc, n, 0.0), n, scale, nullptr);
 }
 
 template <class T>
@@ -109,19 +103,27 @@ double addAndSumSquares(T* x, const T* y, size_t n, size_t len) {
 }
 
 template <class T>
-double accumulateRecordsSquares(Strided records, T divisor, T* acc, size_t n) {
+double accumulateRecordsSquares(Strided records, T divisor, T* acc, size_t n, double squares) {
   const auto** sources = scratch<const uint8_t*>(size_t(records.count));
   T* weights = scratch<T>(size_t(records.count));
   for (int k = 0; k < records.count; ++k) {
     sources[k] = records.at(k);
     weights[k] = loadScale<T>(sources[k], n) / divisor;
   }
-  return accumulateSigns(sources, weights, records.count, acc, n);
+  return accumulateSigns(sources, weights, records.count, acc, n, squares);
 }
 
 template double addAndSumSquares<float>(float*, const float*, size_t, size_t);
 template double addAndSumSquares<double>(double*, const double*, size_t, size_t);
-template double accumulateRecordsSquares<float>(Strided, float, float*, size_t);
-template double accumulateRecordsSquares<double>(Strided, double, double*, size_t);
+template double accumulateRecordsSquares<float>(Strided, float, float*, size_t, double);
+template double accumulateRecordsSquares<double>(Strided, double, double*, size_t, double);
+
+template <class T>
+void rms(double squares, size_t len, T* scale, uint32_t* nonFinite) {
+  *scale = T(std::sqrt(squares / double(len)));
+  if (nonFinite && !std::isfinite(*scale)) *nonFinite = 1;
+}
+template void rms<float>(double, size_t, float*, uint32_t*);
+template void rms<double>(double, size_t, double*, uint32_t*);
 
 }  // namespace spmd::kernels

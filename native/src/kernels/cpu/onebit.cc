@@ -38,7 +38,7 @@ constexpr SignTable<T> kSigns{};
 
 // Elements per tile for the kernels that stage through scratch: 2048 floats or doubles (8 or 16 KiB)
 // plus the data they work on stay in L1.
-constexpr size_t kTile = 2048;
+constexpr size_t kTile = kSignsTile;
 
 // One 0/1 byte per element (element j of a group in byte j, little-endian) becomes one packed byte with
 // element j in bit 7-j: the multiply moves byte j's low bit to bit 63-j, with no carries between them.
@@ -105,9 +105,9 @@ SPMD_CPU_KERNEL void unpackScaled(const uint8_t* __restrict packed, size_t n, T 
 }
 
 template <class T>
-SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n) {
+SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n,
+                                       double squares) {
   alignas(64) T scaled[kTile];
-  double squares = 0;
   for (size_t t0 = 0; t0 < n; t0 += kTile) {
     const size_t len = std::min(kTile, n - t0);
     T* __restrict a = acc + t0;
@@ -129,7 +129,7 @@ SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* sc
   template double sumSquares<T>(const T*, size_t);                                              \
   template void packSignsKeepError<T>(T*, size_t, T, uint8_t*);                                 \
   template void unpackScaled<T>(const uint8_t*, size_t, T, T*);                                 \
-  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t);
+  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t, double);
 SPMD_ONEBIT_INSTANTIATE(float)
 SPMD_ONEBIT_INSTANTIATE(double)
 #undef SPMD_ONEBIT_INSTANTIATE

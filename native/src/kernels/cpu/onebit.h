@@ -29,9 +29,12 @@ template <class T>
 void unpackScaled(const uint8_t* packed, size_t n, T scale, T* out);
 
 // acc[i] += sum over c < count of scales[c]*sign_i(packed[c]), adding the sources in order c = 0, 1, ...
-// for each element; returns the sum of the new acc[i]^2. Works through acc in cache-sized tiles, so acc
-// travels to and from memory once however many sources there are.
+// for each element; returns `squares` plus the sum of the new acc[i]^2. Works through acc in cache-sized
+// tiles, so acc travels to and from memory once however many sources there are, and adds each tile's sum
+// to the running one in turn: calls on consecutive pieces of acc, each a multiple of kSignsTile long but
+// the last, that pass on what the one before returned, give what one call over the whole would.
+constexpr size_t kSignsTile = 2048;
 template <class T>
-double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* acc, size_t n);
+double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* acc, size_t n, double squares);
 
 }  // namespace spmd::kernels
