@@ -172,8 +172,8 @@ export const stageSchema = z.discriminatedUnion("op", [
     input,
     resetEvery: z.int().min(1).max(2 ** 30).optional(),
     // Elements of each rank's chunk per pipelined piece (host memory), rounded up to 2048: the results are the
-    // same bits whatever it is. Default, where the ranks run on several hosts: 1 Mi, where a chunk holds 4 of
-    // them; else one piece.
+    // same bits whatever it is. Default, where the ranks run on several hosts: a quarter of the chunk, where
+    // that is at least 1 Mi; else one piece.
     pieceValues: z.int().min(1).max(2 ** 40).optional(),
     dumpDir: z.string().min(1).optional(),
     algorithm: algorithm(),

@@ -16,17 +16,19 @@ namespace {
 template <class T>
 constexpr DType kComputeType = sizeof(T) == 8 ? DType::F64 : DType::F32;
 
-// Elements of each rank's chunk per piece where pieces are asked for by default (pieceValues 0 and
-// several hosts): whole tiles of the CPU kernels, and at least kMinPieces of them per chunk, else one piece.
-constexpr size_t kPieceValues = 1024 * 1024, kMinPieces = 4;
+// The default, where the ranks span hosts: kPieces pieces of each rank's chunk where each holds at least
+// kMinPieceValues, else one piece. Measured on 2 hosts over 1 Gbit/s (docs/PERFORMANCE.md): at 16 Mi float32
+// (chunks of 8 Mi) 4 pieces of 2 Mi beat 8 of 1 Mi and 16 of 512 Ki a little, and one piece by a fifth; at 4 Mi
+// every piece size tried was slower than one piece.
+constexpr size_t kPieces = 4, kMinPieceValues = 1024 * 1024;
 
-// Elements of each chunk of L per piece: the spec's (rounded up to whole tiles), else the default where there
-// is a link to overlap (host memory, ranks on several hosts), else the whole chunk (a device's kernels queue
-// on the lane's stream already). The CPU kernels carry the server's sum of squares from tile to tile, so
-// pieces of whole tiles give the scale one pass would.
+// Elements of each chunk of L per piece: the spec's, else the default where there is a link to overlap (host
+// memory, ranks on several hosts), else the whole chunk (a device's kernels queue on the lane's stream
+// already); rounded up to whole tiles of the CPU kernels, which carry the server's sum of squares from tile to
+// tile, so that pieces give the scale one pass would.
 size_t pieceLength(size_t L, size_t asked, bool overlap) {
+  if (asked == 0) asked = overlap && L >= kPieces * kMinPieceValues ? (L + kPieces - 1) / kPieces : L;
   const size_t tile = kernels::kSignsTile;
-  if (asked == 0) asked = overlap && L >= kMinPieces * kPieceValues ? kPieceValues : L;
   return std::min((asked + tile - 1) / tile * tile, L);
 }
 
