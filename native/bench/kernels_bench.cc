@@ -58,6 +58,7 @@ void onebitRows(std::vector<Row>& rows, const std::vector<float>& src, std::vect
   // The scale is tiny so x drifts by rounding only, however often the benchmark repeats.
   rows.push_back({"pack (sign+pack+error)", bestGBps([&] { k::packSignsKeepError(dst.data(), kCount, 1e-30f, packed.data()); }), 0.5});
   rows.push_back({"unpack (scaled)", bestGBps([&] { k::unpackScaled(packed.data(), kCount, 0.5f, dst.data()); }), 0.5});
+  rows.push_back({"unpack streaming", bestGBps([&] { k::unpackScaledStreaming(packed.data(), kCount, 0.5f, dst.data()); }), 0});
   rows.push_back({"unpack-accumulate x1", bestGBps([&] { sink = k::accumulateSigns(sources.data(), scales, 1, dst.data(), kCount, 0.0); }), 0});
   rows.push_back({"unpack-accumulate x4", bestGBps([&] { sink = k::accumulateSigns(sources.data(), scales, kSources, dst.data(), kCount, 0.0); }), 0});
   rows.push_back({"l2 norm (sum sq)", bestGBps([&] { sink = k::sumSquares(src.data(), kCount); }), 0});

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/onebit.h"
@@ -59,12 +60,20 @@ void testUnpack(const char* type, size_t n) {
   const std::string name = std::string(type) + " n=" + std::to_string(n);
   std::vector<uint8_t> packed((n + 7) / 8);
   for (size_t k = 0; k < packed.size(); ++k) packed[k] = uint8_t(k * 37 + 11);
-  std::vector<T> out(n + 1, T(99));  // one guard element past the end
   const T scale = T(1.25);
-  unpackScaled(packed.data(), n, scale, out.data());
-  bool ok = out[n] == T(99);
-  for (size_t i = 0; i < n; ++i) ok &= out[i] == (bitOf(packed, i) ? scale : -scale);
-  check(ok, "unpack " + name);
+  // The streaming form too, into an aligned output and one element off (which it unpacks the plain way).
+  using Unpack = void (*)(const uint8_t*, size_t, T, T*);
+  const std::pair<const char*, Unpack> forms[] = {{"unpack ", &unpackScaled<T>}, {"unpack streaming ", &unpackScaledStreaming<T>}};
+  for (const auto& [form, unpack] : forms) {
+    for (size_t offset : {0, 1}) {
+      std::vector<T> buffer(n + 2, T(99));  // one guard element past the end
+      T* out = buffer.data() + offset;
+      unpack(packed.data(), n, scale, out);
+      bool ok = out[n] == T(99);
+      for (size_t i = 0; i < n; ++i) ok &= out[i] == (bitOf(packed, i) ? scale : -scale);
+      check(ok, std::string(form) + name + " offset " + std::to_string(offset));
+    }
+  }
 }
 
 template <class T>

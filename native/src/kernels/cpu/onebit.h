@@ -28,6 +28,12 @@ void packSignsKeepError(T* x, size_t n, T scale, uint8_t* packed);
 template <class T>
 void unpackScaled(const uint8_t* packed, size_t n, T scale, T* out);
 
+// unpackScaled for an output not read again soon, the same values: on x86-64 (where out is 16-byte aligned)
+// with non-temporal stores, which write whole lines without reading them first (half the memory traffic of
+// plain stores) and leave the cache to what is read next.
+template <class T>
+void unpackScaledStreaming(const uint8_t* packed, size_t n, T scale, T* out);
+
 // acc[i] += sum over c < count of scales[c]*sign_i(packed[c]), adding the sources in order c = 0, 1, ...
 // for each element; returns `squares` plus the sum of the new acc[i]^2. Works through acc in cache-sized
 // tiles, so acc travels to and from memory once however many sources there are, and adds each tile's sum
