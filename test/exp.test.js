@@ -252,6 +252,8 @@ async function compareChecks(c, tmp) {
   assert.equal(worse.code, 1, worse.stdout);
   assert.match(worse.stdout, /^REGRESSION +busbw +tiny ar \(allreduce\) size \d+ (B|KiB|MiB) W=\d shm\/base: .* \(80\.0% worse\) \(change across repetitions -80\.0%\.\.-80\.0%\)/m);
   assert.match(worse.stdout, /^REGRESSION +time\.avg_us .* \(80\.0% worse\)/m, "a time 5x as long is worse: lower is better");
+  assert.match(worse.stdout, /^# values: each side's median over its repetitions of a repetition's fastest iteration \(time\.avg_us: its min_us/m, "says what the numbers are");
+  assert.doesNotMatch(same.stdout, /^# values/m, "nothing shown, nothing to explain");
   assert.match(worse.stdout, /^# FAIL: 8 regressions, 0 improvements, 0 missing, 1 failed \(0 within tolerance, 0 within noise; 8 comparisons, 3 and 3 repetitions\)/m);
   const better = await exp(["compare", slower, base]);
   assert.equal(better.code, 0, better.stdout);

@@ -151,6 +151,8 @@ export function formatChanges(c: CampaignComparison): string {
   const few = Math.min(...c.reps) < MIN_REPS
     ? [`# too few repetitions: ${c.reps[0]} and ${c.reps[1]}; the test across repetitions needs ${MIN_REPS} a side, so no row is a regression for being slower`]
     : [];
+  // The metric keeps its name, but the verdict reads each repetition at its fastest iteration (metrics/verdict.ts).
+  const values = lines.length ? ["# values: each side's median over its repetitions of a repetition's fastest iteration (time.avg_us: its min_us; busbw, algbw: at that time)"] : [];
   const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
-  return [...lines, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, headline(c)].join("\n") + "\n";
+  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, headline(c)].join("\n") + "\n";
 }
