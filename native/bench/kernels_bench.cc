@@ -63,6 +63,16 @@ void onebitRows(std::vector<Row>& rows, const std::vector<float>& src, std::vect
   rows.push_back({"unpack-accumulate x4", bestGBps([&] { sink = k::accumulateSigns(sources.data(), scales, kSources, dst.data(), kCount, 0.0); }), 0});
   rows.push_back({"l2 norm (sum sq)", bestGBps([&] { sink = k::sumSquares(src.data(), kCount); }), 0});
   rows.push_back({"add + sum sq", bestGBps([&] { sink = k::addAndSumSquares(dst.data(), src.data(), kCount); }), 0});
+  // The host's worker pass (both rows above in one) and its server pass (x1 with the settling and the signs).
+  rows.push_back({"settle + add + sum sq + pack", bestGBps([&] {
+                    k::SquareSums sums;
+                    k::settleAddPackSigns(dst.data(), src.data(), kCount, kCount, 1e-30f, packed.data(), sums);
+                    sink = sums.total();
+                  }), 0});
+  std::vector<uint8_t> signs(kCount / 8);
+  rows.push_back({"settle + unpack-accumulate x1 + pack", bestGBps([&] {
+                    sink = k::accumulateSigns(sources.data(), scales, 1, dst.data(), kCount, 0.0, 1e-30f, signs.data());
+                  }), 0});
 }
 
 // Groups of 2048, the quantized_allreduce stage's default.

@@ -73,7 +73,11 @@ void onebit(const char* name) {
   const T scales[] = {scale, T(0.75)};
   const double sq = kernels::accumulateSigns(sources, scales, 2, acc.data(), kN, 0.0);
   const double sq2 = kernels::addAndSumSquares(y.data(), x.data(), kN);
-  Digest().add(x).add(packed).add(packed2).add(out).add(acc).add(y).value(sq).value(sq2).value(scale).print(name);
+  // The host's fused passes: the worker's, then the server's with settling and signs.
+  kernels::SquareSums sums;
+  kernels::settleAddPackSigns(acc.data(), y.data(), kN - 5, kN, T(0.5), packed2.data(), sums);
+  const double sq3 = kernels::accumulateSigns(sources, scales, 2, y.data(), kN, 0.0, T(0.25), packed.data());
+  Digest().add(x).add(packed).add(packed2).add(out).add(acc).add(y).value(sq).value(sq2).value(scale).value(sums.total()).value(sq3).print(name);
 }
 
 void quant(int bits, const char* name) {

@@ -97,6 +97,57 @@ void testAccumulate(const char* type, size_t n, int count) {
   check(std::fabs(squares - wantSquares) <= 1e-12 * wantSquares, "accumulate's sum of squares " + name);
 }
 
+// The host's fused worker pass (x settled by the last scale, the input added, the new signs packed, the
+// squares summed) equals packSignsKeepError and then addAndSumSquares and sumSquares over the padding, to the
+// bit, whole or in pieces whose sums are carried; and the server's accumulation with settling and signs
+// equals packSignsKeepError and then the plain accumulation.
+template <class T>
+void testSettle(const char* type, size_t n, size_t len, T carried) {
+  const std::string name = std::string(type) + " n=" + std::to_string(n) + " len=" + std::to_string(len) +
+                           " carried=" + std::to_string(double(carried));
+  const std::vector<T> x0 = values<T>(len);
+  std::vector<T> y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = T(std::cos(double(i) * 0.3) * 2);
+  std::vector<T> want = x0;
+  std::vector<uint8_t> scratch(len / 8), wantSigns(len / 8);
+  packSignsKeepError(want.data(), len, carried, scratch.data());
+  const double head = addAndSumSquares(want.data(), y.data(), n);
+  const double wantSquares = head + sumSquares(want.data() + n, len - n);
+  for (size_t i = 0; i < len; ++i) wantSigns[i / 8] = uint8_t(wantSigns[i / 8] | (want[i] >= T(0)) << (7 - i % 8));
+  // Whole, then cut at multiples of 8 (one cut inside a tile, one where n ends when it is a multiple of 8).
+  for (const std::vector<size_t>& cuts : {std::vector<size_t>{}, std::vector<size_t>{8, 2048 + 16, n / 8 * 8}}) {
+    std::vector<T> x = x0;
+    std::vector<uint8_t> signs(len / 8, 0x5A);
+    SquareSums sums;
+    size_t from = 0;
+    std::vector<size_t> ends;
+    for (size_t c : cuts) if (c > from && c < len && (ends.empty() || c > ends.back())) ends.push_back(c);
+    ends.push_back(len);
+    for (size_t to : ends) {
+      const size_t added = from < n ? std::min(to, n) - from : 0;
+      settleAddPackSigns(x.data() + from, y.data() + std::min(from, n), added, to - from, carried, signs.data() + from / 8, sums);
+      from = to;
+    }
+    const double squares = sums.total() + sumSquares(x.data() + n, len - n);
+    const std::string form = name + " in " + std::to_string(ends.size()) + " pieces";
+    check(x == want, "settle+add values " + form);
+    check(signs == wantSigns, "settle+add signs " + form);
+    check(squares == wantSquares, "settle+add squares to the bit " + form);
+  }
+  // The server's side over two sources.
+  std::vector<uint8_t> a(len / 8), b(len / 8);
+  for (size_t k = 0; k < len / 8; ++k) a[k] = uint8_t(k * 29 + 3), b[k] = uint8_t(k * 71 + 5);
+  const uint8_t* sources[] = {a.data(), b.data()};
+  const T weights[] = {T(0.3), T(0.7)};
+  std::vector<T> acc = x0, plain = x0;
+  packSignsKeepError(plain.data(), len, carried, scratch.data());
+  const double plainSquares = accumulateSigns(sources, weights, 2, plain.data(), len, 1.5);
+  std::vector<uint8_t> signs(len / 8, 0x5A), plainSigns(len / 8);
+  for (size_t i = 0; i < len; ++i) plainSigns[i / 8] = uint8_t(plainSigns[i / 8] | (plain[i] >= T(0)) << (7 - i % 8));
+  const double squares = accumulateSigns(sources, weights, 2, acc.data(), len, 1.5, carried, signs.data());
+  check(acc == plain && signs == plainSigns && squares == plainSquares, "accumulate with settling and signs " + name);
+}
+
 template <class T>
 void testSums(const char* type, size_t n) {
   std::vector<T> x = values<T>(n), y = values<T>(n + 3);
@@ -118,6 +169,10 @@ void testType(const char* type) {
   for (size_t n : {1, 7, 2048, 2051, 5000})
     for (int count : {0, 1, 3, 8}) testAccumulate<T>(type, n, count);
   for (size_t n : {0, 1, 7, 8, 9, 1001}) testSums<T>(type, n);
+  for (T carried : {T(0), T(0.375)}) {
+    for (auto [n, len] : {std::pair<size_t, size_t>{0, 8}, {5, 8}, {2048, 2048}, {4093, 4112}, {6000, 6000}, {6001, 6048}})
+      testSettle<T>(type, n, len, carried);
+  }
 }
 
 }  // namespace

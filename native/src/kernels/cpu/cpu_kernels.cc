@@ -46,10 +46,6 @@ void accumulateRecordsT(Strided records, T divisor, T* acc, size_t n, T* scale) 
   rms(accumulateRecordsSquares(records, divisor, acc, n, 0.0), n, scale, nullptr);
 }
 
-// Outputs from which unpackRecords streams past the cache: well beyond a core's L2 (2 MiB on the machines
-// measured), where plain stores would read every line from memory before writing it.
-constexpr size_t kStreamBytes = size_t(4) << 20;
-
 template <class T>
 void unpackRecordsT(Strided records, size_t chunk, size_t n, T* out) {
   const auto unpack = n * sizeof(T) >= kStreamBytes ? unpackScaledStreaming<T> : unpackScaled<T>;

@@ -17,15 +17,9 @@ namespace {
 // (straight loops over restrict pointers, fixed-length inner loops); bit gathering and spreading, which
 // do not vectorise as bit operations, go through a table or one multiply per byte instead.
 
-// Several independent partial sums: without -ffast-math the compiler may not reorder one running double
-// sum, which would serialise every add on its latency; explicit lanes let it keep a vector of them.
-constexpr int kLanes = 8;
-
-double total(const double (&lanes)[kLanes]) {
-  double s = 0;
-  for (double v : lanes) s += v;
-  return s;
-}
+// Several independent partial sums (SquareSums): without -ffast-math the compiler may not reorder one running
+// double sum, which would serialise every add on its latency; explicit lanes let it keep a vector of them.
+constexpr int kLanes = SquareSums::kLanes;
 
 // Row b holds sign_j for the eight elements byte b packs: +1 where bit 7-j is set, else -1. Multiplying
 // a scale by +-1 is exact, so scale * row[j] is exactly +-scale.
@@ -53,11 +47,37 @@ uint8_t gatherBits(const uint8_t* flags) {
   return uint8_t((word * 0x8040201008040201ull) >> 56);
 }
 
+// The packed bytes of m flags (m a multiple of 8).
+void packFlags(const uint8_t* flags, size_t m, uint8_t* packed) {
+  for (size_t k = 0; k < m / 8; ++k) packed[k] = gatherBits(flags + 8 * k);
+}
+
+// sums gains x[i]^2 for i < n. The lanes are worked on in a local copy, which no store through x may alias, so
+// they stay in registers.
+template <class T>
+void addSquares(SquareSums& sums, const T* __restrict x, size_t n) {
+  SquareSums local = sums;
+  double* lanes = local.lanes;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += double(x[i + l]) * double(x[i + l]);
+  }
+  for (; i < n; ++i) lanes[0] += double(x[i]) * double(x[i]);
+  sums = local;
+}
+
+// v - carried*sign(v): the compression error packSignsKeepError keeps.
+template <class T>
+T settled(T v, T carried) {
+  return v - (v >= T(0) ? carried : -carried);
+}
+
 }  // namespace
 
 template <class T>
 SPMD_CPU_KERNEL double addAndSumSquares(T* __restrict x, const T* __restrict y, size_t n) {
-  double lanes[kLanes] = {};
+  SquareSums sums;
+  double* lanes = sums.lanes;
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
@@ -69,18 +89,14 @@ SPMD_CPU_KERNEL double addAndSumSquares(T* __restrict x, const T* __restrict y, 
     x[i] += y[i];
     lanes[0] += double(x[i]) * double(x[i]);
   }
-  return total(lanes);
+  return sums.total();
 }
 
 template <class T>
 SPMD_CPU_KERNEL double sumSquares(const T* __restrict x, size_t n) {
-  double lanes[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += double(x[i + l]) * double(x[i + l]);
-  }
-  for (; i < n; ++i) lanes[0] += double(x[i]) * double(x[i]);
-  return total(lanes);
+  SquareSums sums;
+  addSquares(sums, x, n);
+  return sums.total();
 }
 
 template <class T>
@@ -90,11 +106,26 @@ SPMD_CPU_KERNEL void packSignsKeepError(T* __restrict x, size_t n, T scale, uint
     const size_t len = std::min(kTile, n - t0);
     T* __restrict v = x + t0;
     for (size_t i = 0; i < len; ++i) {
-      const bool positive = v[i] >= T(0);
-      flags[i] = positive;
-      v[i] -= positive ? scale : -scale;
+      flags[i] = v[i] >= T(0);
+      v[i] = settled(v[i], scale);
     }
-    for (size_t k = 0; k < len / 8; ++k) packed[t0 / 8 + k] = gatherBits(flags + 8 * k);
+    packFlags(flags, len, packed + t0 / 8);
+  }
+}
+
+template <class T>
+SPMD_CPU_KERNEL void settleAddPackSigns(T* __restrict x, const T* __restrict y, size_t n, size_t len, T carried,
+                                        uint8_t* __restrict packed, SquareSums& sums) {
+  alignas(64) uint8_t flags[kTile];
+  for (size_t t0 = 0; t0 < len; t0 += kTile) {
+    const size_t m = std::min(kTile, len - t0), added = t0 < n ? std::min(m, n - t0) : 0;
+    T* __restrict v = x + t0;
+    // Loops the compiler vectorises one by one, each over a tile in L1 (tiles start at multiples of kLanes).
+    for (size_t i = 0; i < added; ++i) v[i] = settled(v[i], carried) + y[t0 + i];
+    for (size_t i = added; i < m; ++i) v[i] = settled(v[i], carried);
+    addSquares(sums, v, added);
+    for (size_t i = 0; i < m; ++i) flags[i] = v[i] >= T(0);
+    packFlags(flags, m, packed + t0 / 8);
   }
 }
 
@@ -134,11 +165,15 @@ void unpackScaledStreaming(const uint8_t* __restrict packed, size_t n, T scale, 
 
 template <class T>
 SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* scales, int count, T* __restrict acc, size_t n,
-                                       double squares) {
+                                       double squares, T carried, uint8_t* signs) {
   alignas(64) T scaled[kTile];
+  alignas(64) uint8_t flags[kTile];
   for (size_t t0 = 0; t0 < n; t0 += kTile) {
     const size_t len = std::min(kTile, n - t0);
     T* __restrict a = acc + t0;
+    if (carried != T(0)) {  // settling by 0 changes no bit
+      for (size_t i = 0; i < len; ++i) a[i] = settled(a[i], carried);
+    }
     if (count == 0) squares += sumSquares(a, len);
     for (int c = 0; c < count; ++c) {
       unpackScaled(packed[c] + t0 / 8, len, scales[c], scaled);
@@ -147,6 +182,10 @@ SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* sc
       } else {
         squares += addAndSumSquares(a, scaled, len);  // the last source also squares, in the same pass
       }
+    }
+    if (signs) {
+      for (size_t i = 0; i < len; ++i) flags[i] = a[i] >= T(0);
+      packFlags(flags, len, signs + t0 / 8);
     }
   }
   return squares;
@@ -158,7 +197,8 @@ SPMD_CPU_KERNEL double accumulateSigns(const uint8_t* const* packed, const T* sc
   template void packSignsKeepError<T>(T*, size_t, T, uint8_t*);                                 \
   template void unpackScaled<T>(const uint8_t*, size_t, T, T*);                                 \
   template void unpackScaledStreaming<T>(const uint8_t*, size_t, T, T*);                        \
-  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t, double);
+  template void settleAddPackSigns<T>(T*, const T*, size_t, size_t, T, uint8_t*, SquareSums&);      \
+  template double accumulateSigns<T>(const uint8_t* const*, const T*, int, T*, size_t, double, T, uint8_t*);
 SPMD_ONEBIT_INSTANTIATE(float)
 SPMD_ONEBIT_INSTANTIATE(double)
 #undef SPMD_ONEBIT_INSTANTIATE
