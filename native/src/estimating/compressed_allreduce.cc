@@ -1,6 +1,7 @@
 #include "estimating/compressed_allreduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,7 +46,6 @@ class OneBitAllreduce final : public EstimatingOp {
         wide_(memory, dt == kComputeType<T> ? 0 : n * sizeof(T)),
         send_(memory, size_t(W) * recordBytes_), received_(memory, size_t(W) * recordBytes_), mine_(memory, recordBytes_),
         gathered_(memory, size_t(W) * recordBytes_), scales_(Buffer::zeros(memory, 2 * sizeof(T))),
-        peerScales_(memory, memory.isHost() ? size_t(W) * sizeof(T) : 0),
         nonFinite_(Buffer::zeros(memory, sizeof(uint32_t))),
         sources_(memory.isHost() ? size_t(W) : 0), weights_(memory.isHost() ? size_t(W) : 0),
         helper_(pieces_ > 1 ? std::make_unique<LaneWorker>() : nullptr) {}
@@ -77,10 +77,12 @@ class OneBitAllreduce final : public EstimatingOp {
  private:
   // Piece k: elements begin(k) .. begin(k) + length(k) - 1 of every rank's chunk, block(k) bytes of signs. On
   // the host a buffer of `blocks` blocks per piece holds its pieces one after the other, each as `blocks`
-  // blocks of that piece's signs (a device's buffers hold records: kernels/device_kernels.h).
+  // blocks of stride(k) bytes: that piece's signs, and after the last piece's the scale (a device's buffers
+  // hold one piece: records, kernels/device_kernels.h).
   size_t begin(size_t k) const { return k * pieceLen_; }
   size_t length(size_t k) const { return std::min(pieceLen_, L_ - begin(k)); }
   size_t block(size_t k) const { return length(k) / 8; }
+  size_t stride(size_t k) const { return block(k) + (k + 1 == pieces_ ? sizeof(T) : 0); }
   uint8_t* at(const Buffer& b, int blocks, size_t k) const { return b.as<uint8_t>() + size_t(blocks) * begin(k) / 8; }
 
   // The input in the compute type: the tensor itself, or halves widened into scratch.
@@ -114,60 +116,75 @@ class OneBitAllreduce final : public EstimatingOp {
   // server buffers keep x and c rather than their errors, which the next step settles (x - s * sign(x)) in the
   // pass that reads them, packing the new signs in that pass too (onebit.h's settleAddPackSigns): neither side
   // makes a pass of its own to pack, and the values are the device form's bit for bit. Signs need no scale,
-  // so they travel while their pass goes on, piece by piece, and each phase's scales follow in an all-gather of
-  // their own; the wire carries the same bytes as the device's records.
+  // so each piece's signs travel while the pass goes on, and the scale, known once the pass is done, rides with
+  // the last piece: one piece is the device's record, and the wire carries the same bytes however many.
   void runOnHost(Collectives& c, const void* in, void* out) {
     T* scales = scales_.as<T>();
     const T lastWorker = scales[0], lastServer = scales[1];
     const T* x = input(in);
     kernels::SquareSums sums;
     runInPieces(helper_.get(), pieces_, 1, [&](int s, size_t k) { if (s == 0) workerPass(k, x, lastWorker, sums); },
-                [&](int, size_t k) { c.allToAll(at(send_, W_, k), at(received_, W_, k), size_t(W_), block(k), Algo::Auto); });
-    kernels::rms(sums.total() + kernels::sumSquares(worker_.as<T>() + n_, P_ - n_), P_, scales, nonFinite_.as<uint32_t>());
-    c.allGather(scales, peerScales_.get(), sizeof(T), Algo::Auto);
-    for (int j = 0; j < W_; ++j) weights_[size_t(j)] = peerScales_.as<T>()[j] / T(W_);
+                [&](int, size_t k) { c.allToAll(at(send_, W_, k), at(received_, W_, k), size_t(W_), stride(k), Algo::Auto); });
+    for (int j = 0; j < W_; ++j) weights_[size_t(j)] = scaleOf(received_, j) / T(W_);
     double squares = 0;
     runInPieces(helper_.get(), pieces_, 1, [&](int s, size_t k) { if (s == 0) squares = accumulate(k, lastServer, squares); },
-                [&](int, size_t k) { c.allGather(at(mine_, 1, k), at(gathered_, W_, k), block(k), Algo::Auto); });
-    kernels::rms(squares, L_, scales + 1, nullptr);
-    c.allGather(scales + 1, peerScales_.get(), sizeof(T), Algo::Auto);
+                [&](int, size_t k) { c.allGather(at(mine_, 1, k), at(gathered_, W_, k), stride(k), Algo::Auto); });
     unpackOnHost(out);
   }
 
   // Step 1 and the first half of 2 for what piece k's move needs, chunk by chunk in order (the sum of squares'
-  // order): with piece 0 every chunk but the last, then piece k of the last. Piece k of chunk j: x = settled x
-  // + pad(input), its signs into block j of the piece.
+  // order): with piece 0 every chunk but the last, then piece k of the last; after the last piece, s_w =
+  // ||x|| / sqrt(P) after every block of it. Piece k of chunk j: x = settled x + pad(input), its signs into
+  // block j of the piece.
   void workerPass(size_t k, const T* x, T carried, kernels::SquareSums& sums) {
     for (int j = 0; k == 0 && j + 1 < W_; ++j) {
       for (size_t p = 0; p < pieces_; ++p) workerSegment(j, p, x, carried, sums);
     }
     workerSegment(W_ - 1, k, x, carried, sums);
+    if (k + 1 < pieces_) return;
+    T* scale = scales_.as<T>();
+    kernels::rms(sums.total() + kernels::sumSquares(worker_.as<T>() + n_, P_ - n_), P_, scale, nonFinite_.as<uint32_t>());
+    for (int j = 0; j < W_; ++j) std::memcpy(at(send_, W_, k) + size_t(j) * stride(k) + block(k), scale, sizeof(T));
   }
 
   void workerSegment(int j, size_t k, const T* x, T carried, kernels::SquareSums& sums) {
     const size_t first = size_t(j) * L_ + begin(k), added = first < n_ ? std::min(length(k), n_ - first) : 0;
     kernels::settleAddPackSigns(worker_.as<T>() + first, x + std::min(first, n_), added, length(k), carried,
-                                at(send_, W_, k) + size_t(j) * block(k), sums);
+                                at(send_, W_, k) + size_t(j) * stride(k), sums);
   }
 
   // Step 3 on piece k: c = settled c + sum_j (s_j / W) * sign_j over the W blocks received (added in rank
-  // order), its signs into this rank's block of the piece; returns `squares` plus the sum of the new c^2.
+  // order), its signs into this rank's block of the piece; returns `squares` plus the sum of the new c^2; after
+  // the last piece, s_s = ||c|| / sqrt(P/W) after this rank's block.
   double accumulate(size_t k, T carried, double squares) {
-    for (int j = 0; j < W_; ++j) sources_[size_t(j)] = at(received_, W_, k) + size_t(j) * block(k);
-    return kernels::accumulateSigns(sources_.data(), weights_.data(), W_, server_.as<T>() + begin(k), length(k), squares,
-                                    carried, at(mine_, 1, k));
+    for (int j = 0; j < W_; ++j) sources_[size_t(j)] = at(received_, W_, k) + size_t(j) * stride(k);
+    squares = kernels::accumulateSigns(sources_.data(), weights_.data(), W_, server_.as<T>() + begin(k), length(k), squares,
+                                       carried, at(mine_, 1, k));
+    if (k + 1 == pieces_) {
+      kernels::rms(squares, L_, scales_.as<T>() + 1, nullptr);
+      std::memcpy(at(mine_, 1, k) + block(k), scales_.as<T>() + 1, sizeof(T));
+    }
+    return squares;
   }
 
-  // Step 4 once every s_s is here: output chunk j = s_s(j) * sign_j, piece by piece, trimmed to the tensor's
-  // length; streamed past the cache where the output is large, as the CPU kernels' unpackRecords.
+  // Step 4: output chunk j = s_s(j) * sign_j, piece by piece, trimmed to the tensor's length; streamed past the
+  // cache where the output is large, as the CPU kernels' unpackRecords.
   void unpackOnHost(void* out) {
     const auto unpack = n_ * sizeof(T) >= kernels::kStreamBytes ? kernels::unpackScaledStreaming<T> : kernels::unpackScaled<T>;
     for (int j = 0; j < W_; ++j) {
+      const T scale = scaleOf(gathered_, j);
       for (size_t k = 0; k < pieces_ && size_t(j) * L_ + begin(k) < n_; ++k) {
         const size_t first = size_t(j) * L_ + begin(k), len = std::min(length(k), n_ - first);
-        writeOut(first, len, out, [&](T* dst) { unpack(at(gathered_, W_, k) + size_t(j) * block(k), len, peerScales_.as<T>()[j], dst); });
+        writeOut(first, len, out, [&](T* dst) { unpack(at(gathered_, W_, k) + size_t(j) * stride(k), len, scale, dst); });
       }
     }
+  }
+
+  // The scale rank j's block of the last piece carries, in a buffer of W blocks a piece.
+  T scaleOf(const Buffer& b, int j) const {
+    T s;
+    std::memcpy(&s, at(b, W_, pieces_ - 1) + size_t(j) * stride(pieces_ - 1) + block(pieces_ - 1), sizeof(T));
+    return s;
   }
 
   // Output elements first .. first + len - 1, which fill writes as T: into the output itself, or into scratch
@@ -205,11 +222,10 @@ class OneBitAllreduce final : public EstimatingOp {
   Buffer worker_, server_;
   Buffer wide_;  // halves only: the widened input, then the output before rounding
   Buffer send_, received_, mine_, gathered_;
-  Buffer scales_;      // s_w, then s_s (on the host: the last step's until the new ones are known)
-  Buffer peerScales_;  // the host's: every rank's s_w, then every rank's s_s
-  Buffer nonFinite_;   // set when s_w is not finite
+  Buffer scales_;     // s_w, then s_s (on the host: the last step's until the new ones are known)
+  Buffer nonFinite_;  // set when s_w is not finite
   std::vector<const uint8_t*> sources_;  // the host's: the blocks of a piece the server sums
-  std::vector<T> weights_;               // and their weights, s_j / W
+  std::vector<T> weights_;               // and their weights, s_w(j) / W
   std::unique_ptr<LaneWorker> helper_;  // the host's computations, where a phase has several pieces; last: joined first
 };
 

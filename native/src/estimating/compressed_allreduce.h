@@ -11,15 +11,14 @@
 // Its buffers live in the lane's memory (kernels/memory.h) and its kernels run there: on a GPU the whole op stays
 // on the device.
 //
-// On the host the op keeps x and c in place of the errors and settles them a step late, in the pass that
-// reads them, packing signs in the same pass; signs travel while their pass goes on and the scales follow
-// apart; where a pipeline pays, each phase runs in pieces of every chunk (estimating/pieces.h). The bits are the
-// device form's, whatever the pieces.
+// Each phase moves one message per peer: a chunk's packed signs travel with the sender's scale appended (a
+// record), so the all-to-all of step 2 also delivers the scales the design all-gathers, and step 4 all-gathers
+// records: two collectives a step, not the design's four.
 //
-// On a device each phase moves one message per peer: a chunk's packed signs travel with the sender's scale
-// appended (a record), so the all-to-all of step 2 also delivers the scales the design all-gathers, and step
-// 4 all-gathers records: two collectives a step, not the design's four. The host sends the same bytes in the
-// design's four (and a move per piece).
+// On the host the op keeps x and c in place of the errors and settles them a step late, in the pass that
+// reads them, packing signs in the same pass; where a pipeline pays, each phase runs in pieces of every chunk
+// (estimating/pieces.h), the signs of each piece travelling while the pass goes on and the scale with the
+// last piece. The wire carries the same bytes, and the bits are the device form's, whatever the pieces.
 #pragma once
 #include <cstddef>
 #include <memory>
