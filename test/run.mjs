@@ -43,10 +43,20 @@ function closing(event) {
 const note = (message) => merged.write({ type: "test:diagnostic", data: { nesting: 0, message } });
 const laneNotes = [];
 
-/** "lane 1: 1234 s; slowest: 190 s the C++ tests pass on aarch64…; …", from its top-level tests' durations. */
+/** "170 s aarch64.test.js; 95 s a build without MPI, then MPI installed…": the five largest of `seconds`. */
+function slowest(seconds) {
+  return [...seconds].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([name, s]) => `${s.toFixed(0)} s ${name.length > 50 ? `${name.slice(0, 50)}…` : name}`).join("; ");
+}
+
+/**
+ * "lane 1: 1234 s; slowest files: …; slowest tests: …", from its top-level tests' durations: the files are
+ * what moves between lanes when one runs long.
+ */
 function laneNote(index, seconds) {
-  const top = seconds.sort((a, b) => b[1] - a[1]).slice(0, 5).map(([name, s]) => `${s.toFixed(0)} s ${name.length > 50 ? `${name.slice(0, 50)}…` : name}`);
-  return `lane ${index + 1}: ${seconds.reduce((sum, [, s]) => sum + s, 0).toFixed(0)} s; slowest: ${top.join("; ")}`;
+  const files = new Map();
+  for (const [, s, file] of seconds) files.set(file, (files.get(file) ?? 0) + s);
+  const total = seconds.reduce((sum, [, s]) => sum + s, 0);
+  return `lane ${index + 1}: ${total.toFixed(0)} s; slowest files: ${slowest([...files].map(([f, s]) => [path.basename(f), s]))}; slowest tests: ${slowest(seconds)}`;
 }
 
 lanes.forEach((files, index) => {
@@ -54,7 +64,7 @@ lanes.forEach((files, index) => {
   const lane = run({ files, concurrency: 1 });
   lane.on("data", (event) => {
     if ((event.type === "test:pass" || event.type === "test:fail") && event.data.nesting === 0 && event.data.file) {
-      seconds.push([event.data.name, (event.data.details.duration_ms ?? 0) / 1000]);
+      seconds.push([event.data.name, (event.data.details.duration_ms ?? 0) / 1000, event.data.file]);
     }
     closing(event) || merged.write(event);
   });

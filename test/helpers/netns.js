@@ -229,7 +229,10 @@ export const SUBNET = "10.77.0.0/24";
 /**
  * Open MPI's mpirun, `slots` ranks per host in a hostfile, placed `--map-by mapBy`: a launcher for launchIn.
  * `bindTo: "none"` leaves the ranks unbound: these hosts share the machine's cores, and mpirun's default
- * binding would pin the first rank of every host to the same core, which no real pair of hosts does.
+ * binding would pin the first rank of every host to the same core, which no real pair of hosts does. For the
+ * same reason a waiting rank yields (mpi_yield_when_idle, which the runner sets itself only for ranks it sees
+ * on one host): spinning, it took the core from the rank it waited for, and a doctor survey under CI's other
+ * lane read 8-byte latencies of 10 to 24 ms and a 100 Mbit/s link at a quarter of its rate.
  */
 export const openMpi = ({ slots, mapBy, bindTo }) => (hosts, dir, W) => {
   const hostfile = path.join(dir, "hostfile");
@@ -237,7 +240,7 @@ export const openMpi = ({ slots, mapBy, bindTo }) => (hosts, dir, W) => {
   return [
     "mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", launcherAgent(hosts, dir), "--hostfile", hostfile, "--map-by", mapBy,
     ...(bindTo ? ["--bind-to", bindTo] : []),
-    "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
+    "--mca", "mpi_yield_when_idle", "1", "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_if_include", SUBNET, "-np", String(W),
   ];
 };
 
