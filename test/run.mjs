@@ -1,7 +1,7 @@
 // `npm test`: every test/*.test.js under node:test, in two lanes and one report, then the files that measure
 // links, alone.
 //  - Beside the rest run the jobs/ examples (jobs.test.js), the trace importer's files, the collectives'
-//    element checks, the 1-bit and tcp ones, `runner exp`'s campaigns, then the large-size matrix
+//    element checks, the 1-bit, tcp and mpi backend's ones, `runner exp`'s campaigns, then the large-size matrix
 //    (test/large.test.js): minutes of CPU-bound runs that touch nothing the other files use (their own
 //    temporary files, ports and campaign folders, native/build only read), and the two that need gigabytes,
 //    so they never hold memory at the same time.
@@ -24,7 +24,8 @@ import { fileURLToPath } from "node:url";
 const TEST = path.dirname(fileURLToPath(import.meta.url));
 // The aarch64 cross build stays with the rest, first: it configures native/build, which native.test.js and
 // package.test.js build in.
-const BESIDE = ["jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js", "single-copy.test.js", "exp.test.js", "large.test.js"]
+const BESIDE = ["jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js", "single-copy.test.js", "mpi.test.js", "exp.test.js",
+  "large.test.js"]
   .map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
@@ -82,6 +83,7 @@ function runLane(files, index) {
   }));
 }
 
+merged.compose(new spec()).pipe(process.stdout);
 const notes = await Promise.all(lanes.map(runLane));
 if (last.length) notes.push(await runLane(last, lanes.length));
 notes.forEach(note);
@@ -89,7 +91,6 @@ totals.duration_ms = performance.now();
 for (const [key, value] of Object.entries(totals)) note(`${key} ${value}`);
 merged.end();
 
-merged.compose(new spec()).pipe(process.stdout);
 process.on("exit", () => {
   if (totals.fail > 0 || totals.cancelled > 0) process.exitCode = 1;
 });
