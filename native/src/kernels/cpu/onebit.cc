@@ -86,6 +86,17 @@ struct BitReverse {
 };
 constexpr BitReverse kBitReverse{};
 
+// For each byte of signs, its 8 elements' float sign bits: set where the bit is clear (a negative element).
+// One load per source and group where decoding the byte in registers took five instructions.
+struct SignMasks {
+  alignas(32) uint32_t of[256][8];
+  constexpr SignMasks() : of{} {
+    for (int m = 0; m < 256; ++m)
+      for (int j = 0; j < 8; ++j) of[m][j] = (m & (0x80 >> j)) ? 0u : 0x80000000u;
+  }
+};
+constexpr SignMasks kSignMasks{};
+
 // The AVX2 forms of the float kernels' passes below: a group of 8 elements goes through every step in
 // registers, in one pass, so memory streams while they compute (the portable forms' loops over a tile in L1
 // leave it idle between tiles: accumulateSigns ran at half memory's speed). The same operations in the same
@@ -128,15 +139,12 @@ namespace avx2 {
 [[gnu::target("avx2"), gnu::noinline]] double accumulateTile(const uint8_t* const* __restrict packed, size_t firstByte,
                                                            const float* __restrict scales, int count, float* __restrict a,
                                                            size_t len, float carried, uint8_t* __restrict signs) {
-  const __m256 signBit = _mm256_set1_ps(-0.0f);
-  const __m256i bitOf = _mm256_setr_epi32(0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x02, 0x01);
   __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
   for (size_t k = 0; k < len / 8; ++k) {
     __m256 v = _mm256_loadu_ps(a + 8 * k);
     if (carried != 0.0f) v = settle(v, carried);
     for (int c = 0; c < count; ++c) {
-      const __m256i bits = _mm256_and_si256(_mm256_set1_epi32(packed[c][firstByte + k]), bitOf);
-      const __m256 negative = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(bits, _mm256_setzero_si256())), signBit);
+      const __m256 negative = _mm256_load_ps(reinterpret_cast<const float*>(kSignMasks.of[packed[c][firstByte + k]]));
       v = _mm256_add_ps(v, _mm256_xor_ps(_mm256_set1_ps(scales[c]), negative));
     }
     _mm256_storeu_ps(a + 8 * k, v);
