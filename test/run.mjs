@@ -13,7 +13,7 @@
 //    quarter of its rate.
 // The runs' counts are added up into one summary, with each lane's time, its slowest files and tests (CI has
 // 30 minutes: the longer lane plus the last one is what counts); the exit code is 1 when any test failed or was
-// cancelled. Arguments name the files to run instead of all (then one lane): `npm test -- test/cli.test.js`.
+// cancelled. Arguments name the files to run instead of all, each in its place: `npm test -- test/cli.test.js`.
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { PassThrough } from "node:stream";
@@ -24,16 +24,17 @@ import { fileURLToPath } from "node:url";
 const TEST = path.dirname(fileURLToPath(import.meta.url));
 // The aarch64 cross build stays with the rest, first: it configures native/build, which native.test.js and
 // package.test.js build in.
-const BESIDE = ["jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js", "single-copy.test.js", "mpi.test.js", "exp.test.js",
-  "large.test.js"]
-  .map((f) => path.join(TEST, f));
+const BESIDE = [
+  "jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js",
+  "single-copy.test.js", "mpi.test.js", "exp.test.js", "large.test.js",
+].map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
 
 const named = process.argv.slice(2).map((f) => path.resolve(f));
 const all = named.length ? named : readdirSync(TEST).filter((f) => f.endsWith(".test.js")).sort().map((f) => path.join(TEST, f));
 const lanes = [all.filter((f) => !BESIDE.includes(f) && !LAST.includes(f)), BESIDE.filter((f) => all.includes(f))].filter((l) => l.length);
-const last = named.length ? [] : LAST;
+const last = LAST.filter((f) => all.includes(f));
 
 const totals = Object.fromEntries([...COUNTS, "duration_ms"].map((k) => [k, 0]));
 const merged = new PassThrough({ objectMode: true });
