@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -324,6 +325,20 @@ void testSingleCopyTimed() {
   }
 }
 
+// The threshold from the timed readings (µs per timed size, 16-256 KiB): single copy from where it saves the
+// most in all, and only when that saves kSwitchMargin of the staged total; ties stay on the default.
+void testCrossoverMargin() {
+  const size_t otherwise = shm::kSingleCopyFromBytes;
+  auto from = [&](std::array<double, 5> staged, std::array<double, 5> single) { return shm::crossover(staged.data(), single.data(), otherwise); };
+  // An EPYC start-up: single copy 1% ahead from 256 KiB, within noise.
+  check(from({3.0, 6.0, 10.3, 20.3, 34.3}, {4.9, 6.3, 10.2, 22.9, 33.5}) == otherwise, "a 1% lead keeps the default");
+  // A Xeon one: single copy 10-17% ahead from 128 KiB.
+  check(from({1.6, 3.1, 7.9, 26.9, 40.4}, {2.4, 3.5, 7.9, 24.3, 33.4}) == 128 << 10, "a clear lead from 128 KiB moves from 128 KiB");
+  // Staged ahead everywhere, and single copy ahead everywhere.
+  check(from({1, 2, 4, 8, 16}, {2, 3, 5, 9, 17}) == otherwise, "staged ahead: the default");
+  check(from({2, 3, 5, 9, 17}, {1, 2, 4, 8, 16}) == 16 << 10, "single copy ahead: from the smallest size");
+}
+
 void testSharedNeedsSegment() {
   struct NoTransport : Transport {
     int rank() const override { return 0; }
@@ -344,5 +359,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}, {"single copy timed", testSingleCopyTimed}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}, {"single copy timed", testSingleCopyTimed}, {"crossover margin", testCrossoverMargin}});
 }

@@ -16,23 +16,6 @@ constexpr size_t kSizes = std::size(kTimedSizes);
 // Each rank's best of this many rounds: a round the scheduler or an interrupt hit does not decide.
 constexpr int kRounds = 4;
 
-// The threshold under which the timed sizes take least time in all, staged below it and single-copy from it;
-// `otherwise` (above every timed size) where staging all of them does. Summed over the sizes, one reading
-// that a spell or an interrupt hit moves the answer only as far as its own weight: a rule that single copy
-// must win at every larger size fell back to `otherwise` in 3 of 8 start-ups here on a 256 KiB reading 3%
-// against it while it won by 10-20% below.
-size_t crossover(const double* staged, const double* single, size_t otherwise) {
-  double best = 0;
-  for (size_t s = 0; s < kSizes; ++s) best += staged[s];
-  size_t from = otherwise;
-  for (size_t i = kSizes; i-- > 0;) {
-    double total = 0;
-    for (size_t s = 0; s < kSizes; ++s) total += s < i ? staged[s] : single[s];
-    if (total < best) best = total, from = kTimedSizes[i];
-  }
-  return from;
-}
-
 // Seconds `op` takes on this rank, the ranks starting it together.
 template <class Op>
 double timed(SharedCollectives& c, Op op) {
@@ -51,6 +34,19 @@ std::string untimed(int W) {
 }
 
 }  // namespace
+
+size_t crossover(const double* staged, const double* single, size_t otherwise) {
+  double all = 0;
+  for (size_t s = 0; s < kSizes; ++s) all += staged[s];
+  double best = all * (1 - kSwitchMargin);
+  size_t from = otherwise;
+  for (size_t i = kSizes; i-- > 0;) {
+    double total = 0;
+    for (size_t s = 0; s < kSizes; ++s) total += s < i ? staged[s] : single[s];
+    if (total < best) best = total, from = kTimedSizes[i];
+  }
+  return from;
+}
 
 SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   const int W = c.size();

@@ -19,6 +19,21 @@ inline constexpr size_t kTimedSizes[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10
 // copies) and at most this many ranks, so that start-up stays within a few milliseconds.
 inline constexpr int kTimedRanksAtMost = 4;
 
+// How much less time single copy must take over the timed sizes before the ranks leave the staged path for it.
+// Where the two tie (an EPYC VM: totals within 1-3% of each other), a start-up's readings decided by chance,
+// and launches of one job moved a 256 KiB block single-copy in 30 of 104 start-ups and staged in the rest,
+// 27 against 18 us (docs/PERFORMANCE.md, "One answer per launch"); where single copy does win (a Xeon VM), it
+// saves 10-40% from 128 KiB.
+inline constexpr double kSwitchMargin = 0.05;
+
+// The threshold under which the timed sizes take least time in all, staged below it and single-copy from it,
+// given each path's seconds at every timed size; `otherwise` (above every timed size) where staging all of them
+// does, or where no threshold saves kSwitchMargin of that. Summed over the sizes, one reading that a spell or
+// an interrupt hit moves the answer only as far as its own weight: a rule that single copy must win at every
+// larger size fell back to `otherwise` in 3 of 8 start-ups here on a 256 KiB reading 3% against it while it
+// won by 10-20% below.
+size_t crossover(const double* staged, const double* single, size_t otherwise);
+
 // Collective on lane `c` of every rank of the segment, once, after agree() found that all may move
 // single-copy: each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
 // broadcast) at every timed size, alternating, and keeps its best of a few rounds; the ranks take the
