@@ -184,6 +184,24 @@ test("runs whose ranks outnumbered their host's cores are said once, above the c
   assert.doesNotMatch((await compare(on(4), on(4))).stdout, /OVERSUBSCRIBED/);
 });
 
+test("a run that ran apart from the others of its side in most rows is named, above the count", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-compare-"));
+  try {
+    const run = (name, busbw) => {
+      const f = path.join(dir, name);
+      writeFileSync(f, JSON.stringify(doc([row("ar", busbw), row("b", busbw / 2)])));
+      return f;
+    };
+    const a = [run("a1.json", 10), run("a2.json", 10.2), run("a3.json", 9.9)], b = [run("b1.json", 10.1), run("b2.json", 2.5), run("b3.json", 10)];
+    const p = await runNode([RUNNER, "compare", ...a, "--", ...b]);
+    assert.equal(p.code, 0, p.stdout + p.stderr);
+    assert.match(p.stdout, /^# UNSTEADY side B: \S+b2\.json ran 4\.0[0-9]x the median in 2 of 2 rows: the machine changed while they ran .*\n# 0 regressions/m);
+    assert.doesNotMatch(p.stdout, /UNSTEADY side A/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("compare's sides: one file, three without --, or nothing after --: one line, exit 2", async () => {
   for (const args of [["a.json"], ["a.json", "b.json", "c.json"], ["a.json", "--"]]) {
     const p = await runNode([RUNNER, "compare", ...args]);

@@ -260,9 +260,16 @@ async function compareChecks(c, tmp) {
   assert.match(better.stdout, /# PASS: 0 regressions, 8 improvements/);
   // One repetition of three 5x slower decides nothing; two of three are 80% worse in the median, but one
   // repetition still as fast as before keeps it within noise.
-  const oneSlow = await exp(["compare", base, copyWith(c, tmp, "one-slow", (rep) => (rep === 3 ? 0.2 : 1))]);
+  const oneSlowDir = copyWith(c, tmp, "one-slow", (rep) => (rep === 3 ? 0.2 : 1));
+  const oneSlow = await exp(["compare", base, oneSlowDir]);
   assert.equal(oneSlow.code, 0, oneSlow.stdout);
   assert.match(oneSlow.stdout, /# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(8 within tolerance/);
+  // ... and is named, with its point: every row of it ran 5x the median.
+  assert.match(oneSlow.stdout, /^# UNSTEADY new \S+one-slow job=tiny backend=shm world_size=\d hosts=1 variant=base executor="local": repetition 3 ran 5\.00x the median in 2 of 2 rows: the machine changed while they ran .*run more repetitions, spread in time$/m);
+  assert.doesNotMatch(oneSlow.stdout, /UNSTEADY baseline/, "the baseline's repetitions agree");
+  assert.doesNotMatch(worse.stdout, /UNSTEADY/, "every repetition 5x slower is a change, not a spell");
+  assert.equal((await exp(["report", "--dir", oneSlowDir, "--baseline", base])).code, 0);
+  assert.match(readFileSync(path.join(oneSlowDir, "report.html"), "utf8"), /<tr><td>unsteady<\/td><td><\/td><td>new \S+one-slow job=tiny [^<]*<\/td><td><\/td><td><\/td><td>repetition 3 ran 5\.00x the median in 2 of 2 rows: run more repetitions<\/td><\/tr>/);
   const twoSlow = await exp(["compare", base, copyWith(c, tmp, "two-slow", (rep) => (rep === 1 ? 1 : 0.2))]);
   assert.equal(twoSlow.code, 0, twoSlow.stdout);
   assert.equal((twoSlow.stdout.match(/^WITHIN NOISE .* \(80\.0% worse\)/gm) ?? []).length, 8, twoSlow.stdout);

@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { judge, oversubscribed, repetitionValue } from "../dist/metrics/verdict.js";
+import { apartRepetitions, judge, oversubscribed, repetitionValue } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -59,4 +59,23 @@ test("ranks that outnumber their host's cores are named; a file without cores (b
     assert.equal(oversubscribed(bad), undefined);
   }
   assert.equal(oversubscribed({ ...doc(3, 2), manifest: { hosts: [null, { name: "b", cores: 2 }] } }), "3 ranks on 2 cores (b)");
+});
+
+test("a repetition that ran apart in most rows is named; a change in every repetition, one stalled row or too few repetitions are not", () => {
+  // Eight rows of five repetitions; repetition 2 (index 1) met a spell in six of them.
+  const rows = Array.from({ length: 8 }, (_, i) => [10 + i, 10.3 + i, 9.8 + i, 10.1 + i, 10.2 + i]);
+  const spell = rows.map((r, i) => r.map((v, k) => (k === 1 && i < 6 ? v * 4 : v)));
+  const [apart, ...more] = apartRepetitions(spell);
+  assert.deepEqual(more, []);
+  assert.equal(apart.index, 1);
+  assert.deepEqual([apart.rows, apart.of], [6, 8]);
+  assert.ok(Math.abs(apart.low - 4.0) < 0.2 && Math.abs(apart.high - 4.2) < 0.2, JSON.stringify(apart));
+  // The cheap placement runs small rows fast and large ones slow: apart either way.
+  const mixed = rows.map((r, i) => r.map((v, k) => (k === 4 ? v * (i < 4 ? 0.5 : 1.8) : v)));
+  assert.deepEqual(apartRepetitions(mixed).map((a) => [a.index, a.rows, a.of]), [[4, 8, 8]]);
+  assert.deepEqual(apartRepetitions(rows.map((r) => r.map((v) => v * 2))), [], "a 2x slowdown moves every repetition alike");
+  assert.deepEqual(apartRepetitions(rows.map((r, i) => r.map((v, k) => (k === 0 && i === 3 ? v * 9 : v)))), [], "one row of one repetition");
+  assert.deepEqual(apartRepetitions(spell.slice(0, 1)), [], "one row apart is not a repetition apart");
+  assert.deepEqual(apartRepetitions(spell.map((r) => r.slice(0, 2))), [], "two repetitions have no median to be apart from");
+  assert.deepEqual(apartRepetitions(spell.map((r) => [r[0], undefined, r[1], r[2]])).map((a) => a.index), [2], "a repetition without the row keeps its place");
 });

@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeApart, describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -107,6 +107,24 @@ export function compareCampaigns(before: Group[], after: Group[], metrics: Recor
   return out;
 }
 
+/**
+ * The points of a campaign whose repetitions ran apart (metrics/verdict.ts, apartRepetitions), by each repetition's
+ * fastest iteration of every row: [side and parameters, which repetitions and how far]; `names` gives a point's
+ * parameters.
+ */
+export function unsteadyPoints(side: string, groups: Group[], names: Map<string, string>): [string, string][] {
+  const byPoint = new Map<string, (number | undefined)[][]>();
+  for (const g of groups) {
+    const row: (number | undefined)[] = [];
+    for (const r of g.rows) row[r.rep - 1] = repetitionValue("time.avg_us", (name) => r[metricColumn(name)]);
+    byPoint.set(g.first.point_id, [...(byPoint.get(g.first.point_id) ?? []), row]);
+  }
+  return [...byPoint].flatMap(([id, table]) => {
+    const apart = apartRepetitions(table);
+    return apart.length ? [[`${side} ${names.get(id) ?? id}`, apart.map((a) => describeApart(a, `repetition ${a.index + 1}`)).join("; ")] as [string, string]] : [];
+  });
+}
+
 export const isRegression = (c: Change) => c.verdict === "regression" || c.verdict === "wrong elements";
 
 export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${formatSize(r.size)} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
@@ -122,6 +140,8 @@ export interface CampaignComparison {
   reps: [number, number];
   /** Points whose ranks outnumbered a host's cores, on either side: [parameters, "3 ranks on 2 cores (vm)"]. */
   oversubscribed: [string, string][];
+  /** Points of either side whose repetitions ran apart (unsteadyPoints): [side and parameters, how]. */
+  unsteady: [string, string][];
 }
 
 export const comparisonFails = (c: CampaignComparison) => c.missing.length > 0 || c.changes.some(isRegression);
@@ -154,5 +174,5 @@ export function formatChanges(c: CampaignComparison): string {
   // The metric keeps its name, but the verdict reads each repetition at its fastest iteration (metrics/verdict.ts).
   const values = lines.length ? ["# values: each side's median over its repetitions of a repetition's fastest iteration (time.avg_us: its min_us; busbw, algbw: at that time)"] : [];
   const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
-  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, headline(c)].join("\n") + "\n";
+  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), headline(c)].join("\n") + "\n";
 }

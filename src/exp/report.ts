@@ -87,11 +87,15 @@ const pct = (x: number | undefined) => (x === undefined ? "" : `${(x * 100).toFi
 const crossoverHead = ["job", "stage", "op", "size", "world size", "best", "busbw (GB/s)", "runner-up", "lead"];
 const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, new Bytes(x.size), x.world_size, x.best, x.value, x.runnerUp ?? "", `${pct(x.margin)}${x.doubt ? ` (${x.doubt})` : ""}`]);
 const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
-/** The changes beyond tolerance, regressions first, then the missing points and those whose ranks outnumbered the cores. */
+/**
+ * The changes beyond tolerance, regressions first, then the missing points, those whose ranks outnumbered the cores
+ * and those whose repetitions ran apart.
+ */
 const changeRows = (c: CampaignComparison) => [
   ...shownChanges(c.changes).map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]),
   ...c.missing.map((m) => ["missing", "", m, "", "", ""]),
   ...c.oversubscribed.map(([where, what]) => ["oversubscribed", "", where, "", "", `${what}: measure with ranks <= cores`]),
+  ...c.unsteady.map(([where, what]) => ["unsteady", "", where, "", "", `${what}: run more repetitions`]),
 ];
 
 /** One row per point and stage and size: the medians over repetitions, for the Markdown summary. */

@@ -138,3 +138,51 @@ export function oversubscribed(doc: Pick<ResultDocument, "topology" | "manifest"
 /** The line a comparison gives such runs. */
 export const oversubscribedNote = (where: string, what: string) =>
   `# OVERSUBSCRIBED ${where}: ${what}: the ranks took turns on the cores, so a busy machine moves their times by whole time slices and a verdict there cannot be trusted; measure with ranks <= cores`;
+
+/** How far from a row's median over the repetitions one repetition's value may lie, either way, before it ran apart in that row. */
+export const APART = 1.5;
+
+/** A repetition that ran apart from the others in most of the rows they share. */
+export interface ApartRepetition {
+  /** Its index among the repetitions. */
+  index: number;
+  /** The rows it ran apart in, of its rows that MIN_REPS or more repetitions have. */
+  rows: number;
+  of: number;
+  /** Its value over the row's median, lowest and highest over the rows it ran apart in. */
+  low: number;
+  high: number;
+}
+
+/**
+ * The repetitions that measured another machine, from each row's values by repetition (undefined where one lacks
+ * the row): apart in a row beyond APART of the row's median either way, and in at least half of its rows and two
+ * or more. A change in the code moves a row in every repetition and a stalled iteration moves none's fastest, but a
+ * spell moves every row of the repetitions it meets: on the EPYC VM, allreduce 3.5-7.5x slow at every iteration of
+ * a launch while the launches before and after it ran as usual (docs/PERFORMANCE.md, "On a dedicated AMD EPYC VM").
+ * Two such repetitions of five hide a 1.3x slowdown from any verdict that keeps identical campaigns clean, so the
+ * comparison names them rather than leaving them out.
+ */
+export function apartRepetitions(table: readonly (readonly (number | undefined)[])[]): ApartRepetition[] {
+  const positive = (v: number | undefined): v is number => v !== undefined && Number.isFinite(v) && v > 0;
+  const reps = Math.max(0, ...table.map((row) => row.length));
+  const out: ApartRepetition[] = [];
+  for (let i = 0; i < reps; i++) {
+    const ratios = table.flatMap((row) => {
+      const present = [...row].filter(positive);
+      const v = row[i];
+      return positive(v) && present.length >= MIN_REPS ? [v / median(present)] : [];
+    });
+    const apart = ratios.filter((r) => r > APART || r < 1 / APART);
+    if (apart.length >= 2 && 2 * apart.length >= ratios.length) out.push({ index: i, rows: apart.length, of: ratios.length, low: Math.min(...apart), high: Math.max(...apart) });
+  }
+  return out;
+}
+
+/** "run 2 ran 3.50-7.52x the median in 6 of 8 rows" */
+export const describeApart = (a: ApartRepetition, name: string) =>
+  `${name} ran ${a.low.toFixed(2)}${a.high.toFixed(2) === a.low.toFixed(2) ? "" : `-${a.high.toFixed(2)}`}x the median in ${a.rows} of ${a.of} rows`;
+
+/** The line a comparison gives a side whose repetitions ran apart (`what`: their describeApart, joined). */
+export const unsteadyNote = (where: string, what: string) =>
+  `# UNSTEADY ${where}: ${what}: the machine changed while they ran (a slow spell, other work on its cores, its vCPUs moved), so a verdict on these rows can be wrong; run more repetitions, spread in time`;

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
-import { describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue } from "../metrics/verdict.js";
+import { apartRepetitions, describeApart, describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
 
@@ -184,7 +184,19 @@ export function crowdedRuns(files: string[], docs: ResultsFile[]): string[] {
   return [oversubscribedNote(crowded.length > 1 ? `${file} and ${crowded.length - 1} more run${crowded.length > 2 ? "s" : ""}` : file, what)];
 }
 
-export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = [], crowded: string[] = []): string {
+/** One line per side whose runs ran apart from each other in most rows (metrics/verdict.ts, apartRepetitions). */
+export function unsteadyRuns(side: string, files: string[], docs: ResultsFile[]): string[] {
+  const keys = [...new Set(docs.flatMap((d) => d.results.map(keyOf)))];
+  const table = keys.map((k) => docs.map((d) => {
+    const r = d.results.find((x) => keyOf(x) === k);
+    return r && repetitionValue("time.avg_us", (name) => r.time[name]);
+  }));
+  const apart = apartRepetitions(table);
+  return apart.length ? [unsteadyNote(`side ${side}`, apart.map((a) => describeApart(a, files[a.index]!)).join("; "))] : [];
+}
+
+/** The table, with `notes` (OVERSUBSCRIBED, UNSTEADY) above the count. */
+export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = [], notes: string[] = []): string {
   const cell = (v: number | undefined, d = 2) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(d));
   const lines = [
     ...(differences.length ? ["# the runs differ in their manifests:", ...differences.map((d) => `#   ${d}`)] : []),
@@ -196,7 +208,7 @@ export function formatComparison(rows: Comparison[], threshold: number, runs: [n
       return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
-  lines.push(...crowded);
+  lines.push(...notes);
   const regressions = rows.filter((c) => c.regression).length;
   const suspects = rows.filter((c) => c.suspect).length;
   lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)${suspects ? `; ${suspects} slower? (unconfirmed)` : ""}`);
