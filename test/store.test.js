@@ -207,6 +207,28 @@ describe("store server and client", () => {
       assert.equal((await pending).toString(), "real");
     }));
 
+  test("an answer whose dial-back the inbox gave up on is carried again: the store waits for the inbox's OK", T, () =>
+    withStore(async ({ connect }) => {
+      const c = await connect(1);
+      const pending = c.get("later", 5000);
+      // The first dial back meets an inbox that challenges, takes the bytes and closes unread, as one does whose
+      // handshake deadline passed while a lost segment waited out its retransmission (5% loss, 3 s after a lost SYN).
+      const inbox = c["inbox"];
+      const [take] = inbox.listeners("connection");
+      inbox.removeAllListeners("connection");
+      let dials = 0;
+      inbox.on("connection", (socket) => {
+        if (++dials > 1) return take(socket);
+        socket.on("error", () => {});
+        socket.write(encodeMessage({ type: "challenge", nonce: Buffer.alloc(32, 7) }));
+        socket.once("data", () => socket.destroy());
+      });
+      const other = await connect(2);
+      await other.set("later", "real");
+      assert.equal((await pending).toString(), "real");
+      assert.equal(dials, 2, "dialled again");
+    }));
+
   test("barrier timeout says how many arrived, and which did not", T, () =>
     withStore(async ({ connect }) => {
       const c = await connect(1);

@@ -6,8 +6,9 @@
 //
 // A client holds a connection only while it has requests in flight. A GET, WAIT or GETALL whose keys are
 // not there yet is answered PARKED at once, and its real answer comes later on a connection the server
-// dials to the port the client named in its HELLO (the server's own HELLO first, then ANSWER frames):
-// rank 0 holds no connection per waiting rank, as NCCL's bootstrap root holds none.
+// dials to the port the client named in its HELLO (the server's own HELLO first, then ANSWER frames, each of
+// which the client's inbox acknowledges with an OK; unacknowledged answers are dialled again): rank 0 holds no
+// connection per waiting rank, as NCCL's bootstrap root holds none.
 //
 // Every connection opens with a challenge-response (DESIGN.md, "Security"): the side that accepts sends a
 // CHALLENGE (a fresh nonce), the side that dialled answers with a HELLO carrying an HMAC-SHA-256 under the
