@@ -151,6 +151,8 @@ export async function campaignReport(name: string, dir: string, db: Database, co
   h1 { font-size: 1.4rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
   table { border-collapse: collapse; font-size: 0.8rem; } th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap; }
   th { background: #f0f0f0; position: sticky; top: 0; } table.sortable th { cursor: pointer; }
+  /* A last column may hold a sentence (why a point is unsteady or oversubscribed): it wraps, not the page. */
+  td:last-child { white-space: normal; max-width: 36rem; }
   .regression { color: #b00; } .improvement { color: #070; }
   .charts figure { margin: 0 0 1.5rem 0; }
 </style>
