@@ -113,15 +113,19 @@ export function compareCampaigns(before: Group[], after: Group[], metrics: Recor
  * parameters.
  */
 export function unsteadyPoints(side: string, groups: Group[], names: Map<string, string>): [string, string][] {
-  const byPoint = new Map<string, (number | undefined)[][]>();
-  for (const g of groups) {
-    const row: (number | undefined)[] = [];
-    for (const r of g.rows) row[r.rep - 1] = repetitionValue("time.avg_us", (name) => r[metricColumn(name)]);
-    byPoint.set(g.first.point_id, [...(byPoint.get(g.first.point_id) ?? []), row]);
-  }
-  return [...byPoint].flatMap(([id, table]) => {
+  const byPoint = new Map<string, Group[]>();
+  for (const g of groups) byPoint.set(g.first.point_id, [...(byPoint.get(g.first.point_id) ?? []), g]);
+  return [...byPoint].flatMap(([id, point]) => {
+    // A column per repetition the point has, in order: its numbers come from folder names, so they index nothing.
+    const reps = [...new Set(point.flatMap((g) => g.rows.map((r) => r.rep)))].sort((a, b) => a - b);
+    const column = new Map(reps.map((rep, i) => [rep, i]));
+    const table = point.map((g) => {
+      const row = new Array<number | undefined>(reps.length).fill(undefined);
+      for (const r of g.rows) row[column.get(r.rep)!] = repetitionValue("time.avg_us", (name) => r[metricColumn(name)]);
+      return row;
+    });
     const apart = apartRepetitions(table);
-    return apart.length ? [[`${side} ${names.get(id) ?? id}`, apart.map((a) => describeApart(a, `repetition ${a.index + 1}`)).join("; ")] as [string, string]] : [];
+    return apart.length ? [[`${side} ${names.get(id) ?? id}`, apart.map((a) => describeApart(a, `repetition ${reps[a.index]}`)).join("; ")] as [string, string]] : [];
   });
 }
 

@@ -165,7 +165,7 @@ export interface ApartRepetition {
  */
 export function apartRepetitions(table: readonly (readonly (number | undefined)[])[]): ApartRepetition[] {
   const positive = (v: number | undefined): v is number => v !== undefined && Number.isFinite(v) && v > 0;
-  const reps = Math.max(0, ...table.map((row) => row.length));
+  const reps = table.reduce((n, row) => Math.max(n, row.length), 0);
   const out: ApartRepetition[] = [];
   for (let i = 0; i < reps; i++) {
     const ratios = table.flatMap((row) => {

@@ -186,9 +186,10 @@ export function crowdedRuns(files: string[], docs: ResultsFile[]): string[] {
 
 /** One line per side whose runs ran apart from each other in most rows (metrics/verdict.ts, apartRepetitions). */
 export function unsteadyRuns(side: string, files: string[], docs: ResultsFile[]): string[] {
-  const keys = [...new Set(docs.flatMap((d) => d.results.map(keyOf)))];
-  const table = keys.map((k) => docs.map((d) => {
-    const r = d.results.find((x) => keyOf(x) === k);
+  const byKey = docs.map((d) => new Map(d.results.map((r) => [keyOf(r), r])));
+  const keys = [...new Set(byKey.flatMap((m) => [...m.keys()]))];
+  const table = keys.map((k) => byKey.map((m) => {
+    const r = m.get(k);
     return r && repetitionValue("time.avg_us", (name) => r.time[name]);
   }));
   const apart = apartRepetitions(table);
