@@ -68,14 +68,18 @@ const mutation = fc.oneof(
   fc.record({ kind: fc.constant("copy"), at: fc.nat(), to: fc.nat() }),
 );
 
+// Places a copy of each value: fast-check hands one object to several mutations and to later runs (edgeValue's
+// constants), and placing it twice let a later "add" put {} inside itself; JSON.stringify then threw, in that run
+// and, since the constant itself had changed, in every later property that drew it.
 function mutate(job, mutations) {
   const root = structuredClone(job);
   for (const m of mutations) {
     const all = nodes(root);
     const target = all[m.at % all.length];
-    if (m.kind === "add" && target.value && typeof target.value === "object" && !Array.isArray(target.value)) put(target.value, m.key, m.value);
+    const value = structuredClone(m.value);
+    if (m.kind === "add" && target.value && typeof target.value === "object" && !Array.isArray(target.value)) put(target.value, m.key, value);
     if (!target.parent) continue; // the root itself stays an object: other mutations cover the rest
-    if (m.kind === "set") put(target.parent, target.key, m.value);
+    if (m.kind === "set") put(target.parent, target.key, value);
     if (m.kind === "delete") Array.isArray(target.parent) ? target.parent.splice(target.key, 1) : delete target.parent[target.key];
     // A subtree copied elsewhere: duplicate stage ids, a tensor where a stage belongs, ...
     if (m.kind === "copy") {
