@@ -12,8 +12,6 @@ export interface ResultRow {
   root: number | null;
   algorithm: string;
   time: TimeStats;
-  /** Its timed steps, where the job's minTimeMs made them more than the job's iterations. */
-  iterations?: number;
   algbw: number;
   busbw: number;
   wrong: number | null;

@@ -265,9 +265,6 @@ export const jobSchema = z.strictObject({
   device: z.enum(["cpu", "cuda", "npu"]).default("cpu"),
   iterations: z.int().min(1).default(20),
   warmup: z.int().min(0).default(5),
-  // A point whose timed steps ran shorter than this runs again with enough more of them (up to 10,000): on a
-  // busy machine a loop shorter than a scheduler time slice can stall whole, leaving no iteration unstalled.
-  minTimeMs: z.number().min(0).max(600_000).optional(),
   check: z.boolean().default(false),
   timeoutSec: z.number().positive().default(300),
   // The only world size the job runs at (an imported trace's); a launch at another is refused.

@@ -59,50 +59,24 @@ function dumpStage(comm: NativeCommunicator, p: Plan, i: number, dir: string): v
   for (const s of comm.state(i)) writeNpy(file(s.name), s.dtype, s.data);
 }
 
-/** The most timed steps a job's minTimeMs may give a point: per-step arrays (times, errors, samples) stay small. */
-export const MAX_TIMED_STEPS = 10_000;
-
-/**
- * The timed steps that make a point last `minTimeMs`, from its rows after `ran` steps; since every rank has
- * the same rows, every rank picks the same count. Never fewer than ran.
- */
-export function stepsFor(minTimeMs: number, ran: number, rows: readonly ResultRow[]): number {
-  const ranUs = ran * rows.reduce((sum, r) => sum + r.time.p50_us, 0);
-  if (ranUs >= minTimeMs * 1e3) return ran;
-  return Math.max(ran, Math.min(MAX_TIMED_STEPS, Math.ceil((ran * minTimeMs * 1e3) / Math.max(ranUs, 1e-3))));
-}
-
-/** One sweep point's rows: its solo pass where stages run concurrently, then its steps, aggregated. */
-async function runPoint(job: Job, comm: NativeCommunicator, o: ExecuteOptions, point: SweepPoint, onSteps?: (fraction: number) => void) {
-  const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
-  o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
-  // Concurrent stages are timed alone first, left out of the rows, so their outputs are the step loop's.
-  const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;
-  const results = await runWithProgress(comm, p.program, onSteps && ((done) => onSteps(done / (job.warmup + job.iterations))));
-  const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
-  const graph = solo && (await graphMetric(comm, p, results, solo));
-  return { p, rows: pointRows.map((row) => (graph ? { ...row, graph } : row)) };
-}
-
 /** Runs every sweep point of the job on this rank; every rank gets the same rows. */
 export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOptions): Promise<ResultRow[]> {
   const rows: ResultRow[] = [];
   const points = sweepPoints(job);
-  const { progress } = o;
-  // The bar counts points; a point's run moves it by its share.
   const perPoint = job.warmup + job.iterations;
   const total = points.length * perPoint;
-  const show = (index: number) => progress && ((fraction: number) => progress.update(Math.round((index + Math.min(1, fraction)) * perPoint), total));
+  const { progress } = o;
   try {
     for (const [index, point] of points.entries()) {
-      let { p, rows: done } = await runPoint(job, comm, o, point, show(index));
-      const steps = job.minTimeMs === undefined ? job.iterations : stepsFor(job.minTimeMs, job.iterations, done);
-      if (steps > job.iterations) {
-        o.log.debug(`${job.iterations} steps took under ${job.minTimeMs} ms: running ${steps}`);
-        ({ p, rows: done } = await runPoint({ ...job, iterations: steps }, comm, o, point, show(index)));
-        done = done.map((row) => ({ ...row, iterations: steps }));
-      }
+      const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
+      o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
+      // Concurrent stages are timed alone first, left out of the rows, so their outputs are the step loop's.
+      const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;
+      const results = await runWithProgress(comm, p.program, progress && ((done) => progress.update(index * perPoint + done, total)));
       progress?.update((index + 1) * perPoint, total);
+      const pointRows = await aggregate(comm, p, results, job.check, { samples: o.samples, links: o.links });
+      const graph = solo && (await graphMetric(comm, p, results, solo));
+      const done = pointRows.map((row) => (graph ? { ...row, graph } : row));
       rows.push(...done);
       o.onPoint?.(point, done);
       p.stages.forEach(({ stage, dtype }, i) => {

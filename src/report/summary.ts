@@ -21,8 +21,7 @@ export function formatSummary(doc: ResultDocument, iterations: number): string {
   for (const [op, rows] of byOp) {
     out.push(op);
     for (const r of [...rows].sort((a, b) => a.size - b.size)) {
-      const calls = r.iterations ?? iterations;
-      out.push(line([label(r), formatSize(r.size), String(calls), ms(r.time.avg_us * calls), ms(r.time.avg_us), r.algbw.toFixed(3), r.busbw.toFixed(3)]));
+      out.push(line([label(r), formatSize(r.size), String(iterations), ms(r.time.avg_us * iterations), ms(r.time.avg_us), r.algbw.toFixed(3), r.busbw.toFixed(3)]));
     }
   }
   out.push("", line(["Stragglers", "Stage", "", "Straggler(ms)", "Slowest rank", "Its avg(ms)", "Fastest(ms)"]));
