@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { apartRepetitions, judge, oversubscribed, repetitionValue } from "../dist/metrics/verdict.js";
+import { apartRepetitions, judge, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -78,4 +78,16 @@ test("a repetition that ran apart in most rows is named; a change in every repet
   assert.deepEqual(apartRepetitions(spell.slice(0, 1)), [], "one row apart is not a repetition apart");
   assert.deepEqual(apartRepetitions(spell.map((r) => r.slice(0, 2))), [], "two repetitions have no median to be apart from");
   assert.deepEqual(apartRepetitions(spell.map((r) => [r[0], undefined, r[1], r[2]])).map((a) => a.index), [2], "a repetition without the row keeps its place");
+});
+
+test("a repetition's start-up copy path, where it differs from the others' most common one", () => {
+  const at = (from) => `single-copy: cma (process_vm_readv/writev) from ${from}, broadcast from 4 MiB (timed 16-256 KiB at start-up)`;
+  const paths = [at("1 MiB"), at("64 KiB"), at("16 KiB"), at("1 MiB"), undefined];
+  assert.equal(startupApart(paths, 2), "its start-up chose single copy from 16 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
+  assert.equal(startupApart(paths, 0), "", "another repetition's too");
+  assert.equal(startupApart([at("16 KiB"), at("1 MiB"), at("16 KiB"), at("1 MiB")], 0, [0, 2]), "its start-up chose single copy from 16 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB", "two apart alike: against the steady ones");
+  assert.equal(startupApart(paths, 1), "its start-up chose single copy from 64 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
+  assert.equal(startupApart(paths, 4), "", "a file without one says nothing");
+  assert.equal(startupApart([at("1 MiB"), 7, null], 0), "", "nothing to compare with");
+  assert.equal(startupApart(["staged (SPMD_SHM_SINGLE_COPY=0)", at("1 MiB"), at("1 MiB")], 0), "its start-up chose staged (SPMD_SHM_SINGLE_COPY=0), the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
 });

@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { apartRepetitions, describeApart, describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -125,7 +125,9 @@ export function unsteadyPoints(side: string, groups: Group[], names: Map<string,
       return row;
     });
     const apart = apartRepetitions(table);
-    return apart.length ? [[`${side} ${names.get(id) ?? id}`, apart.map((a) => describeApart(a, `repetition ${reps[a.index]}`)).join("; ")] as [string, string]] : [];
+    // Each repetition's start-up copy path (a column of every row it wrote; files before it have none).
+    const copyPaths = reps.map((rep) => point.flatMap((g) => g.rows).find((r) => r.rep === rep)?.copy_path);
+    return apart.length ? [[`${side} ${names.get(id) ?? id}`, describeAparts(apart, (i) => `repetition ${reps[i]}`, copyPaths)] as [string, string]] : [];
   });
 }
 

@@ -82,7 +82,9 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   for (const [, rep] of done) {
     const doc = readDocument(path.join(repDir(dir, record.id, rep), "results.json"));
     crowded ??= doc && oversubscribed(doc);
-    for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...flatten(r)]));
+    // The launch's copy path rides on its rows: what its start-up found the machine to be (metrics/verdict.ts, startupApart).
+    const launch: [string, unknown][] = doc?.copy_path === undefined ? [] : [["copy_path", doc.copy_path]];
+    for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...launch, ...flatten(r)]));
     for (const [k, v] of Object.entries(doc?.manifest?.env ?? {})) if (!env.has(k)) env.set(k, String(v));
   }
   const times = markers.filter((m): m is Marker => m !== undefined);

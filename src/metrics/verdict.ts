@@ -179,10 +179,40 @@ export function apartRepetitions(table: readonly (readonly (number | undefined)[
   return out;
 }
 
-/** "run 2 ran 3.50-7.52x the median in 6 of 8 rows" */
-export const describeApart = (a: ApartRepetition, name: string) =>
-  `${name} ran ${a.low.toFixed(2)}${a.high.toFixed(2) === a.low.toFixed(2) ? "" : `-${a.high.toFixed(2)}`}x the median in ${a.rows} of ${a.of} rows`;
+/** "run 2 ran 3.50-7.52x the median in 6 of 8 rows", and what its start-up found apart (startupApart), if anything. */
+const describeApart = (a: ApartRepetition, name: string, startup: string) =>
+  `${name} ran ${a.low.toFixed(2)}${a.high.toFixed(2) === a.low.toFixed(2) ? "" : `-${a.high.toFixed(2)}`}x the median in ${a.rows} of ${a.of} rows${startup && ` (${startup})`}`;
 
-/** The line a comparison gives a side whose repetitions ran apart (`what`: their describeApart, joined). */
+/** A copy path in short: "single copy from 16 KiB, broadcast from 32 KiB", or "staged (why)" as it stands. */
+const shortPath = (copyPath: string) => {
+  const from = /^single-copy.*? (from [^(]*?)(?= \(|$)/.exec(copyPath)?.[1];
+  return from ? `single copy ${from}` : copyPath;
+};
+
+/**
+ * How repetition `index`'s start-up differed from every other's but those `apart` with it, by each repetition's
+ * copy path (results.json `copy_path`; anything but a string where a file has none), or "". Where the ranks time
+ * the staged path against single copy at start-up, a launch whose CPUs hand written memory over slowly finds single
+ * copy ahead from a smaller size, and its staged ops run slow at every iteration: on the EPYC VM, 152 of 158 W=2
+ * launches that chose single copy from 16-32 KiB ran the 1 MiB allreduce over 2x slow, 1 of 277 others did
+ * (docs/PERFORMANCE.md, "What the spells are").
+ */
+export function startupApart(copyPaths: readonly unknown[], index: number, apart: readonly number[] = []): string {
+  const mine = copyPaths[index];
+  const others = copyPaths.filter((p, i): p is string => i !== index && !apart.includes(i) && typeof p === "string");
+  const counts = new Map<string, number>();
+  for (const p of others) counts.set(p, (counts.get(p) ?? 0) + 1);
+  const usual = [...counts].sort((x, y) => y[1] - x[1])[0]?.[0];
+  if (typeof mine !== "string" || usual === undefined || counts.has(mine)) return "";
+  return `its start-up chose ${shortPath(mine)}, the others' mostly ${shortPath(usual)}`;
+}
+
+/** What an UNSTEADY note says of `apart`: each repetition (`name` names it by index) and its start-up, joined. */
+export function describeAparts(apart: readonly ApartRepetition[], name: (index: number) => string, copyPaths: readonly unknown[]): string {
+  const indices = apart.map((a) => a.index);
+  return apart.map((a) => describeApart(a, name(a.index), startupApart(copyPaths, a.index, indices))).join("; ");
+}
+
+/** The line a comparison gives a side whose repetitions ran apart (`what`: their describeAparts). */
 export const unsteadyNote = (where: string, what: string) =>
   `# UNSTEADY ${where}: ${what}: the machine changed while they ran (a slow spell, other work on its cores, its vCPUs moved), so a verdict on these rows can be wrong; run more repetitions, spread in time`;

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
-import { apartRepetitions, describeApart, describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
 
@@ -193,7 +193,8 @@ export function unsteadyRuns(side: string, files: string[], docs: ResultsFile[])
     return r && repetitionValue("time.avg_us", (name) => r.time[name]);
   }));
   const apart = apartRepetitions(table);
-  return apart.length ? [unsteadyNote(`side ${side}`, apart.map((a) => describeApart(a, files[a.index]!)).join("; "))] : [];
+  const copyPaths = docs.map((d) => d.copy_path);
+  return apart.length ? [unsteadyNote(`side ${side}`, describeAparts(apart, (i) => files[i]!, copyPaths))] : [];
 }
 
 /** The table, with `notes` (OVERSUBSCRIBED, UNSTEADY) above the count. */
