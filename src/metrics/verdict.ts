@@ -192,10 +192,10 @@ const shortPath = (copyPath: string) => {
 /**
  * How repetition `index`'s start-up differed from every other's but those `apart` with it, by each repetition's
  * copy path (results.json `copy_path`; anything but a string where a file has none), or "". Where the ranks time
- * the staged path against single copy at start-up, a launch whose CPUs hand written memory over slowly finds single
- * copy ahead from a smaller size, and its staged ops run slow at every iteration: on the EPYC VM, 152 of 158 W=2
- * launches that chose single copy from 16-32 KiB ran the 1 MiB allreduce over 2x slow, 1 of 277 others did
- * (docs/PERFORMANCE.md, "What the spells are").
+ * the staged path against single copy at start-up, a launch in which every exchange between the ranks is dear
+ * finds single copy (one handshake) ahead from a smaller size, and its ops run slow at every iteration: on the
+ * EPYC VM, 152 of 158 W=2 launches that chose single copy from 16-32 KiB ran the 1 MiB allreduce over 2x slow,
+ * 1 of 277 others did (docs/PERFORMANCE.md, "What the spells are").
  */
 export function startupApart(copyPaths: readonly unknown[], index: number, apart: readonly number[] = []): string {
   const mine = copyPaths[index];
