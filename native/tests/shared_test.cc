@@ -90,12 +90,15 @@ T reduced(RedOp op, int W, size_t i) {
   return acc;
 }
 
+// `singleCopy`: every op that has a single-copy path takes it at every size, as the start-up's timing may have
+// it do from 16 KiB, and a caller may force (here down to zero bytes).
 template <typename T>
-void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, const std::string& tag, size_t streamAbove = 0) {
+void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, const std::string& tag, size_t streamAbove = 0, bool singleCopy = false) {
   const Partition p{n, W};
   std::vector<std::vector<std::string>> wrong(static_cast<size_t>(W));
   auto note = [&](int r, const std::string& what) { wrong[size_t(r)].push_back(what); };
   auto errors = onSegment(W, layout, 20, [&](int r, Collectives& c) {
+    if (singleCopy) static_cast<shm::SharedCollectives&>(c).useSingleCopy({0, 0, ""});
     const std::vector<T> in = inputOf<T>(r, n);
     // allreduce, out of place and in place
     std::vector<T> out(n, T(-77));
@@ -153,6 +156,12 @@ void testEveryOpExact() {
   exactOps<int32_t>(2, standard, DType::I32, RedOp::Sum, 240001, "streamed i32 sum", 64 * 1024);
   exactOps<float>(3, standard, DType::F32, RedOp::Max, 120007, "streamed f32 max", 64 * 1024);
   exactOps<float>(5, tiny, DType::F32, RedOp::Sum, 5003, "streamed tiny f32 sum", 1);
+  // Single copy (CMA) wherever an op has it; where this host refuses CMA the ranks would stage.
+  if (const std::string refusal = shm::singleCopyRefusal(); !refusal.empty()) return (void)std::printf("skip single-copy ops: %s\n", refusal.c_str());
+  for (int W : {1, 2, 3, 5}) {
+    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(5003)}) exactOps<float>(W, tiny, DType::F32, RedOp::Sum, n, "single-copy f32 sum", 0, true);
+    exactOps<int64_t>(W, standard, DType::I64, RedOp::Max, 200003, "single-copy i64 max", 0, true);
+  }
 }
 
 // all_to_all of records larger than a rank's share of a slot, and than a whole slot (the 1-bit allreduce's
