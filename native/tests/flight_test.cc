@@ -79,6 +79,13 @@ void testStragglers() {
   peers.push_back({6, false, 0, -1, "is unreachable (10.0.0.6:4000: No route to host)"});
   text = describeStragglers(peers, f);
   check(contains(text, "rank 6 is unreachable (10.0.0.6:4000: No route to host)"), "the asker's reason replaces the default words: " + text);
+  // A rank that has exited is named only where no rank is silent: it most often left on finding the same fault.
+  const PeerSighting exited{8, false, 0, -1, "is gone (10.0.0.8:4000 refused the roll call)", true};
+  peers.push_back(exited);
+  text = describeStragglers(peers, f);
+  check(contains(text, "rank 5 did not answer") && !contains(text, "rank 8"), "a silent rank is named before a gone one: " + text);
+  text = describeStragglers(std::vector<PeerSighting>{{2, true, done8, 0.02, {}}, exited}, f);
+  check(contains(text, ": rank 8 is gone (10.0.0.8:4000 refused the roll call)") && !contains(text, "rank 2"), "with nobody silent, the gone rank is: " + text);
   check(describeStragglers(std::vector<PeerSighting>{{1, true, in10, 0.01, {}}}, f).empty(), "nobody to name: empty");
   text = describeStragglers(std::vector<PeerSighting>{{7, true, 0, 0.01, {}}}, f);
   check(contains(text, ": rank 7 has run no op yet"), "a rank at no op yet is named so: " + text);

@@ -31,11 +31,15 @@ std::string describeStragglers(std::span<const PeerSighting> peers, const Flight
     return std::string(at < seq ? "never reached it, " : "") + (positionInOp(p.position) ? "in " : "done with ") + opText(at, mine);
   };
   // A silent rank (stopped, or busy outside communication) is the cause; ranks that are alive but behind
-  // are usually waiting on it, so they are named only when no rank is silent.
-  std::vector<std::string> silent, behind;
+  // are usually waiting on it, so they are named only when no rank is silent. Ranks that have exited mostly
+  // left on finding the same silence (a stopped rank's neighbour on its host sees it first, in the segment),
+  // so they are named only when no rank is silent either: then one of them is the culprit (killed, crashed).
+  std::vector<std::string> silent, gone, behind;
   for (const PeerSighting& p : peers) {
     const std::string rank = "rank " + std::to_string(p.rank);
-    if (!p.answered) {
+    if (p.gone) {
+      gone.push_back(rank + " " + p.unanswered);
+    } else if (!p.answered) {
       silent.push_back(rank + (p.unanswered.empty() ? " did not answer (stopped, or busy outside communication)" : " " + p.unanswered));
     } else if (positionSeq(p.position) <= seq && p.silentSec >= kSilentSec) {
       silent.push_back(rank + " silent for " + seconds(p.silentSec) + ", " + where(p));
@@ -43,7 +47,7 @@ std::string describeStragglers(std::span<const PeerSighting> peers, const Flight
       behind.push_back(p.position == 0 ? rank + " has run no op yet" : rank + " " + where(p));
     }
   }
-  const std::vector<std::string>& named = silent.empty() ? behind : silent;
+  const std::vector<std::string>& named = !silent.empty() ? silent : !gone.empty() ? gone : behind;
   if (named.empty()) return "";
   std::string text = "; holding up " + opText(seq, mine) + ": ";
   for (size_t i = 0; i < std::min(named.size(), kNamed); ++i) text += (i ? "; " : "") + named[i];

@@ -138,7 +138,11 @@ class RollCall::Asking {
   // Every rank listened before the ranks exchanged addresses, so a refusal means the peer has exited;
   // anything else (a lost SYN, a link that comes back) is tried again while time is left.
   void retryOrGone(Question& q, int err) {
-    if (err == ECONNREFUSED) return finish(q, "is gone (" + q.where + " refused the roll call)");
+    if (err == ECONNREFUSED) {
+      finish(q, "is gone (" + q.where + " refused the roll call)");
+      answers_.back().gone = true;
+      return;
+    }
     retry(q, "is unreachable (" + q.where + ": " + std::strerror(err) + ")");
   }
 
@@ -172,7 +176,7 @@ std::vector<PeerSighting> RollCall::call(int lane) {
   std::vector<PeerSighting> seen;
   for (const Answer& a : *answers_) {
     if (a.where) seen.push_back({a.rank, true, (*a.where)[size_t(lane)], 0, {}});
-    else seen.push_back({a.rank, false, 0, -1, a.unanswered});
+    else seen.push_back({a.rank, false, 0, -1, a.unanswered, a.gone});
   }
   return seen;
 }

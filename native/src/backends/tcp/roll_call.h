@@ -30,6 +30,7 @@ class RollCall {
     int rank = 0;
     std::optional<Positions> where;
     std::string unanswered;  // why not, where `where` is empty
+    bool gone = false;       // it refused: it has exited
   };
   class Asking;
 
