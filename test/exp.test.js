@@ -270,6 +270,9 @@ async function compareChecks(c, tmp) {
   // ... and is named, with its point: every row of it ran 5x the median.
   assert.match(oneSlow.stdout, /^# UNSTEADY new \S+one-slow job=tiny backend=shm world_size=\d hosts=1 variant=base executor="local": repetition 3 ran 5\.00x the median in 2 of 2 rows \(its start-up chose single copy from 16 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB\): the machine changed while they ran .*run more repetitions, spread in time$/m);
   assert.doesNotMatch(oneSlow.stdout, /UNSTEADY baseline/, "the baseline's repetitions agree");
+  // A results file whose copy_path is not a string (a stranger's) indexes and compares as one without it.
+  const oddPath = await exp(["compare", base, copyWith(c, tmp, "odd-path", () => 1, (doc) => (doc.copy_path = { not: "a string" }))]);
+  assert.equal(oddPath.code, 0, oddPath.stdout + oddPath.stderr);
   assert.doesNotMatch(worse.stdout, /UNSTEADY/, "every repetition 5x slower is a change, not a spell");
   assert.equal((await exp(["report", "--dir", oneSlowDir, "--baseline", base])).code, 0);
   assert.match(readFileSync(path.join(oneSlowDir, "report.html"), "utf8"), /<tr><td>unsteady<\/td><td><\/td><td>new \S+one-slow job=tiny [^<]*<\/td><td><\/td><td><\/td><td>repetition 3 ran 5\.00x the median in 2 of 2 rows \(its start-up chose single copy from 16 KiB[^<]*\): run more repetitions<\/td><\/tr>/);

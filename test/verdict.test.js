@@ -89,5 +89,6 @@ test("a repetition's start-up copy path, where it differs from the others' most 
   assert.equal(startupApart(paths, 1), "its start-up chose single copy from 64 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
   assert.equal(startupApart(paths, 4), "", "a file without one says nothing");
   assert.equal(startupApart([at("1 MiB"), 7, null], 0), "", "nothing to compare with");
+  assert.equal(startupApart([`single-copy from ${"x from ".repeat(1e5)}`, at("1 MiB"), at("1 MiB")], 0), "", "a stranger's megabyte is no copy path");
   assert.equal(startupApart(["staged (SPMD_SHM_SINGLE_COPY=0)", at("1 MiB"), at("1 MiB")], 0), "its start-up chose staged (SPMD_SHM_SINGLE_COPY=0), the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
 });

@@ -126,7 +126,8 @@ export function unsteadyPoints(side: string, groups: Group[], names: Map<string,
     });
     const apart = apartRepetitions(table);
     // Each repetition's start-up copy path (a column of every row it wrote; files before it have none).
-    const copyPaths = reps.map((rep) => point.flatMap((g) => g.rows).find((r) => r.rep === rep)?.copy_path);
+    const rows = point.flatMap((g) => g.rows);
+    const copyPaths = reps.map((rep) => rows.find((r) => r.rep === rep)?.copy_path);
     return apart.length ? [[`${side} ${names.get(id) ?? id}`, describeAparts(apart, (i) => `repetition ${reps[i]}`, copyPaths)] as [string, string]] : [];
   });
 }

@@ -83,7 +83,8 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
     const doc = readDocument(path.join(repDir(dir, record.id, rep), "results.json"));
     crowded ??= doc && oversubscribed(doc);
     // The launch's copy path rides on its rows: what its start-up found the machine to be (metrics/verdict.ts, startupApart).
-    const launch: [string, unknown][] = doc?.copy_path === undefined ? [] : [["copy_path", doc.copy_path]];
+    // Only a string is one (results files come from anywhere); a stranger's object would not bind to a column.
+    const launch: [string, unknown][] = typeof doc?.copy_path === "string" ? [["copy_path", doc.copy_path]] : [];
     for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...launch, ...flatten(r)]));
     for (const [k, v] of Object.entries(doc?.manifest?.env ?? {})) if (!env.has(k)) env.set(k, String(v));
   }

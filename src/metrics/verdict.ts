@@ -183,6 +183,8 @@ export function apartRepetitions(table: readonly (readonly (number | undefined)[
 const describeApart = (a: ApartRepetition, name: string, startup: string) =>
   `${name} ran ${a.low.toFixed(2)}${a.high.toFixed(2) === a.low.toFixed(2) ? "" : `-${a.high.toFixed(2)}`}x the median in ${a.rows} of ${a.of} rows${startup && ` (${startup})`}`;
 
+const MAX_COPY_PATH = 300;
+
 /** A copy path in short: "single copy from 16 KiB, broadcast from 32 KiB", or "staged (why)" as it stands. */
 const shortPath = (copyPath: string) => {
   const from = /^single-copy.*? (from [^(]*?)(?= \(|$)/.exec(copyPath)?.[1];
@@ -198,12 +200,14 @@ const shortPath = (copyPath: string) => {
  * 1 of 277 others did (docs/PERFORMANCE.md, "What the spells are").
  */
 export function startupApart(copyPaths: readonly unknown[], index: number, apart: readonly number[] = []): string {
+  // A copy path is about 110 characters; anything far longer is not one, and would not fit a note's line.
+  const isPath = (p: unknown): p is string => typeof p === "string" && p.length <= MAX_COPY_PATH;
   const mine = copyPaths[index];
-  const others = copyPaths.filter((p, i): p is string => i !== index && !apart.includes(i) && typeof p === "string");
+  const others = copyPaths.filter((p, i): p is string => i !== index && !apart.includes(i) && isPath(p));
   const counts = new Map<string, number>();
   for (const p of others) counts.set(p, (counts.get(p) ?? 0) + 1);
   const usual = [...counts].sort((x, y) => y[1] - x[1])[0]?.[0];
-  if (typeof mine !== "string" || usual === undefined || counts.has(mine)) return "";
+  if (!isPath(mine) || usual === undefined || counts.has(mine)) return "";
   return `its start-up chose ${shortPath(mine)}, the others' mostly ${shortPath(usual)}`;
 }
 

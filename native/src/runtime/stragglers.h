@@ -27,8 +27,8 @@ inline constexpr double kSilentSec = 1.0;
 
 // "; holding up op #812 (stage ar, step 40): rank 2 silent for 4.1 s, inside it" naming the silent ranks
 // (no sign of life, or no answer), else the ranks that are gone, else the ranks that never reached the op this
-// rank is in; "" when there are none. `mine` is this rank's own record, which also names the others' ops (every rank runs the same
-// ops in the same order).
+// rank is in; "" when there are none. `mine` is this rank's own record, which also names the others' ops
+// (every rank runs the same ops in the same order).
 std::string describeStragglers(std::span<const PeerSighting> peers, const FlightRecorder& mine);
 
 }  // namespace spmd

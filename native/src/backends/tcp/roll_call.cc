@@ -138,11 +138,7 @@ class RollCall::Asking {
   // Every rank listened before the ranks exchanged addresses, so a refusal means the peer has exited;
   // anything else (a lost SYN, a link that comes back) is tried again while time is left.
   void retryOrGone(Question& q, int err) {
-    if (err == ECONNREFUSED) {
-      finish(q, "is gone (" + q.where + " refused the roll call)");
-      answers_.back().gone = true;
-      return;
-    }
+    if (err == ECONNREFUSED) return finish(q, "is gone (" + q.where + " refused the roll call)", std::nullopt, true);
     retry(q, "is unreachable (" + q.where + ": " + std::strerror(err) + ")");
   }
 
@@ -154,10 +150,10 @@ class RollCall::Asking {
     q.retryAt = Clock::now() + kRetry;
   }
 
-  void finish(Question& q, const std::string& unanswered, std::optional<Positions> where = std::nullopt) {
+  void finish(Question& q, const std::string& unanswered, std::optional<Positions> where = std::nullopt, bool gone = false) {
     q.fd.reset();
     q.over = true;
-    answers_.push_back(Answer{q.peer, where, unanswered});
+    answers_.push_back(Answer{q.peer, where, unanswered, gone});
   }
 
   const RollCall& c_;
