@@ -92,6 +92,12 @@ export interface ResultDocument {
    * "staged (why)" where a rank could not read its peers' memory or SPMD_SHM_SINGLE_COPY=0 told it not to.
    */
   copy_path?: string;
+  /**
+   * shm: nanoseconds a cache line took from rank 0's host's first rank to each other rank of that host and back,
+   * timed at start-up (the best of 8 × 256 round trips): how far apart the ranks' cores are. Launches of one job
+   * that differ in it measured different machines (a hypervisor that moved the vCPUs; DESIGN.md, "The verdict").
+   */
+  core_round_trip_ns?: number[];
   results: ResultRow[];
   average_bus_bandwidth: number;
   /** Per rank, over the job's execution: CPU seconds (user, system) and wall seconds. */

@@ -238,6 +238,34 @@ function copyWith(c, tmp, name, factor, edit = () => {}) {
   return to;
 }
 
+// Launches whose start-up found the ranks' cores 6x farther apart (core_round_trip_ns) measured another machine: each
+// row is judged on the launches of a machine both sides measured (metrics/verdict.ts, judgeAlike).
+async function machineChecks(c, tmp) {
+  const trips = (ns) => (doc, rep) => (doc.core_round_trip_ns = [ns(rep)]);
+
+  const near = copyWith(c, tmp, "near", () => 1, trips(() => 50));
+  // Every launch 5x slower on the far machine: no machine in common, so no verdict either way.
+  const far = await exp(["compare", near, copyWith(c, tmp, "far", () => 0.2, trips(() => 320))]);
+  assert.equal(far.code, 0, far.stdout);
+
+  assert.match(far.stdout, /^MACHINE DIFFERED +busbw +tiny ar \(allreduce\) .* \(80\.0% worse\)$/m);
+  assert.match(far.stdout, /^# MACHINES: .*: the baseline: 6 at 50 ns; the new campaign: 6 at 320 ns; each row is judged on the launches of a machine both sides measured/m);
+  assert.match(far.stdout, /^# PASS: 0 regressions, 0 improvements, 0 missing, 1 failed \(0 within tolerance, 0 within noise, 8 machine differed; 8 comparisons/m);
+  // One launch a side on the near machine, the rest far and 5x slow: as fast as before where alike, so no change ...
+  const mixed = (speed) => copyWith(c, tmp, `mixed-${speed}`, (rep) => (rep === 1 ? speed : 0.2), trips((rep) => (rep === 1 ? 50 : 320)));
+  const same = await exp(["compare", near, mixed(1)]);
+  assert.equal(same.code, 0, same.stdout);
+  assert.match(same.stdout, /^# PASS: 0 regressions/m);
+  // ... and half as fast where alike is a regression: 3 launches against 1, every pair beyond twice the threshold.
+  const half = await exp(["compare", near, mixed(0.5)]);
+  assert.equal(half.code, 1, half.stdout);
+  assert.match(half.stdout, /^# FAIL: 8 regressions/m);
+  assert.match(half.stdout, /^# MACHINES: .*the new campaign: 2 at 50 ns, 4 at 320 ns/m);
+  const report = await exp(["report", "--dir", path.join(tmp, "far"), "--baseline", near]);
+  assert.equal(report.code, 0, report.stdout + report.stderr);
+  assert.match(readFileSync(path.join(tmp, "far", "report.md"), "utf8"), /\| machines \| +\| core round trips \|.*6 at 320 ns: rows judged on a machine both measured \|/);
+}
+
 async function compareChecks(c, tmp) {
   const same = await exp(["compare", c.dir, c.dir]);
   assert.equal(same.code, 0, same.stdout);
@@ -279,6 +307,7 @@ async function compareChecks(c, tmp) {
   const twoSlow = await exp(["compare", base, copyWith(c, tmp, "two-slow", (rep) => (rep === 1 ? 1 : 0.2))]);
   assert.equal(twoSlow.code, 0, twoSlow.stdout);
   assert.equal((twoSlow.stdout.match(/^WITHIN NOISE .* \(80\.0% worse\)/gm) ?? []).length, 8, twoSlow.stdout);
+  await machineChecks(c, tmp);
   // A point on one side only is named by its parameters, and fails the comparison.
   const fewer = copyWith(c, tmp, "fewer", () => 1);
   const gone = JSON.parse((await exp(["query", "SELECT point_id FROM points WHERE world_size = 3", "--dir", fewer, "--format", "json"])).stdout)[0].point_id;

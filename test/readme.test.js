@@ -69,9 +69,9 @@ test("README: the compare sample is what comparing two quick-start runs prints",
   const [a, b] = results();
   const p = await runNode([RUNNER, "compare", a, b]);
   assert.equal(p.code, 0, p.stdout + p.stderr);
-  // Up to B/A: the verdicts are the run's own, and so is the count of unconfirmed slower rows the summary adds
-  // (a slow spell in one of two runs marks some; the README shows the summary without them).
-  const printed = p.stdout.trimEnd().split("\n").map((l) => l.replace(/^(# \d+ regressions? .*?); \d+ slower\? \(unconfirmed\)$/, "$1"));
+  // Up to B/A: the verdicts are the run's own, and so are the counts the summary adds after the regressions (a
+  // slow spell in one of two runs marks rows "slower?", a machine that changed between them "machine differed").
+  const printed = p.stdout.trimEnd().split("\n").map((l) => l.replace(/^(# \d+ regressions? \(threshold [\d.]+%\)); .*$/, "$1"));
   assertSameShape(checkedBlocks().compare, printed, 8);
 });
 

@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { apartRepetitions, judge, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
+import { apartRepetitions, coreRoundTrip, describeMachines, judge, judgeAlike, machines, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -91,4 +91,29 @@ test("a repetition's start-up copy path, where it differs from the others' most 
   assert.equal(startupApart([at("1 MiB"), 7, null], 0), "", "nothing to compare with");
   assert.equal(startupApart([`single-copy from ${"x from ".repeat(1e5)}`, at("1 MiB"), at("1 MiB")], 0), "", "a stranger's megabyte is no copy path");
   assert.equal(startupApart(["staged (SPMD_SHM_SINGLE_COPY=0)", at("1 MiB"), at("1 MiB")], 0), "its start-up chose staged (SPMD_SHM_SINGLE_COPY=0), the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
+});
+
+test("launches measured the same machine where their core round trips lie within 1.5x of the next; a file's field of another shape says nothing", () => {
+  assert.deepEqual(machines([49, 320, 52, 67, 301, 347]), [0, 1, 0, 0, 1, 1], "the EPYC VM's two states");
+  assert.deepEqual(machines([50, 70, 98, 137]), [0, 0, 0, 0], "a chain of small steps is one machine");
+  assert.equal(machines([50, undefined]), undefined, "a launch without one: cannot tell");
+  assert.equal(coreRoundTrip([49.5, 320.2]), 320.2, "the farthest pair");
+  for (const odd of [undefined, null, "320", [], [NaN], [-1], { ns: 3 }]) assert.equal(coreRoundTrip(odd), undefined, JSON.stringify(odd));
+  assert.equal(describeMachines([["A", [50, 52, 51]], ["B", [51, 53]]]), "", "one machine: nothing to say");
+  assert.equal(describeMachines([["A", [50, 52, 51]], ["B", [320, 51, 330]]]), "A: 3 at 50-52 ns; B: 1 at 51 ns, 2 at 320-330 ns");
+});
+
+test("like with like: identical runs on two machines are not a regression; a 2x slowdown on the machine both measured is, with 3 launches against 1", () => {
+  const m = (values, trips) => values.map((value, i) => ({ value, roundTrip: trips[i] }));
+  const near = m([10, 10.2, 9.9], [50, 51, 52]);
+  assert.equal(judgeAlike(near, m([2, 2.1, 1.9], [320, 330, 310]), "higher", 0.13).verdict, "machine differed");
+  assert.equal(judge([10, 10.2, 9.9], [2, 2.1, 1.9], "higher", 0.13).verdict, "regression", "what the values alone say");
+  assert.equal(judgeAlike(near, m([10.1, 2.1, 1.9], [50, 330, 310]), "higher", 0.13).verdict, "within tolerance", "as fast where alike");
+  assert.equal(judgeAlike(near, m([5, 1, 0.9], [50, 330, 310]), "higher", 0.13).verdict, "regression");
+  assert.equal(judgeAlike(near, m([10.1, 9.8, 10], [50, 51, 52]), "higher", 0.13).verdict, "within tolerance", "one machine: judge()");
+  assert.equal(judgeAlike(near, m([5, 5.1, 4.9], [undefined, 51, 52]), "higher", 0.13).verdict, "regression", "a launch without a round trip: judge() over all");
+  // Both sides on both machines: each machine judged apart, and they must agree.
+  const mixed = m([10, 2, 9.9, 2.1], [50, 320, 51, 330]);
+  assert.equal(judgeAlike(mixed, m([2, 10.1, 1.9, 2.2], [320, 50, 310, 330]), "higher", 0.13).verdict, "within tolerance", "each machine as fast as before, though the medians over all differ 3x");
+  assert.equal(judgeAlike(m([10, 9.9, 10.1, 2, 2.1, 2], [50, 51, 52, 320, 330, 310]), m([5, 5.1, 4.9, 1, 1.1, 1], [50, 51, 52, 320, 330, 310]), "higher", 0.13).verdict, "regression");
 });

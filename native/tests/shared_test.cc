@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/shm/core_probe.h"
 #include "backends/shm/crossover.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
@@ -334,6 +335,29 @@ void testSingleCopyTimed() {
   }
 }
 
+// The start-up's core probe (core_probe.h): W-1 round trips, the same on every rank, each under a millisecond,
+// where every rank has a CPU; none where ranks outnumber the CPUs. A busy machine may keep a rank off its CPU past
+// the probe's patience, which returns none too: up to 3 tries, one of which must time.
+void testCoreRoundTrips() {
+  for (int W : {2, 3}) {
+    const bool timed = unsigned(W) <= onlineCores();
+    const std::string where = "core round trips, W=" + std::to_string(W);
+    std::vector<std::vector<double>> ns(static_cast<size_t>(W));
+    for (int attempt = 0; attempt < 3 && (attempt == 0 || (timed && ns[0].empty())); ++attempt) {
+      auto errors = onTransports(W, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
+        shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
+        c.setDeadline(Clock::now() + std::chrono::seconds(20));
+        ns[size_t(r)] = shm::timeCoreRoundTrips(c, seg.header().probe);
+      });
+      for (const auto& e : errors) check(e.empty(), where + ": " + e);
+    }
+    for (int r = 1; r < W; ++r) check(ns[size_t(r)] == ns[0], where + ": rank " + std::to_string(r) + " agrees with rank 0");
+    check(ns[0].size() == (timed ? size_t(W - 1) : 0), where + ": " + std::to_string(ns[0].size()) + " round trips");
+    for (double t : ns[0]) check(t > 0 && t < 1e6, where + ": " + std::to_string(t) + " ns");
+    if (timed) std::printf("%s: %.1f ns\n", where.c_str(), ns[0].empty() ? 0.0 : ns[0][0]);
+  }
+}
+
 // The threshold from the timed readings (µs per timed size, 16-256 KiB): single copy from where it saves the
 // most in all, and only when that saves kSwitchMargin of the staged total; ties stay on the default.
 void testCrossoverMargin() {
@@ -368,5 +392,5 @@ void testSharedNeedsSegment() {
 
 int main() {
   return spmd::testing::runTests({
-      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}, {"single copy timed", testSingleCopyTimed}, {"crossover margin", testCrossoverMargin}});
+      {"every op exact", testEveryOpExact}, {"large records", testAllToAllLargeRecords}, {"messages to one peer", testMessagesToOnePeerInOrder}, {"absent rank", testAbsentRankTimesOut}, {"barrier", testSharedBarrier}, {"needs segment", testSharedNeedsSegment}, {"single copy timed", testSingleCopyTimed}, {"crossover margin", testCrossoverMargin}, {"core round trips", testCoreRoundTrips}});
 }

@@ -83,7 +83,7 @@ Ranks transports(int W, const std::function<void(const std::vector<SocketAddress
   }
   if (beforeConnecting) beforeConnecting(out.addrs);
   for (int r = 0; r < W; ++r) {
-    ConnectorOptions o{r, W, 1, testKey(1), testMac, {}};
+    ConnectorOptions o{r, W, 1, testKey(1), testMac, {}, {}};
     for (int p = 0; p < W; ++p) o.peers.push_back(reaches(r, p) ? std::optional(out.addrs[size_t(p)]) : std::nullopt);
     out.signals.push_back(std::make_unique<AbortSignal>());
     out.connectors.push_back(std::make_unique<Connector>(endpoints[size_t(r)]->takeListener(), std::move(o)));

@@ -299,6 +299,12 @@ export interface NativeCommunicator {
    * "staged (why)"; "" on other backends.
    */
   readonly copyPath: string;
+  /**
+   * Nanoseconds a cache line took from the host's first rank to each of its other ranks and back, as timed at
+   * connect() (shm; native/src/backends/shm/core_probe.h); empty where not timed (other backends, one rank,
+   * more ranks than CPUs, a rank that lost its CPU throughout).
+   */
+  readonly coreRoundTrips: number[];
   /** Steps the program now running has finished (for progress displays). */
   readonly stepsDone: number;
   run(program: NativeProgram): Promise<NativeOpResult[]>;

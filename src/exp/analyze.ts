@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { apartRepetitions, describeAparts, describeInterval, judge, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, describeMachines, judge, judgeAlike, machinesNote, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -85,11 +85,19 @@ export interface Change extends Omit<Judgement, "verdict"> {
   verdict: Verdict | "wrong elements";
 }
 
-/** Each repetition's value of a metric in a group, at its fastest iteration (metrics/verdict.ts, repetitionValue). */
-const repetitionValues = (g: Group, metric: string) =>
-  g.rows.map((r) => repetitionValue(metric, (name) => r[metricColumn(name)])).filter((v): v is number => v !== undefined);
+/**
+ * Each repetition's value of a metric in a group, at its fastest iteration (metrics/verdict.ts, repetitionValue), with
+ * its launch's core round trip (the index's column, where it has one).
+ */
+const measured = (g: Group, metric: string): Measured[] => g.rows.flatMap((r) => {
+  const value = repetitionValue(metric, (name) => r[metricColumn(name)]);
+  const roundTrip = typeof r.core_round_trip_ns === "number" ? r.core_round_trip_ns : undefined;
+  return value === undefined ? [] : [{ value, roundTrip }];
+});
 
-/** For each metric and each row both campaigns have: whether it got better or worse beyond tolerance and noise. */
+const repetitionValues = (g: Group, metric: string) => measured(g, metric).map((m) => m.value);
+
+/** For each metric and each row both campaigns have: whether it got better or worse beyond tolerance and noise, like machine with like (judgeAlike). */
 export function compareCampaigns(before: Group[], after: Group[], metrics: Record<string, Direction>, tolerance: Record<string, number>, defaultTolerance: number): Change[] {
   const earlier = new Map(before.map((g) => [g.key, g]));
   const out: Change[] = [];
@@ -98,9 +106,9 @@ export function compareCampaigns(before: Group[], after: Group[], metrics: Recor
     if (!b) continue;
     const wrong = a.rows.reduce((n, r) => n + (r.wrong ?? 0), 0);
     for (const [metric, direction] of Object.entries(metrics)) {
-      const [bv, av] = [repetitionValues(b, metric), repetitionValues(a, metric)];
+      const [bv, av] = [measured(b, metric), measured(a, metric)];
       if (!bv.length || !av.length) continue;
-      const j = judge(bv, av, direction, tolerance[metric] ?? defaultTolerance);
+      const j = judgeAlike(bv, av, direction, tolerance[metric] ?? defaultTolerance);
       out.push({ ...j, key: a.key, row: a.first, metric, verdict: wrong > 0 ? "wrong elements" : j.verdict });
     }
   }
@@ -136,6 +144,18 @@ export const isRegression = (c: Change) => c.verdict === "regression" || c.verdi
 
 export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${formatSize(r.size)} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
 
+/**
+ * What each campaign's launches measured where they measured more than one machine (describeMachines), by each
+ * repetition's core round trip; "" where all measured one or a launch has none.
+ */
+export function campaignMachines(before: Group[], after: Group[]): string {
+  const trips = (groups: Group[]) => {
+    const launches = new Map(groups.flatMap((g) => g.rows.map((r) => [`${r.point_id}/${r.rep}`, r.core_round_trip_ns] as const)));
+    return [...launches.values()].map((t) => (typeof t === "number" ? t : undefined));
+  };
+  return describeMachines([["the baseline", trips(before)], ["the new campaign", trips(after)]]);
+}
+
 /** Two campaigns side by side: every row's verdicts, the points only one of them measured, the other's failures. */
 export interface CampaignComparison {
   changes: Change[];
@@ -149,6 +169,8 @@ export interface CampaignComparison {
   oversubscribed: [string, string][];
   /** Points of either side whose repetitions ran apart (unsteadyPoints): [side and parameters, how]. */
   unsteady: [string, string][];
+  /** What each side's launches measured where more than one machine (campaignMachines), else "". */
+  machines: string;
 }
 
 export const comparisonFails = (c: CampaignComparison) => c.missing.length > 0 || c.changes.some(isRegression);
@@ -160,11 +182,12 @@ export function headline(c: CampaignComparison): string {
   const count = (v: Change["verdict"]) => c.changes.filter((x) => x.verdict === v).length;
   const wrong = count("wrong elements");
   const decisive = [plural(count("regression"), "regression"), plural(count("improvement"), "improvement"), `${c.missing.length} missing`, `${c.failed} failed`, ...(wrong ? [`${wrong} with wrong elements`] : [])];
-  const rest = `${count("within tolerance")} within tolerance, ${count("within noise")} within noise${count("too few repetitions") ? `, ${count("too few repetitions")} too few repetitions` : ""}`;
+  const also = (v: Change["verdict"]) => (count(v) ? `, ${count(v)} ${v}` : "");
+  const rest = `${count("within tolerance")} within tolerance, ${count("within noise")} within noise${also("too few repetitions")}${also("machine differed")}`;
   return `# ${comparisonFails(c) ? "FAIL" : "PASS"}: ${decisive.join(", ")} (${rest}; ${plural(c.changes.length, "comparison")}, ${c.reps[0]} and ${c.reps[1]} repetitions)`;
 }
 
-const ORDER = ["wrong elements", "regression", "improvement", "within noise", "too few repetitions"];
+const ORDER = ["wrong elements", "regression", "improvement", "machine differed", "within noise", "too few repetitions"];
 
 /** The changes beyond tolerance, regressions first (rows within tolerance are only counted). */
 export const shownChanges = (changes: Change[]) => changes.filter((x) => x.verdict !== "within tolerance").sort((x, y) => ORDER.indexOf(x.verdict) - ORDER.indexOf(y.verdict));
@@ -181,5 +204,5 @@ export function formatChanges(c: CampaignComparison): string {
   // The metric keeps its name, but the verdict reads each repetition at its fastest iteration (metrics/verdict.ts).
   const values = lines.length ? ["# values: each side's median over its repetitions of a repetition's fastest iteration (time.avg_us: its min_us; busbw, algbw: at that time)"] : [];
   const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
-  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), headline(c)].join("\n") + "\n";
+  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), ...(c.machines ? [machinesNote(c.machines)] : []), headline(c)].join("\n") + "\n";
 }

@@ -6,7 +6,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { flatten } from "../report/csv.js";
-import { oversubscribed } from "../metrics/verdict.js";
+import { coreRoundTrip, oversubscribed } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { campaignActive, pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
 
@@ -82,9 +82,14 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
   for (const [, rep] of done) {
     const doc = readDocument(path.join(repDir(dir, record.id, rep), "results.json"));
     crowded ??= doc && oversubscribed(doc);
-    // The launch's copy path rides on its rows: what its start-up found the machine to be (metrics/verdict.ts, startupApart).
-    // Only a string is one (results files come from anywhere); a stranger's object would not bind to a column.
-    const launch: [string, unknown][] = typeof doc?.copy_path === "string" ? [["copy_path", doc.copy_path]] : [];
+    // What the launch's start-up found the machine to be rides on its rows: its copy path (metrics/verdict.ts,
+    // startupApart) and its core round trip (judgeAlike). Only a string and a number are such (results files come
+    // from anywhere); a stranger's object would not bind to a column.
+    const roundTrip = coreRoundTrip(doc?.core_round_trip_ns);
+    const launch: [string, unknown][] = [
+      ...(typeof doc?.copy_path === "string" ? [["copy_path", doc.copy_path] as [string, unknown]] : []),
+      ...(roundTrip !== undefined ? [["core_round_trip_ns", roundTrip] as [string, unknown]] : []),
+    ];
     for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...launch, ...flatten(r)]));
     for (const [k, v] of Object.entries(doc?.manifest?.env ?? {})) if (!env.has(k)) env.set(k, String(v));
   }

@@ -22,7 +22,7 @@ export const MIN_REPS = 3;
 
 export type Direction = "higher" | "lower";
 
-export type Verdict = "regression" | "improvement" | "within tolerance" | "within noise" | "too few repetitions";
+export type Verdict = "regression" | "improvement" | "within tolerance" | "within noise" | "too few repetitions" | "machine differed";
 
 export interface Judgement {
   /** Each side's median over its repetitions. */
@@ -116,6 +116,99 @@ export function judge(before: readonly number[], after: readonly number[], direc
     : interval[0] > threshold || large.every((g) => g > 2 * threshold) ? "improvement" : "within noise";
   return { ...base, interval, verdict };
 }
+
+/**
+ * A launch's core round trip (results.json `core_round_trip_ns`: rank 0's host's first rank to each other one, at
+ * start-up): its farthest pair's, since every exchange waits for that pair; undefined where the file has none
+ * (other backends, files before 2026-11-29, a stranger's field of another shape).
+ */
+export function coreRoundTrip(recorded: unknown): number | undefined {
+  const ns = (Array.isArray(recorded) ? recorded : [recorded]).filter((v): v is number => typeof v === "number" && Number.isFinite(v) && v > 0);
+  return ns.length ? Math.max(...ns) : undefined;
+}
+
+/**
+ * Which machine each launch measured, by its core round trip: the round trips sorted, a new machine wherever one
+ * lies more than APART above the one before (on the EPYC VM two machines, 49-67 ns and 297-347 ns, that a
+ * hypervisor switches between every few minutes). Indices in the order given; undefined where any launch has no
+ * round trip, since then the launches cannot be told apart.
+ */
+export function machines(roundTrips: readonly (number | undefined)[]): number[] | undefined {
+  if (roundTrips.some((t) => t === undefined)) return undefined;
+  const order = roundTrips.map((t, i) => [t!, i] as const).sort((x, y) => x[0] - y[0]);
+  const out = new Array<number>(roundTrips.length);
+  let machine = 0;
+  order.forEach(([t, i], k) => {
+    if (k > 0 && t > order[k - 1]![0] * APART) machine++;
+    out[i] = machine;
+  });
+  return out;
+}
+
+/** One repetition's value and its launch's core round trip (coreRoundTrip). */
+export interface Measured {
+  value: number;
+  roundTrip?: number;
+}
+
+/**
+ * judge() for the repetitions of one machine, where a side may have too few for the rank test: then, with
+ * MIN_REPS pairs or more, a change beyond twice the threshold in every pair counts (3 against 1 repetition, all
+ * 2x slower), and anything less is within noise.
+ */
+function judgeFew(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Verdict {
+  const j = judge(before, after, direction, threshold);
+  if (j.verdict !== "too few repetitions" || before.length * after.length < MIN_REPS) return j.verdict;
+  const gains = before.flatMap((b) => after.map((a) => (direction === "higher" ? a / b - 1 : b / a - 1)));
+  return gains.every((g) => g < -2 * threshold) ? "regression" : gains.every((g) => g > 2 * threshold) ? "improvement" : "within noise";
+}
+
+/**
+ * judge() of like with like: where the launches measured more than one machine (machines), each machine both sides
+ * measured is judged on its own repetitions (judgeFew), and the row takes their verdict where they agree, within
+ * noise where they do not, and "machine differed" where the sides share no machine. A 2-vCPU VM whose vCPUs the
+ * hypervisor moved ran every op 4-7x slower for minutes (Open MPI's too), so identical campaigns, one on each
+ * machine, regressed in 7 of 20 pairs under load; no statistic over the values alone tells that from a slowdown of
+ * the code (docs/PERFORMANCE.md, "The machine's two states"). Medians and gain stay those of all repetitions.
+ */
+export function judgeAlike(before: readonly Measured[], after: readonly Measured[], direction: Direction, threshold: number): Judgement {
+  const value = (m: Measured) => m.value;
+  const all = judge(before.map(value), after.map(value), direction, threshold);
+  const machine = machines([...before, ...after].map((m) => m.roundTrip));
+  if (!machine || new Set(machine).size < 2 || all.verdict === "within tolerance") return all;
+  const [mb, ma] = [machine.slice(0, before.length), machine.slice(before.length)];
+  const shared = [...new Set(mb)].filter((m) => ma.includes(m));
+  if (!shared.length) return { before: all.before, after: all.after, gain: all.gain, verdict: "machine differed" };
+  const on = (side: readonly Measured[], of: number[], m: number) => side.filter((_, i) => of[i] === m).map(value);
+  const verdicts = shared.map((m) => judgeFew(on(before, mb, m), on(after, ma, m), direction, threshold)).filter((v) => v !== "too few repetitions");
+  const verdict = !verdicts.length ? "too few repetitions" : verdicts.every((v) => v === verdicts[0]) ? verdicts[0]! : "within noise";
+  return { before: all.before, after: all.after, gain: all.gain, verdict };
+}
+
+/**
+ * Where the launches of two sides measured more than one machine (machines), what each side measured: "the
+ * baseline: 3 launches at 49-52 ns; the new campaign: 2 at 310-327 ns, 1 at 50 ns"; "" where all measured one.
+ */
+export function describeMachines(sides: readonly [string, readonly (number | undefined)[]][]): string {
+  const all = sides.flatMap(([, trips]) => trips);
+  const machine = machines(all);
+  if (!machine || new Set(machine).size < 2) return "";
+  let at = 0;
+  return sides.map(([name, trips]) => {
+    const mine = trips.map((t, i) => [machine[at + i]!, t!] as const);
+    at += trips.length;
+    const counts = [...new Set(mine.map(([m]) => m))].sort((x, y) => x - y).map((m) => {
+      const ns = mine.filter(([k]) => k === m).map(([, t]) => t);
+      const [lo, hi] = [Math.min(...ns).toFixed(0), Math.max(...ns).toFixed(0)];
+      return `${ns.length} at ${lo === hi ? lo : `${lo}-${hi}`} ns`;
+    });
+    return `${name}: ${counts.join(", ")}`;
+  }).join("; ");
+}
+
+/** The line a comparison gives sides whose launches measured more than one machine (`what`: describeMachines). */
+export const machinesNote = (what: string) =>
+  `# MACHINES: the launches' cores were apart by different round trips (a cache line between the ranks, timed at start-up): ${what}; each row is judged on the launches of a machine both sides measured, "machine differed" where they share none`;
 
 /** A judgement's interval in words: "change across repetitions -31.2%..-18.0%". */
 export const describeInterval = ([lo, hi]: [number, number]) => `change across repetitions ${(lo * 100).toFixed(1)}%..${(hi * 100).toFixed(1)}%`;

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
-import { apartRepetitions, describeAparts, describeInterval, judge, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
+import { apartRepetitions, coreRoundTrip, describeAparts, describeInterval, describeMachines, judgeAlike, machines, machinesNote, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
 
@@ -23,6 +23,20 @@ const rowSchema = z.looseObject({
 const documentSchema = z.looseObject({ job: z.string(), world_size: z.number(), results: z.array(rowSchema), manifest: z.unknown().optional() });
 type Row = z.output<typeof rowSchema>;
 export type ResultsFile = z.output<typeof documentSchema>;
+
+/** One run: its rows and its launch's core round trip (metrics/verdict.ts, coreRoundTrip). */
+export interface Run {
+  rows: Row[];
+  roundTrip?: number;
+}
+
+export const runOf = (d: ResultsFile): Run => ({ rows: d.results, roundTrip: coreRoundTrip(d.core_round_trip_ns) });
+
+/** A row of one run, with that run's core round trip. */
+interface Entry {
+  row: Row;
+  roundTrip?: number;
+}
 
 export function loadResults(file: string): ResultsFile {
   let text: string;
@@ -78,6 +92,8 @@ export interface Comparison {
    * beside them: 43% on a 1 MiB allreduce). Marked, never a regression: only runs a side can say it is one.
    */
   suspect?: string;
+  /** The sides' runs measured no machine in common (judgeAlike): how far apart each side's cores were. */
+  machine?: string;
 }
 
 // A parameter sweep's points are rows of their own (`ar[algorithm=tree]`), as in the table.
@@ -116,8 +132,17 @@ function fewRunsNoise(b: Row[], a: Row[], ratio: number): string | undefined {
   return undefined;
 }
 
+/** "cores 49 ns apart in A's runs, 320 ns in B's" where the sides' runs share no machine (machines), else undefined. */
+function machineDiffered(b: Entry[], a: Entry[]): string | undefined {
+  const machine = machines([...b, ...a].map((e) => e.roundTrip));
+  if (!machine || machine.slice(0, b.length).some((m) => machine.slice(b.length).includes(m))) return undefined;
+  const ns = (side: Entry[]) => median(side.map((e) => e.roundTrip!)).toFixed(0);
+  return `cores ${ns(b)} ns apart in A's runs, ${ns(a)} ns in B's`;
+}
+
 /** One row over every run of both sides (each list holds the row from each run that has it). */
-function compareRow(key: string, b: Row[], a: Row[], threshold: number): Comparison {
+function compareRow(key: string, before: Entry[], after: Entry[], threshold: number): Comparison {
+  const [b, a] = [before.map((e) => e.row), after.map((e) => e.row)];
   if (!a.length) return { key, row: b[0]!, before: medians(b), regression: "missing in the second run" };
   const ratio = median(a.map(speed)) / median(b.map(speed));
   const wrong = a.reduce((n, r) => n + (r.wrong ?? 0), 0);
@@ -125,13 +150,17 @@ function compareRow(key: string, b: Row[], a: Row[], threshold: number): Compari
   if (wrong > 0) return { ...base, regression: `${wrong} wrong elements` };
   if (!(Number.isFinite(ratio) && ratio < 1 - threshold)) return { ...base, regression: undefined };
   const slower = `${((1 - ratio) * 100).toFixed(1)}% slower`;
+  const machine = machineDiffered(before, after);
+  if (machine) return { ...base, regression: undefined, machine };
   if (a.length < MIN_REPS || b.length < MIN_REPS) {
     const noise = fewRunsNoise(b, a, ratio);
     return noise ? { ...base, regression: undefined, noise } : { ...base, regression: undefined, suspect: slower };
   }
-  // Slower only when the change's whole interval is beyond the threshold: it holds across the runs.
-  const { interval, verdict } = judge(b.map(speed), a.map(speed), "higher", threshold);
-  const range = interval ? describeInterval(interval) : "";
+  // Slower only when the change's whole interval is beyond the threshold (it holds across the runs), like
+  // machine with like where the runs measured more than one.
+  const measured = (side: Entry[]) => side.map((e) => ({ value: speed(e.row), roundTrip: e.roundTrip }));
+  const { interval, verdict } = judgeAlike(measured(before), measured(after), "higher", threshold);
+  const range = interval ? describeInterval(interval) : "judged on the runs of a machine both sides measured";
   return verdict === "regression" ? { ...base, interval, regression: `${slower} (${range})` } : { ...base, interval, regression: undefined, noise: range };
 }
 
@@ -139,15 +168,15 @@ function compareRow(key: string, b: Row[], a: Row[], threshold: number): Compari
  * Rows matched by stage and shape over the runs of each side; a slowdown beyond `threshold` (a fraction)
  * that also exceeds the noise, wrong elements or a missing row regress.
  */
-export function compareRuns(before: Row[][], after: Row[][], threshold: number): Comparison[] {
-  const group = (runs: Row[][]) => {
-    const m = new Map<string, Row[]>();
-    for (const r of runs.flat()) m.set(keyOf(r), [...(m.get(keyOf(r)) ?? []), r]);
+export function compareRuns(before: Run[], after: Run[], threshold: number): Comparison[] {
+  const group = (runs: Run[]) => {
+    const m = new Map<string, Entry[]>();
+    for (const { rows, roundTrip } of runs) for (const row of rows) m.set(keyOf(row), [...(m.get(keyOf(row)) ?? []), { row, roundTrip }]);
     return m;
   };
   const earlier = group(before), later = group(after);
   const out = [...earlier].map(([key, b]) => compareRow(key, b, later.get(key) ?? [], threshold));
-  for (const [key, a] of later) if (!earlier.has(key)) out.push({ key, row: a[0]!, after: medians(a), regression: undefined });
+  for (const [key, a] of later) if (!earlier.has(key)) out.push({ key, row: a[0]!.row, after: medians(a.map((e) => e.row)), regression: undefined });
   return out;
 }
 
@@ -197,7 +226,14 @@ export function unsteadyRuns(side: string, files: string[], docs: ResultsFile[])
   return apart.length ? [unsteadyNote(`side ${side}`, describeAparts(apart, (i) => files[i]!, copyPaths))] : [];
 }
 
-/** The table, with `notes` (OVERSUBSCRIBED, UNSTEADY) above the count. */
+/** One line where the runs' launches measured more than one machine (metrics/verdict.ts, describeMachines). */
+export function machineRuns(before: ResultsFile[], after: ResultsFile[]): string[] {
+  const trips = (docs: ResultsFile[]) => docs.map((d) => coreRoundTrip(d.core_round_trip_ns));
+  const what = describeMachines([["A", trips(before)], ["B", trips(after)]]);
+  return what ? [machinesNote(what)] : [];
+}
+
+/** The table, with `notes` (OVERSUBSCRIBED, UNSTEADY, MACHINES) above the count. */
 export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = [], notes: string[] = []): string {
   const cell = (v: number | undefined, d = 2) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(d));
   const lines = [
@@ -206,13 +242,13 @@ export function formatComparison(rows: Comparison[], threshold: number, runs: [n
     `# ${"stage".padEnd(16)} ${"op".padEnd(14)} ${"count".padStart(12)} ${"busbw A".padStart(9)} ${"busbw B".padStart(9)} ${"time A".padStart(10)} ${"time B".padStart(10)} ${"B/A".padStart(6)}  verdict`,
     ...rows.map((c) => {
       const r = c.row;
-      const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.suspect ? `slower? ${c.suspect} (unconfirmed)` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
+      const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.machine ? `machine differed (${c.machine})` : c.suspect ? `slower? ${c.suspect} (unconfirmed)` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
       return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
   lines.push(...notes);
   const regressions = rows.filter((c) => c.regression).length;
-  const suspects = rows.filter((c) => c.suspect).length;
-  lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)${suspects ? `; ${suspects} slower? (unconfirmed)` : ""}`);
+  const [suspects, differed] = [rows.filter((c) => c.suspect).length, rows.filter((c) => c.machine).length];
+  lines.push(`# ${regressions} regression${regressions === 1 ? "" : "s"} (threshold ${(threshold * 100).toFixed(1)}%)${suspects ? `; ${suspects} slower? (unconfirmed)` : ""}${differed ? `; ${differed} on different machines` : ""}`);
   return lines.join("\n") + "\n";
 }

@@ -262,6 +262,7 @@ export async function runRank(r: RunRequest): Promise<number> {
     version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
     topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
     ...(opened.comm.copyPath && { copy_path: opened.comm.copyPath }),
+    ...(opened.comm.coreRoundTrips.length && { core_round_trip_ns: opened.comm.coreRoundTrips.map((ns) => Number(ns.toFixed(1))) }),
     results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ...more,
     manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg), opened.secret),
     ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),

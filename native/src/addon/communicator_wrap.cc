@@ -168,6 +168,7 @@ Napi::Function CommunicatorWrap::define(Napi::Env env) {
                       InstanceAccessor<&CommunicatorWrap::getSize>("size"),
                       InstanceAccessor<&CommunicatorWrap::getBackend>("backend"),
                       InstanceAccessor<&CommunicatorWrap::getCopyPath>("copyPath"),
+                      InstanceAccessor<&CommunicatorWrap::getCoreRoundTrips>("coreRoundTrips"),
                       InstanceAccessor<&CommunicatorWrap::getStepsDone>("stepsDone")});
 }
 
@@ -421,6 +422,13 @@ Napi::Value CommunicatorWrap::getBackend(const Napi::CallbackInfo& info) {
 
 Napi::Value CommunicatorWrap::getCopyPath(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), backend_ ? backend_->copyPath() : "");
+}
+
+Napi::Value CommunicatorWrap::getCoreRoundTrips(const Napi::CallbackInfo& info) {
+  const std::vector<double> ns = backend_ ? backend_->coreRoundTrips() : std::vector<double>{};
+  Napi::Array out = Napi::Array::New(info.Env(), ns.size());
+  for (size_t i = 0; i < ns.size(); ++i) out.Set(uint32_t(i), Napi::Number::New(info.Env(), ns[i]));
+  return out;
 }
 
 Napi::Value CommunicatorWrap::getStepsDone(const Napi::CallbackInfo& info) {

@@ -44,6 +44,7 @@ class CommunicatorWrap : public Napi::ObjectWrap<CommunicatorWrap> {
   Napi::Value getSize(const Napi::CallbackInfo& info);
   Napi::Value getBackend(const Napi::CallbackInfo& info);
   Napi::Value getCopyPath(const Napi::CallbackInfo& info);
+  Napi::Value getCoreRoundTrips(const Napi::CallbackInfo& info);
   Napi::Value getStepsDone(const Napi::CallbackInfo& info);
 
   int rank_ = 0, size_ = 1;

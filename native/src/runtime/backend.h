@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/collectives.h"
 #include "kernels/memory.h"
@@ -21,6 +22,9 @@ class Backend {
   // How the backend moves large messages where it has more than one way, as agreed at connect() (shm:
   // single copy or staged, and why); "" where it has one.
   virtual std::string copyPath() const { return ""; }
+  // Nanoseconds a cache line takes from the host's first rank to each other rank and back, as timed at
+  // connect() (shm: backends/shm/core_probe.h); empty where the backend does not time it.
+  virtual std::vector<double> coreRoundTrips() const { return {}; }
   // Lanes take host pointers, one per stream: 0 runs the "main" stream on the step's thread, the others
   // run concurrently, each on a worker of its own (base/lane_worker.h).
   virtual Collectives& lane(int i) = 0;

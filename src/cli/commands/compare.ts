@@ -36,13 +36,13 @@ export const compareCommand: CommandModule<object, CompareArgs> = {
       .example("$0 compare base/results.json new/results.json --threshold 0.1", "fail if any row is >10% slower")
       .example("$0 compare a1.json a2.json a3.json -- b1.json b2.json b3.json", "slower only beyond the runs' own spread") as Argv<CompareArgs>,
   handler: async (args) => {
-    const { checkComparable, compareRuns, crowdedRuns, formatComparison, loadResults, manifestDifferences, unsteadyRuns } = await import("../../report/compare.js");
+    const { checkComparable, compareRuns, crowdedRuns, formatComparison, loadResults, machineRuns, manifestDifferences, runOf, unsteadyRuns } = await import("../../report/compare.js");
     const [a, b] = sides(args);
     const [before, after] = [a.map(loadResults), b.map(loadResults)];
     checkComparable([...a, ...b], [...before, ...after]);
-    const rows = compareRuns(before.map((d) => d.results), after.map((d) => d.results), args.threshold);
+    const rows = compareRuns(before.map(runOf), after.map(runOf), args.threshold);
     const differences = manifestDifferences(before[0]!.manifest, after[0]!.manifest);
-    const notes = [...crowdedRuns([...a, ...b], [...before, ...after]), ...unsteadyRuns("A", a, before), ...unsteadyRuns("B", b, after)];
+    const notes = [...crowdedRuns([...a, ...b], [...before, ...after]), ...unsteadyRuns("A", a, before), ...unsteadyRuns("B", b, after), ...machineRuns(before, after)];
     process.stdout.write(formatComparison(rows, args.threshold, [before.length, after.length], differences, notes));
     process.exitCode = rows.some((c) => c.regression) ? 1 : 0;
   },

@@ -17,7 +17,7 @@ namespace spmd::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x73706d642d73686dull;  // "spmd-shm"
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 // Where glibc's shm_open puts its names.
 constexpr const char* kShmDir = "/dev/shm";
 

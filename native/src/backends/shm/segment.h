@@ -58,6 +58,8 @@ struct alignas(kCacheLine) SegmentHeader {
   std::atomic<uint32_t> attached;
   std::atomic<uint32_t> aborted;  // 0, or 1 + the rank that aborted: the others stop waiting
   char abortReason[256];          // written by the aborting rank before it sets `aborted`
+  // The line the start-up's core probe hands back and forth (core_probe.h), on a cache line of its own.
+  alignas(kCacheLine) std::atomic<uint64_t> probe;
 };
 
 // A stretch of one rank's own memory, as it publishes it for peers to move single-copy (single_copy.h).

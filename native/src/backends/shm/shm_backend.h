@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_collectives.h"
@@ -36,6 +37,7 @@ class ShmBackend : public Backend {
   // sizes, by timing both paths (crossover.h).
   void connect() override;
   std::string copyPath() const override;
+  std::vector<double> coreRoundTrips() const override { return coreRoundTrips_; }
   Collectives& lane(int i) override { return *collectives_[i]; }
   int lanes() const override { return kLanes; }
   void release() override { segment_.unlink(); }
@@ -47,6 +49,7 @@ class ShmBackend : public Backend {
   bool singleCopyAllowed_;
   std::string staged_ = "not agreed: connect() was not called";  // why blocks stage ("" once single copy is agreed)
   SingleCopyFrom from_;  // where single copy was agreed: from which sizes
+  std::vector<double> coreRoundTrips_;  // as timed at connect() (core_probe.h)
   std::unique_ptr<ShmTransport> transports_[kLanes];
   std::unique_ptr<SharedCollectives> collectives_[kLanes];
 };

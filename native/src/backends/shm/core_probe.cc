@@ -1,0 +1,65 @@
+#include "backends/shm/core_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "base/cores.h"
+
+namespace spmd::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Best of kChunks chunks of kTrips round trips each: a chunk the scheduler or an interrupt hit does not decide,
+// and all of them take under a millisecond a pair at 300 ns.
+constexpr int kChunks = 8;
+constexpr int kTrips = 256;
+// A wait this long means the partner is off its CPU (a busy machine): the pair gives up rather than time that.
+constexpr auto kProbeGiveUp = std::chrono::milliseconds(20);
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// Spins until `line` holds `want`; false once kProbeGiveUp has passed.
+bool await(const std::atomic<uint64_t>& line, uint64_t want) {
+  const Clock::time_point until = Clock::now() + kProbeGiveUp;
+  for (uint32_t i = 1;; ++i) {
+    if (line.load(std::memory_order_acquire) == want) return true;
+    if (i % 1024 == 0 && Clock::now() > until) return false;
+  }
+}
+
+// This rank's side of a pair's round trips from `base` (rank 0 `asks`, its partner answers): ns per round trip
+// in the best chunk, kNever where a wait gave up.
+double roundTrips(std::atomic<uint64_t>& line, uint64_t base, bool asks) {
+  double best = kNever;
+  uint64_t v = base;
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kTrips; ++i, v += 2) {
+      if (asks) line.store(v + 1, std::memory_order_release);
+      if (!await(line, asks ? v + 2 : v + 1)) return kNever;
+      if (!asks) line.store(v + 2, std::memory_order_release);
+    }
+    best = std::min(best, std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kTrips);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line) {
+  const int W = c.size(), me = c.rank();
+  if (W < 2 || unsigned(W) > onlineCores()) return {};
+  // Pair r's values start at r << 40, above any an earlier pair left on the line, which would otherwise answer
+  // the new pair's first wait.
+  std::vector<double> ns(size_t(W - 1), 0);
+  for (int r = 1; r < W; ++r) {
+    c.barrier(Algo::Auto);
+    if (me == 0 || me == r) ns[size_t(r - 1)] = roundTrips(line, uint64_t(r) << 40, me == 0);
+  }
+  c.allreduce(ns.data(), ns.data(), ns.size(), DType::F64, RedOp::Max, Algo::Shared);
+  if (std::any_of(ns.begin(), ns.end(), [](double t) { return t == kNever; })) return {};
+  return ns;
+}
+
+}  // namespace spmd::shm

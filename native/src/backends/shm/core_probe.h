@@ -1,0 +1,23 @@
+// How far apart the cores of a host's ranks are, timed once at start-up: the round trip of one cache line between
+// the segment's first rank and each other rank (one writes, the other answers, both spinning). Where a hypervisor
+// places a VM's vCPUs anew, it changes between launches of one job, and every op that hands data between the ranks
+// moves with it, whatever the code: on a 2-vCPU EPYC VM under load, 49-67 ns in some stretches of minutes and
+// 297-339 ns in others, and a 1 MiB allreduce at W=2 took 60-65 against 290-470 us (Open MPI's 132-158 against
+// 370-750 us) (docs/PERFORMANCE.md, "The machine's two states"). Comparisons keep launches that measured
+// different machines apart by it (src/metrics/verdict.ts, machineStates).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "backends/shm/shared_collectives.h"
+
+namespace spmd::shm {
+
+// Collective on lane `c` of every rank of the segment, at connect(): nanoseconds per round trip of `line` (the
+// segment's probe line) between rank 0 and each of ranks 1..W-1, the same W-1 numbers on every rank. Empty where
+// not timed: one rank; more ranks than CPUs (a rank that waits for a core would time the scheduler); or a
+// round trip that waited over kProbeGiveUp (a rank lost its CPU to other work throughout).
+std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line);
+
+}  // namespace spmd::shm
