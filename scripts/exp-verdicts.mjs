@@ -38,6 +38,8 @@ const byWorld = (changes, pick) => {
   return Object.fromEntries(Object.entries(out).map(([w, cs]) => [w, pick(cs)]));
 };
 const regressions = (cs) => cs.filter((c) => c.verdict === "regression").length;
+// Rows whose sides' launches shared no machine (metrics/verdict.ts, judgeAlike): neither passed nor caught.
+const differed = (cs) => cs.filter((c) => c.verdict === "machine differed").length;
 const pairs = dirs.slice(1).map((b, i) => [dirs[i], b]);
 
 try {
@@ -46,16 +48,16 @@ try {
     for (const [a, b] of pairs) {
       const side = mode === "identical" ? b : scaled(b, 2, () => true);
       const { changes } = await compareSides([{ dir: a }, { dir: side }], DEFAULT_THRESHOLD);
-      const counts = byWorld(changes, (cs) => [regressions(cs), cs.length]);
-      for (const [w, [n, of]] of Object.entries(counts)) {
+      const counts = byWorld(changes, (cs) => [regressions(cs), cs.length, differed(cs)]);
+      for (const [w, [n, of, apart]] of Object.entries(counts)) {
         const ok = mode === "identical" ? n === 0 : n === of;
-        (tally[w] ??= [0, 0])[0] += ok ? 1 : 0;
-        tally[w][1]++;
+        const t = (tally[w] ??= [0, 0, 0]);
+        [t[0], t[1], t[2]] = [t[0] + (ok ? 1 : 0), t[1] + 1, t[2] + (apart ? 1 : 0)];
       }
-      console.log(`${path.basename(a)} vs ${path.basename(b)}: ${Object.entries(counts).map(([w, [n, of]]) => `${w} ${n}/${of} regressions`).join(", ")}`);
+      console.log(`${path.basename(a)} vs ${path.basename(b)}: ${Object.entries(counts).map(([w, [n, of, apart]]) => `${w} ${n}/${of} regressions${apart ? `, ${apart} machine differed` : ""}`).join(", ")}`);
     }
     const goal = mode === "identical" ? "with no regression" : "with every row a regression";
-    for (const [w, [ok, of]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} pairs ${goal} (threshold ${DEFAULT_THRESHOLD})`);
+    for (const [w, [ok, of, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} pairs ${goal}; ${apart} with rows whose sides shared no machine (threshold ${DEFAULT_THRESHOLD})`);
   } else if (mode === "one-op") {
     const tally = {};
     for (const [a, b] of pairs) {

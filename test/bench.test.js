@@ -200,6 +200,17 @@ test("a row whose per-round ratios lie more than 1.5× apart wavers (its invocat
   assert.ok(!wavering(row(1.0, 1.5)) && !wavering(row(0.4)) && !wavering(row(1.2, 1.3, 1.1)));
 });
 
+test("our invocations whose start-ups timed the ranks' cores apart as two machines are counted in the notes", () => {
+  const doc = JSON.parse(readFileSync(path.join(RESULTS, "2026-11-26T08-44-16-075Z.json"), "utf8"));
+  const note = (d) => tableNotes(d).find((l) => l.startsWith("Our invocations' start-ups"));
+  assert.equal(note(doc), undefined, "a run from before the probe");
+  const ours = doc.invocations.filter((v) => v.peer === "ours");
+  ours.forEach((v, i) => (v.core_round_trip_ns = [i === 0 ? 320.5 : 50 + (i % 3)]));
+  assert.equal(note(doc), `Our invocations' start-ups timed the ranks' cores apart by more than one machine's round trip (core_round_trip_ns per invocation in the JSON; docs/DESIGN.md, "The verdict"): our invocations that timed it: ${ours.length - 1} at 50-52 ns, 1 at 321 ns. The peers beside them met the same machine.`);
+  ours.forEach((v) => (v.core_round_trip_ns = [50]));
+  assert.equal(note(doc), undefined, "one machine: nothing to say");
+});
+
 test("invocations during which the hypervisor stole 2% of the CPU or more are counted per peer in the notes", () => {
   const doc = JSON.parse(readFileSync(path.join(RESULTS, "2026-11-26T08-44-16-075Z.json"), "utf8"));
   const note = (d) => tableNotes(d).find((l) => l.startsWith("The hypervisor"));

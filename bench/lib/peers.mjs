@@ -121,7 +121,8 @@ export async function runOurs(group, dir, tag, timeoutSec, side = OURS) {
     if (row.size !== pt.bytes) throw new Error(`${group.id}: ${pt.op} size ${row.size} in results.json, expected ${pt.bytes}`);
     return { algorithm: row.algorithm, size: row.size, time: row.time, busbw_reported: row.busbw, per_rank_avg_us: row.per_rank_avg_us };
   });
-  return { ms: p.ms, run_dir: path.join(outDir, runs[0]), max_rss_kib: doc.ranks.map((r) => r.max_rss_kib), points };
+  const cores = doc.core_round_trip_ns ? { core_round_trip_ns: doc.core_round_trip_ns } : {};
+  return { ms: p.ms, run_dir: path.join(outDir, runs[0]), max_rss_kib: doc.ranks.map((r) => r.max_rss_kib), ...cores, points };
 }
 
 /** One mpirun of the Open MPI baseline for a group. */

@@ -2,6 +2,7 @@
 // docs/PERFORMANCE.md's generated section.
 import { readFileSync } from "node:fs";
 import { formatSize } from "../../dist/config/size.js";
+import { coreRoundTrip, describeMachines } from "../../dist/metrics/verdict.js";
 import { writeFileAtomic } from "../../dist/report/write-atomic.js";
 import { busBandwidth, CACHE_FACTOR, formulaMarkdown, memoryBound } from "../bounds.mjs";
 import { osuMarkdown } from "./osu.mjs";
@@ -345,7 +346,19 @@ export const tableNotes = (doc) => [
   "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
   ...unsteadyNote(doc.rows),
   ...stealNote(doc.invocations ?? []),
+  ...machinesNote(doc.invocations ?? []),
 ];
+
+/**
+ * Where our invocations' start-ups found the ranks' cores apart by round trips of more than one machine
+ * (metrics/verdict.ts, describeMachines): on the EPYC VM every op, Open MPI's too, ran 4-7x slower in the far one.
+ */
+function machinesNote(invocations) {
+  // Only where the ranks timed it: not with more ranks than CPUs.
+  const trips = invocations.filter((v) => v.peer === "ours" || v.peer === "launch").map((v) => coreRoundTrip(v.core_round_trip_ns)).filter((t) => t !== undefined);
+  const what = describeMachines([["our invocations that timed it", trips]]);
+  return what ? [`Our invocations' start-ups timed the ranks' cores apart by more than one machine's round trip (core_round_trip_ns per invocation in the JSON; docs/DESIGN.md, "The verdict"): ${what}. The peers beside them met the same machine.`] : [];
+}
 
 // From this share of the CPU time stolen by the hypervisor (another guest ran on the host's core) an
 // invocation is named in the notes: on the 2-core VM steal was 0.5% over a day.
