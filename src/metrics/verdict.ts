@@ -167,9 +167,9 @@ function judgeFew(before: readonly number[], after: readonly number[], direction
  * judge() of like with like: where the launches measured more than one machine (machines), each machine both sides
  * measured is judged on its own repetitions (judgeFew), and the row takes their verdict where they agree, within
  * noise where they do not, and "machine differed" where the sides share no machine. A 2-vCPU VM whose vCPUs the
- * hypervisor moved ran every op 4-7x slower for minutes (Open MPI's too), so identical campaigns, one on each
- * machine, regressed in 7 of 20 pairs under load; no statistic over the values alone tells that from a slowdown of
- * the code (docs/PERFORMANCE.md, "The machine's two states"). Medians and gain stay those of all repetitions.
+ * hypervisor moved ran every op 4-7x slower for minutes (Open MPI's too), so identical campaigns under load regressed
+ * in 4-5 of 20 pairs (2 like with like); no statistic over the values alone tells that from a slowdown of the code
+ * (docs/PERFORMANCE.md, "The machine's two states"). Medians and gain stay those of all repetitions.
  */
 export function judgeAlike(before: readonly Measured[], after: readonly Measured[], direction: Direction, threshold: number): Judgement {
   const value = (m: Measured) => m.value;

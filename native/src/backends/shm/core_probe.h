@@ -1,10 +1,10 @@
 // How far apart the cores of a host's ranks are, timed once at start-up: the round trip of one cache line between
 // the segment's first rank and each other rank (one writes, the other answers, both spinning). Where a hypervisor
 // places a VM's vCPUs anew, it changes between launches of one job, and every op that hands data between the ranks
-// moves with it, whatever the code: on a 2-vCPU EPYC VM under load, 49-67 ns in some stretches of minutes and
-// 297-339 ns in others, and a 1 MiB allreduce at W=2 took 60-65 against 290-470 us (Open MPI's 132-158 against
-// 370-750 us) (docs/PERFORMANCE.md, "The machine's two states"). Comparisons keep launches that measured
-// different machines apart by it (src/metrics/verdict.ts, machineStates).
+// moves with it, whatever the code: on a 2-vCPU EPYC VM, 49-67 ns in some stretches of minutes and 297-339 ns in
+// others, and a 1 MiB allreduce at W=2 took 60-65 against 254-472 us (Open MPI's 132-136 against 370-638 us)
+// (docs/PERFORMANCE.md, "The machine's two states"). Comparisons keep launches that measured different machines
+// apart by it (src/metrics/verdict.ts, judgeAlike).
 #pragma once
 #include <atomic>
 #include <cstdint>
