@@ -347,7 +347,7 @@ void testCoreRoundTrips() {
       auto errors = onTransports(W, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
         shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
         c.setDeadline(Clock::now() + std::chrono::seconds(20));
-        ns[size_t(r)] = shm::timeCoreRoundTrips(c, seg.header().probe);
+        ns[size_t(r)] = shm::timeCoreRoundTrips(c, seg.header().probe, !t.spins());
       });
       for (const auto& e : errors) check(e.empty(), where + ": " + e);
     }
@@ -356,6 +356,16 @@ void testCoreRoundTrips() {
     for (double t : ns[0]) check(t > 0 && t < 1e6, where + ": " + std::to_string(t) + " ns");
     if (timed) std::printf("%s: %.1f ns\n", where.c_str(), ns[0].empty() ? 0.0 : ns[0][0]);
   }
+  // One rank whose binding shares its CPUs: none time, so that no rank spins for a partner off the CPU.
+  std::vector<std::vector<double>> shared(2, std::vector<double>{-1});
+  auto errors = onTransports(2, shm::Layout{0, 1, 4096, 4096, 2}, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
+    if (r == 1) t.shareCores(true);
+    shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
+    c.setDeadline(Clock::now() + std::chrono::seconds(20));
+    shared[size_t(r)] = shm::timeCoreRoundTrips(c, seg.header().probe, !t.spins());
+  });
+  for (const auto& e : errors) check(e.empty(), "core round trips, one rank sharing: " + e);
+  check(shared[0].empty() && shared[1].empty(), "core round trips: none where one rank shares its CPUs");
 }
 
 // The threshold from the timed readings (µs per timed size, 16-256 KiB): single copy from where it saves the

@@ -15,13 +15,13 @@ using Clock = std::chrono::steady_clock;
 // and all of them take under a millisecond a pair at 300 ns.
 constexpr int kChunks = 8;
 constexpr int kTrips = 256;
-// A wait this long means the partner is off its CPU (a busy machine): the pair gives up rather than time that.
-constexpr auto kProbeGiveUp = std::chrono::milliseconds(20);
+// A pair whose round trips take this long in all has a rank kept off its CPU (a busy machine): it gives up rather
+// than time that, and start-up stays short.
+constexpr auto kPairGiveUp = std::chrono::milliseconds(50);
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-// Spins until `line` holds `want`; false once kProbeGiveUp has passed.
-bool await(const std::atomic<uint64_t>& line, uint64_t want) {
-  const Clock::time_point until = Clock::now() + kProbeGiveUp;
+// Spins until `line` holds `want`; false once `until` has passed.
+bool await(const std::atomic<uint64_t>& line, uint64_t want, Clock::time_point until) {
   for (uint32_t i = 1;; ++i) {
     if (line.load(std::memory_order_acquire) == want) return true;
     if (i % 1024 == 0 && Clock::now() > until) return false;
@@ -31,13 +31,14 @@ bool await(const std::atomic<uint64_t>& line, uint64_t want) {
 // This rank's side of a pair's round trips from `base` (rank 0 `asks`, its partner answers): ns per round trip
 // in the best chunk, kNever where a wait gave up.
 double roundTrips(std::atomic<uint64_t>& line, uint64_t base, bool asks) {
+  const Clock::time_point until = Clock::now() + kPairGiveUp;
   double best = kNever;
   uint64_t v = base;
   for (int chunk = 0; chunk < kChunks; ++chunk) {
     const Clock::time_point t0 = Clock::now();
     for (int i = 0; i < kTrips; ++i, v += 2) {
       if (asks) line.store(v + 1, std::memory_order_release);
-      if (!await(line, asks ? v + 2 : v + 1)) return kNever;
+      if (!await(line, asks ? v + 2 : v + 1, until)) return kNever;
       if (!asks) line.store(v + 2, std::memory_order_release);
     }
     best = std::min(best, std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kTrips);
@@ -47,9 +48,13 @@ double roundTrips(std::atomic<uint64_t>& line, uint64_t base, bool asks) {
 
 }  // namespace
 
-std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line) {
+std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line, bool sharesCores) {
   const int W = c.size(), me = c.rank();
   if (W < 2 || unsigned(W) > onlineCores()) return {};
+  // Each rank knows its own binding only: the ranks skip together if any of them shares.
+  double shares = sharesCores ? 1 : 0;
+  c.allreduce(&shares, &shares, 1, DType::F64, RedOp::Max, Algo::Shared);
+  if (shares > 0) return {};
   // Pair r's values start at r << 40, above any an earlier pair left on the line, which would otherwise answer
   // the new pair's first wait.
   std::vector<double> ns(size_t(W - 1), 0);

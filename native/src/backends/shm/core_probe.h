@@ -16,8 +16,9 @@ namespace spmd::shm {
 
 // Collective on lane `c` of every rank of the segment, at connect(): nanoseconds per round trip of `line` (the
 // segment's probe line) between rank 0 and each of ranks 1..W-1, the same W-1 numbers on every rank. Empty where
-// not timed: one rank; more ranks than CPUs (a rank that waits for a core would time the scheduler); or a
-// round trip that waited over kProbeGiveUp (a rank lost its CPU to other work throughout).
-std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line);
+// not timed: one rank; more ranks than CPUs, or any rank that `sharesCores` (its binding gives it no CPU of its
+// own: a spinning rank would wait a time slice for its partner each round trip, and time the scheduler); or a pair
+// whose round trips took over 50 ms in all (a rank kept off its CPU by other work).
+std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line, bool sharesCores);
 
 }  // namespace spmd::shm

@@ -26,7 +26,7 @@ void ShmBackend::connect() {
   t.setDeadline(Transport::Clock::now() + kAgreeWithin);
   staged_ = collectives_[0]->agreeSingleCopy(singleCopyAllowed_);
   if (staged_.empty()) from_ = timeSingleCopy(*collectives_[0]);
-  coreRoundTrips_ = timeCoreRoundTrips(*collectives_[0], segment_.header().probe);
+  coreRoundTrips_ = timeCoreRoundTrips(*collectives_[0], segment_.header().probe, !t.spins());
   t.setDeadline(Transport::Clock::time_point::max());
   if (!staged_.empty()) return;
   for (auto& c : collectives_) c->useSingleCopy(from_);

@@ -22,6 +22,7 @@ class ShmTransport : public InterruptibleTransport {
   // Whether this rank's CPUs are shared with other ranks: its waits then yield at once instead of spinning.
   // Either way the lane's thread binds itself to a CPU at its first wait (pinOnce).
   void shareCores(bool shares);
+  bool spins() const { return spinLimit_ > 2; }  // the rank has a core of its own (shareCores)
   // From now on messages of `fromBytes` and more move single-copy (a hand-off): the sender puts where the
   // message lies into the channel, the receiver reads it straight from the sender's memory
   // (process_vm_readv) and counts it in the channel's `pulled`, and only then does the sender's exchange
@@ -64,7 +65,6 @@ class ShmTransport : public InterruptibleTransport {
   size_t push(int to, const uint8_t* src, size_t bytes);
   size_t pull(int from, uint8_t* dst, size_t bytes);
   void ring(int peer);
-  bool spins() const { return spinLimit_ > 2; }  // the rank has a core of its own (shareCores)
   // One step of a spinning wait: a pause, or a yield where ranks outnumber cores.
   void relax() const;
   // Before the first wait of this lane's thread: binds it to laneCpu's CPU. Unbound, two spinning ranks
