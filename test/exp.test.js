@@ -261,6 +261,9 @@ async function machineChecks(c, tmp) {
   assert.equal(half.code, 1, half.stdout);
   assert.match(half.stdout, /^# FAIL: 8 regressions/m);
   assert.match(half.stdout, /^# MACHINES: .*the new campaign: 2 at 50 ns, 4 at 320 ns/m);
+  // Launches that timed no round trip (W=3 on 2 CPUs does not) leave the others' machines to be said.
+  const w2only = copyWith(c, tmp, "w2-only", () => 1, (doc) => (doc.world_size === 2 ? (doc.core_round_trip_ns = [320]) : delete doc.core_round_trip_ns));
+  assert.match((await exp(["compare", near, w2only])).stdout, /^# MACHINES: .*: the baseline: 6 at 50 ns; the new campaign: 3 at 320 ns; /m);
   const report = await exp(["report", "--dir", path.join(tmp, "far"), "--baseline", near]);
   assert.equal(report.code, 0, report.stdout + report.stderr);
   assert.match(readFileSync(path.join(tmp, "far", "report.md"), "utf8"), /\| machines \| +\| core round trips \|.*6 at 320 ns: rows judged on a machine both measured \|/);

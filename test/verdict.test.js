@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { apartRepetitions, coreRoundTrip, describeMachines, judge, judgeAlike, machines, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
+import { apartRepetitions, coreRoundTrip, coresApart, describeMachines, judge, judgeAlike, machines, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -116,4 +116,13 @@ test("like with like: identical runs on two machines are not a regression; a 2x 
   const mixed = m([10, 2, 9.9, 2.1], [50, 320, 51, 330]);
   assert.equal(judgeAlike(mixed, m([2, 10.1, 1.9, 2.2], [320, 50, 310, 330]), "higher", 0.13).verdict, "within tolerance", "each machine as fast as before, though the medians over all differ 3x");
   assert.equal(judgeAlike(m([10, 9.9, 10.1, 2, 2.1, 2], [50, 51, 52, 320, 330, 310]), m([5, 5.1, 4.9, 1, 1.1, 1], [50, 51, 52, 320, 330, 310]), "higher", 0.13).verdict, "regression");
+});
+
+test("a repetition's start-up that timed its ranks' cores on another machine than the others' is said so", () => {
+  assert.equal(coresApart([320.4, 50, 52], 0), "its start-up timed the ranks' cores 320 ns apart, the others' 50-52 ns");
+  assert.equal(coresApart([50, 50.2, 52], 0), "", "one machine");
+  assert.equal(coresApart([320, 50, 330], 0, [0, 2]), "its start-up timed the ranks' cores 320 ns apart, the others' 50 ns", "two apart alike: against the steady ones");
+  assert.equal(coresApart([320, undefined, 50], 0), "its start-up timed the ranks' cores 320 ns apart, the others' 50 ns", "a file without one is left out");
+  assert.equal(coresApart([undefined, 50], 0), "", "its own not timed: nothing to say");
+  assert.equal(coresApart([320, 50, 310], 0), "", "another repetition measured its machine too");
 });

@@ -133,10 +133,11 @@ export function unsteadyPoints(side: string, groups: Group[], names: Map<string,
       return row;
     });
     const apart = apartRepetitions(table);
-    // Each repetition's start-up copy path (a column of every row it wrote; files before it have none).
+    // Each repetition's start-up copy path and core round trip (columns of every row it wrote; older files have none).
     const rows = point.flatMap((g) => g.rows);
     const copyPaths = reps.map((rep) => rows.find((r) => r.rep === rep)?.copy_path);
-    return apart.length ? [[`${side} ${names.get(id) ?? id}`, describeAparts(apart, (i) => `repetition ${reps[i]}`, copyPaths)] as [string, string]] : [];
+    const roundTrips = reps.map((rep) => rows.find((r) => r.rep === rep)?.core_round_trip_ns).map((t) => (typeof t === "number" ? t : undefined));
+    return apart.length ? [[`${side} ${names.get(id) ?? id}`, describeAparts(apart, (i) => `repetition ${reps[i]}`, copyPaths, roundTrips)] as [string, string]] : [];
   });
 }
 
@@ -146,12 +147,13 @@ export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) si
 
 /**
  * What each campaign's launches measured where they measured more than one machine (describeMachines), by each
- * repetition's core round trip; "" where all measured one or a launch has none.
+ * repetition's core round trip, of the launches that timed one (not those with more ranks than CPUs); "" where all
+ * measured one.
  */
 export function campaignMachines(before: Group[], after: Group[]): string {
   const trips = (groups: Group[]) => {
     const launches = new Map(groups.flatMap((g) => g.rows.map((r) => [`${r.point_id}/${r.rep}`, r.core_round_trip_ns] as const)));
-    return [...launches.values()].map((t) => (typeof t === "number" ? t : undefined));
+    return [...launches.values()].filter((t): t is number => typeof t === "number");
   };
   return describeMachines([["the baseline", trips(before)], ["the new campaign", trips(after)]]);
 }

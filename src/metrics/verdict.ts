@@ -304,10 +304,28 @@ export function startupApart(copyPaths: readonly unknown[], index: number, apart
   return `its start-up chose ${shortPath(mine)}, the others' mostly ${shortPath(usual)}`;
 }
 
-/** What an UNSTEADY note says of `apart`: each repetition (`name` names it by index) and its start-up, joined. */
-export function describeAparts(apart: readonly ApartRepetition[], name: (index: number) => string, copyPaths: readonly unknown[]): string {
+/**
+ * Where repetition `index`'s start-up timed its ranks' cores on another machine than every other repetition's but
+ * those `apart` with it (machines, by coreRoundTrip), how far: "its start-up timed the ranks' cores 51 ns apart, the
+ * others' 310-336 ns"; else "". That is what a spell was on the EPYC VM (docs/PERFORMANCE.md, "The machine's two
+ * states"), and says it more plainly than the copy path it moved.
+ */
+export function coresApart(roundTrips: readonly (number | undefined)[], index: number, apart: readonly number[] = []): string {
+  const mine = roundTrips[index];
+  const others = roundTrips.filter((t, i): t is number => i !== index && !apart.includes(i) && t !== undefined);
+  const machine = machines([mine, ...others]);
+  if (!machine || !others.length || machine.slice(1).includes(machine[0]!)) return "";
+  const [lo, hi] = [Math.min(...others).toFixed(0), Math.max(...others).toFixed(0)];
+  return `its start-up timed the ranks' cores ${mine!.toFixed(0)} ns apart, the others' ${lo === hi ? lo : `${lo}-${hi}`} ns`;
+}
+
+/**
+ * What an UNSTEADY note says of `apart`: each repetition (`name` names it by index) and its start-up (coresApart, else
+ * startupApart), joined.
+ */
+export function describeAparts(apart: readonly ApartRepetition[], name: (index: number) => string, copyPaths: readonly unknown[], roundTrips: readonly (number | undefined)[] = []): string {
   const indices = apart.map((a) => a.index);
-  return apart.map((a) => describeApart(a, name(a.index), startupApart(copyPaths, a.index, indices))).join("; ");
+  return apart.map((a) => describeApart(a, name(a.index), coresApart(roundTrips, a.index, indices) || startupApart(copyPaths, a.index, indices))).join("; ");
 }
 
 /** The line a comparison gives a side whose repetitions ran apart (`what`: their describeAparts). */

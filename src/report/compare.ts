@@ -223,12 +223,13 @@ export function unsteadyRuns(side: string, files: string[], docs: ResultsFile[])
   }));
   const apart = apartRepetitions(table);
   const copyPaths = docs.map((d) => d.copy_path);
-  return apart.length ? [unsteadyNote(`side ${side}`, describeAparts(apart, (i) => files[i]!, copyPaths))] : [];
+  const roundTrips = docs.map((d) => coreRoundTrip(d.core_round_trip_ns));
+  return apart.length ? [unsteadyNote(`side ${side}`, describeAparts(apart, (i) => files[i]!, copyPaths, roundTrips))] : [];
 }
 
 /** One line where the runs' launches measured more than one machine (metrics/verdict.ts, describeMachines). */
 export function machineRuns(before: ResultsFile[], after: ResultsFile[]): string[] {
-  const trips = (docs: ResultsFile[]) => docs.map((d) => coreRoundTrip(d.core_round_trip_ns));
+  const trips = (docs: ResultsFile[]) => docs.map((d) => coreRoundTrip(d.core_round_trip_ns)).filter((t) => t !== undefined);
   const what = describeMachines([["A", trips(before)], ["B", trips(after)]]);
   return what ? [machinesNote(what)] : [];
 }
