@@ -7,8 +7,11 @@ import { test } from "node:test";
 import { RUNNER, runNode } from "./helpers/ranks.js";
 import { withTempDir } from "./helpers/tmp.js";
 
-/** A campaign folder as `exp run` leaves it: one point per backend at W=2, busbw[size] per repetition. */
-function campaign(dir, busbw) {
+/**
+ * A campaign folder as `exp run` leaves it: one point per backend at W=2, busbw[size] per repetition, and where
+ * `trips` gives them, each repetition's core round trip per backend.
+ */
+function campaign(dir, busbw, trips = {}) {
   for (const [i, [backend, sizes]] of Object.entries(busbw).entries()) {
     const id = `00000000000${i}`;
     const params = { job: "j", backend, world_size: 2, hosts: 1, variant: "base", executor: "local" };
@@ -22,7 +25,8 @@ function campaign(dir, busbw) {
         return { stage: "ar", op: "allreduce", size: Number(size), count: size / 4, type: "float32", redop: "sum", root: null, busbw: v[rep - 1], algbw: v[rep - 1], wrong: 0, time: { avg_us: us, min_us: us, p50_us: us, max_us: us } };
       });
       mkdirSync(path.join(point, `rep-${rep}`));
-      writeFileSync(path.join(point, `rep-${rep}`, "results.json"), JSON.stringify({ version: "0.1.0", job: "j", world_size: 2, backend, results }));
+      const probe = trips[backend] ? { core_round_trip_ns: [trips[backend][rep - 1]] } : {};
+      writeFileSync(path.join(point, `rep-${rep}`, "results.json"), JSON.stringify({ version: "0.1.0", job: "j", world_size: 2, backend, ...probe, results }));
       writeFileSync(path.join(point, `rep-${rep}`, "marker.json"), JSON.stringify({ state: "done", exit_code: 0, ended: "2026-11-28T00:00:00.000Z" }));
     }
   }
@@ -45,6 +49,17 @@ test("crossover: a lead whose repetitions overlap the runner-up's is flagged wit
     assert.match(row("1 MiB") ?? table, /\| shm \| 10\.500 \| tcp \| 105\.9% \|$/);
     const html = readFileSync(path.join(tmp, "report.html"), "utf8");
     assert.match(html, /50\.0% \(within noise\)/);
+  });
+});
+
+test("crossover: a lead whose launches measured another machine than the runner-up's is flagged 'machine differed'", async () => {
+  await withTempDir("spmd-exp-report-", async (tmp) => {
+    // shm ahead in every repetition, but every one of its launches found the ranks' cores 50 ns apart, mpi's 320.
+    campaign(tmp, { shm: { 1048576: [10, 11, 10.5] }, mpi: { 1048576: [5, 5.2, 5.1] } }, { shm: [50, 51, 52], mpi: [320, 330, 310] });
+    const p = await runNode([RUNNER, "exp", "report", "--dir", tmp], {}, 120_000);
+    assert.equal(p.code, 0, p.stderr);
+    const table = readFileSync(path.join(tmp, "report.md"), "utf8").split("## Crossover")[1].split("\n## ")[0];
+    assert.match(table, /\| shm \| 10\.500 \| mpi \| 105\.9% \\\(machine differed\\\) \|$/m);
   });
 });
 

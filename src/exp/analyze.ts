@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { apartRepetitions, describeAparts, describeInterval, describeMachines, judge, judgeAlike, machinesNote, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -55,7 +55,7 @@ export const seriesOf = (r: CampaignRow, axes: readonly string[]) => axes.map((a
 export interface Crossover {
   job: string; stage: string; op: string; size: number; world_size: number;
   best: string; value: number; runnerUp?: string; margin?: number;
-  /** Why the lead may not be real: "within noise", "too few repetitions" (the verdict of best against runner-up). */
+  /** Why the lead may not be real: "within noise", "too few repetitions", "machine differed" (the verdict of best against runner-up, like with like). */
   doubt?: string;
 }
 
@@ -70,7 +70,7 @@ export function crossovers(groups: Group[], axes: readonly string[]): Crossover[
   return [...cells.values()].filter((c) => c.length > 1).map((c) => {
     const [best, next] = [...c].sort((a, b) => b.value - a.value);
     const r = best!.g.first;
-    const lead = next ? judge(repetitionValues(next.g, "busbw"), repetitionValues(best!.g, "busbw"), "higher", 0).verdict : undefined;
+    const lead = next ? judgeAlike(measured(next.g, "busbw"), measured(best!.g, "busbw"), "higher", 0).verdict : undefined;
     return {
       job: r.job, stage: r.stage, op: r.op, size: r.size, world_size: r.world_size, best: best!.series, value: best!.value,
       runnerUp: next?.series, margin: next && next.value > 0 ? best!.value / next.value - 1 : undefined, doubt: lead === "improvement" ? undefined : lead,
@@ -95,7 +95,6 @@ const measured = (g: Group, metric: string): Measured[] => g.rows.flatMap((r) =>
   return value === undefined ? [] : [{ value, roundTrip }];
 });
 
-const repetitionValues = (g: Group, metric: string) => measured(g, metric).map((m) => m.value);
 
 /** For each metric and each row both campaigns have: whether it got better or worse beyond tolerance and noise, like machine with like (judgeAlike). */
 export function compareCampaigns(before: Group[], after: Group[], metrics: Record<string, Direction>, tolerance: Record<string, number>, defaultTolerance: number): Change[] {
