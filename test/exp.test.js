@@ -260,6 +260,7 @@ async function machineChecks(c, tmp) {
   const half = await exp(["compare", near, mixed(0.5)]);
   assert.equal(half.code, 1, half.stdout);
   assert.match(half.stdout, /^# FAIL: 8 regressions/m);
+  assert.match(half.stdout, /^REGRESSION +busbw +tiny ar .* \(judged on the repetitions of a machine both campaigns measured\)$/m);
   assert.match(half.stdout, /^# MACHINES: .*the new campaign: 2 at 50 ns, 4 at 320 ns/m);
   // Launches that timed no round trip (W=3 on 2 CPUs does not) leave the others' machines to be said.
   const w2only = copyWith(c, tmp, "w2-only", () => 1, (doc) => (doc.world_size === 2 ? (doc.core_round_trip_ns = [320]) : delete doc.core_round_trip_ns));

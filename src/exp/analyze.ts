@@ -196,7 +196,7 @@ export const shownChanges = (changes: Change[]) => changes.filter((x) => x.verdi
 /** The comparison as text: one line per change beyond tolerance, the missing points, the headline. */
 export function formatChanges(c: CampaignComparison): string {
   const lines = shownChanges(c.changes).map((x) => {
-    const p = x.interval ? ` (${describeInterval(x.interval)})` : "";
+    const p = x.interval ? ` (${describeInterval(x.interval)})` : x.alike ? " (judged on the repetitions of a machine both campaigns measured)" : "";
     return `${x.verdict.toUpperCase().padEnd(19)} ${x.metric.padEnd(12)} ${describeRow(x.row)}: ${x.before.toPrecision(4)} -> ${x.after.toPrecision(4)} (${(Math.abs(x.gain) * 100).toFixed(1)}% ${x.gain >= 0 ? "better" : "worse"})${p}`;
   });
   const few = Math.min(...c.reps) < MIN_REPS

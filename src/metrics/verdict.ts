@@ -33,6 +33,8 @@ export interface Judgement {
   /** The gain's interval (each end at least a one-sided 95% bound), where the sides allow one. */
   interval?: [number, number];
   verdict: Verdict;
+  /** judgeAlike judged the row on the repetitions of each machine both sides measured, not on all of them. */
+  alike?: boolean;
 }
 
 export function median(v: readonly number[]): number {
@@ -182,7 +184,7 @@ export function judgeAlike(before: readonly Measured[], after: readonly Measured
   const on = (side: readonly Measured[], of: number[], m: number) => side.filter((_, i) => of[i] === m).map(value);
   const verdicts = shared.map((m) => judgeFew(on(before, mb, m), on(after, ma, m), direction, threshold)).filter((v) => v !== "too few repetitions");
   const verdict = !verdicts.length ? "too few repetitions" : verdicts.every((v) => v === verdicts[0]) ? verdicts[0]! : "within noise";
-  return { before: all.before, after: all.after, gain: all.gain, verdict };
+  return { before: all.before, after: all.after, gain: all.gain, verdict, alike: true };
 }
 
 /**

@@ -159,9 +159,9 @@ function compareRow(key: string, before: Entry[], after: Entry[], threshold: num
   // Slower only when the change's whole interval is beyond the threshold (it holds across the runs), like
   // machine with like where the runs measured more than one.
   const measured = (side: Entry[]) => side.map((e) => ({ value: speed(e.row), roundTrip: e.roundTrip }));
-  const { interval, verdict } = judgeAlike(measured(before), measured(after), "higher", threshold);
-  const range = interval ? describeInterval(interval) : "judged on the runs of a machine both sides measured";
-  return verdict === "regression" ? { ...base, interval, regression: `${slower} (${range})` } : { ...base, interval, regression: undefined, noise: range };
+  const { interval, verdict, alike } = judgeAlike(measured(before), measured(after), "higher", threshold);
+  const range = interval ? describeInterval(interval) : alike ? "judged on the runs of a machine both sides measured" : "";
+  return verdict === "regression" ? { ...base, interval, regression: `${slower}${alike ? " over all runs" : ""} (${range})` } : { ...base, interval, regression: undefined, noise: range };
 }
 
 /**
