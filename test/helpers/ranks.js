@@ -85,15 +85,22 @@ export function rankEnv(rank, world, port) {
   };
 }
 
-/** W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. */
+/**
+ * W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. The port
+ * freePort found may be taken by another process (a test in another lane of CI) before rank 0 listens on it, which
+ * rank 0 says and exits 1: then the ranks run again on another port, up to 3 times.
+ */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
-  const port = await freePort();
-  const ranks = await Promise.all(
-    Array.from({ length: world }, (_, rank) =>
-      runNode([RUNNER, ...args], { ...rankEnv(rank, world, port), ...(typeof env === "function" ? env(rank) : env) }, timeoutMs),
-    ),
-  );
-  const left = shmLeftovers(ranks.map((r) => r.pid));
-  if (left.length) throw new Error(`shared-memory segments left behind: ${left.join(", ")}`);
-  return ranks;
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const ranks = await Promise.all(
+      Array.from({ length: world }, (_, rank) =>
+        runNode([RUNNER, ...args], { ...rankEnv(rank, world, port), ...(typeof env === "function" ? env(rank) : env) }, timeoutMs),
+      ),
+    );
+    const left = shmLeftovers(ranks.map((r) => r.pid));
+    if (left.length) throw new Error(`shared-memory segments left behind: ${left.join(", ")}`);
+    const taken = ranks[0].code !== 0 && ranks[0].stderr.includes(`cannot listen on 127.0.0.1:${port}: address in use`);
+    if (!taken || attempt === 3) return ranks;
+  }
 }
