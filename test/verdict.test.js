@@ -99,6 +99,7 @@ test("launches measured the same machine where their core round trips lie within
   assert.equal(machines([50, undefined]), undefined, "a launch without one: cannot tell");
   assert.equal(coreRoundTrip([49.5, 320.2]), 320.2, "the farthest pair");
   for (const odd of [undefined, null, "320", [], [NaN], [-1], { ns: 3 }]) assert.equal(coreRoundTrip(odd), undefined, JSON.stringify(odd));
+  assert.equal(coreRoundTrip([...new Array(2e6).fill(50), 60]), 60, "a stranger's two million entries: no stack overflow");
   assert.equal(describeMachines([["A", [50, 52, 51]], ["B", [51, 53]]]), "", "one machine: nothing to say");
   assert.equal(describeMachines([["A", [50, 52, 51]], ["B", [320, 51, 330]]]), "A: 3 at 50-52 ns; B: 1 at 51 ns, 2 at 320-330 ns");
 });

@@ -125,8 +125,12 @@ export function judge(before: readonly number[], after: readonly number[], direc
  * (other backends, files before 2026-11-29, a stranger's field of another shape).
  */
 export function coreRoundTrip(recorded: unknown): number | undefined {
-  const ns = (Array.isArray(recorded) ? recorded : [recorded]).filter((v): v is number => typeof v === "number" && Number.isFinite(v) && v > 0);
-  return ns.length ? Math.max(...ns) : undefined;
+  // A loop, not Math.max(...): a stranger's array of a million entries would overflow the call's arguments.
+  let farthest: number | undefined;
+  for (const v of Array.isArray(recorded) ? recorded : [recorded]) {
+    if (typeof v === "number" && Number.isFinite(v) && v > 0 && (farthest === undefined || v > farthest)) farthest = v;
+  }
+  return farthest;
 }
 
 /**
