@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import yargs, { type CommandModule } from "yargs";
 import { hideBin } from "yargs/helpers";
 import { rankForMessages } from "../env/discover.js";
+import { sayFailure } from "../log/failure.js";
 import { VERSION } from "../version.js";
 import { buildCommand } from "./commands/build.js";
 import { compareCommand } from "./commands/compare.js";
@@ -15,13 +16,9 @@ import { validateCommand } from "./commands/validate.js";
 
 /** Exit code 2 for bad input (configs, flags, environment), 1 for everything else. */
 function fail(err: unknown): never {
-  const e = err as { message?: string; exitCode?: number; code?: string; details?: string[] };
-  const rank = rankForMessages(process.env);
-  const where = rank !== undefined ? `runner (rank ${rank})` : "runner";
-  // The cause first; then what the error carries to help with it (a fault's ops in flight), indented.
-  const lines = [(e.message ?? String(err)).split("\n")[0], ...(e.details ?? []).map((d) => `  ${d}`)];
-  process.stderr.write(lines.map((l) => `${where}: ${l}\n`).join(""));
-  process.exit(typeof e.exitCode === "number" ? e.exitCode : 1);
+  sayFailure(err, rankForMessages(process.env));
+  const { exitCode } = err as { exitCode?: number };
+  process.exit(typeof exitCode === "number" ? exitCode : 1);
 }
 
 // One list registers the commands and names them in messages, so a new command is never missing from either.

@@ -15,6 +15,7 @@ import { execute, type ExecuteOptions } from "../graph/execute.js";
 import { checkPlaceMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
 import { sweepPoints, type SweepPoint } from "../graph/sweep.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
+import { sayFailure } from "../log/failure.js";
 import { flightEntries, flightRecordText, formatFlightEntry, inFlight, recordText } from "../log/flight-record.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
@@ -290,6 +291,11 @@ export async function runRank(r: RunRequest): Promise<number> {
     }
     failed = false;
     return wrong > 0 ? 1 : 0;
+  } catch (err) {
+    // Said before closing: the launcher stops the other ranks 2 s after the first one failed, and a close
+    // slowed by a loaded machine would otherwise end under its SIGTERM with the cause unsaid.
+    sayFailure(err, place.launcher === "none" ? undefined : place.rank);
+    throw err;
   } finally {
     restore();
     await opened.close(failed);
