@@ -2,9 +2,9 @@
 // user would in W shells, and collects their exit codes and output.
 import { spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort as launcherFreePort } from "../../dist/launch/launcher.js";
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const RUNNER = path.join(REPO, "runner");
@@ -17,15 +17,9 @@ export function envForMpi() {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !NOT_MPI.includes(name)));
 }
 
+/** A port on 127.0.0.1 free now, below the kernel's ephemeral range as `runner launch` takes rank 0's (launcher.ts says why). */
 export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
+  return launcherFreePort("127.0.0.1");
 }
 
 /** Runs `node runner <args>` once, with extra environment; resolves with code, stdout, stderr. */
@@ -87,7 +81,7 @@ export function rankEnv(rank, world, port) {
 
 /**
  * W ranks of `node runner <args>`; resolves when all have exited. `env`: extra variables, or rank => them. The port
- * freePort found may be taken by another process (a test in another lane of CI) before rank 0 listens on it, which
+ * freePort found may still be taken before rank 0 listens on it (another test that drew the same port), which
  * rank 0 says and exits 1: then the ranks run again on another port, up to 3 times.
  */
 export async function runRanks(world, args, { env = {}, timeoutMs } = {}) {
