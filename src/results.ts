@@ -94,7 +94,8 @@ export interface ResultDocument {
   copy_path?: string;
   /**
    * shm: nanoseconds a cache line took from rank 0's host's first rank to each other rank of that host and back,
-   * timed at start-up (the best of 8 × 256 round trips): how far apart the ranks' cores are. Launches of one job
+   * timed at start-up (the best of 8 × 256 round trips): how far apart the ranks' cores are; where the ranks share
+   * CPUs, one number, between two threads of that rank on two CPUs it may run on. Launches of one job
    * that differ in it measured different machines (a hypervisor that moved the vCPUs; DESIGN.md, "The verdict").
    */
   core_round_trip_ns?: number[];

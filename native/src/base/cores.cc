@@ -7,11 +7,20 @@
 #include <thread>
 
 namespace spmd {
+namespace {
+
+// The CPUs this process may run on: its main thread's mask (the thread id of the main thread is the pid). The
+// calling thread's own may be one CPU already, where a lane's thread was pinned (pinThisThread) before it asks.
+bool processCpus(cpu_set_t& set) {
+  CPU_ZERO(&set);
+  return sched_getaffinity(getpid(), sizeof set, &set) == 0;
+}
+
+}  // namespace
 
 unsigned usableCores() {
   cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  if (processCpus(set)) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -24,8 +33,7 @@ bool boundToSome() {
 
 bool pinThisThread(unsigned index) {
   cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  if (!processCpus(set)) return false;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &set) || index-- > 0) continue;
     cpu_set_t one;

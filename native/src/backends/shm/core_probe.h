@@ -15,10 +15,13 @@
 namespace spmd::shm {
 
 // Collective on lane `c` of every rank of the segment, at connect(): nanoseconds per round trip of `line` (the
-// segment's probe line) between rank 0 and each of ranks 1..W-1, the same W-1 numbers on every rank. Empty where
-// not timed: one rank; more ranks than CPUs, or any rank that `sharesCores` (its binding gives it no CPU of its
-// own: a spinning rank would wait a time slice for its partner each round trip, and time the scheduler); or a pair
-// whose round trips took over 50 ms in all (a rank kept off its CPU by other work).
+// segment's probe line) between rank 0 and each of ranks 1..W-1, the same W-1 numbers on every rank. Where the
+// ranks share CPUs (more ranks than CPUs, or any rank that `sharesCores`: its binding gives it no CPU of its own),
+// a spinning rank would wait a time slice for its partner each round trip and time the scheduler: then one number,
+// between two threads of rank 0 on the first two CPUs it may run on (the machine's state all the same: at W=3 on the
+// 2-vCPU VM, launches met the near and the far state as W=2's did). Empty where not timed: one rank; rank 0 bound
+// to one CPU; or a pair whose round trips took over 50 ms in all, 200 ms for rank 0's threads (a thread or rank
+// kept off its CPU by other work).
 std::vector<double> timeCoreRoundTrips(SharedCollectives& c, std::atomic<uint64_t>& line, bool sharesCores);
 
 }  // namespace spmd::shm
