@@ -117,6 +117,10 @@ test("like with like: identical runs on two machines are not a regression; a 2x 
   const mixed = m([10, 2, 9.9, 2.1], [50, 320, 51, 330]);
   assert.equal(judgeAlike(mixed, m([2, 10.1, 1.9, 2.2], [320, 50, 310, 330]), "higher", 0.13).verdict, "within tolerance", "each machine as fast as before, though the medians over all differ 3x");
   assert.equal(judgeAlike(m([10, 9.9, 10.1, 2, 2.1, 2], [50, 51, 52, 320, 330, 310]), m([5, 5.1, 4.9, 1, 1.1, 1], [50, 51, 52, 320, 330, 310]), "higher", 0.13).verdict, "regression");
+  // The numbers shown are those judged: over all launches B is 2.5x faster (two of A's were far), on the machine
+  // both measured half as fast; a line "REGRESSION ... (150% better)" would contradict itself.
+  const j = judgeAlike(m([10, 2, 2.1], [50, 320, 330]), m([5, 5.1, 4.9], [50, 51, 52]), "higher", 0.13);
+  assert.deepEqual([j.verdict, j.before, j.after, j.gain, j.alike], ["regression", 10, 5, -0.5, true]);
 });
 
 test("a repetition's start-up that timed its ranks' cores on another machine than the others' is said so", () => {

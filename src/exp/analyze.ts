@@ -134,8 +134,9 @@ export function unsteadyPoints(side: string, groups: Group[], names: Map<string,
     const apart = apartRepetitions(table);
     // Each repetition's start-up copy path and core round trip (columns of every row it wrote; older files have none).
     const rows = point.flatMap((g) => g.rows);
-    const copyPaths = reps.map((rep) => rows.find((r) => r.rep === rep)?.copy_path);
-    const roundTrips = reps.map((rep) => rows.find((r) => r.rep === rep)?.core_round_trip_ns).map((t) => (typeof t === "number" ? t : undefined));
+    const firsts = reps.map((rep) => rows.find((r) => r.rep === rep));
+    const copyPaths = firsts.map((r) => r?.copy_path);
+    const roundTrips = firsts.map((r) => r?.core_round_trip_ns).map((t) => (typeof t === "number" ? t : undefined));
     return apart.length ? [[`${side} ${names.get(id) ?? id}`, describeAparts(apart, (i) => `repetition ${reps[i]}`, copyPaths, roundTrips)] as [string, string]] : [];
   });
 }
@@ -146,7 +147,7 @@ export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) si
 
 /**
  * What each campaign's launches measured where they measured more than one machine (describeMachines), by each
- * repetition's core round trip, of the launches that timed one (not those with more ranks than CPUs); "" where all
+ * repetition's core round trip, of the launches that timed one (shm's; not where rank 0 had one CPU); "" where all
  * measured one.
  */
 export function campaignMachines(before: Group[], after: Group[]): string {

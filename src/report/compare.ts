@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
-import { apartRepetitions, coreRoundTrip, describeAparts, describeInterval, describeMachines, judgeAlike, machines, machinesNote, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, unsteadyNote } from "../metrics/verdict.js";
+import { apartRepetitions, coreRoundTrip, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, sideMachines, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
 
@@ -134,8 +134,8 @@ function fewRunsNoise(b: Row[], a: Row[], ratio: number): string | undefined {
 
 /** "cores 49 ns apart in A's runs, 320 ns in B's" where the sides' runs share no machine (machines), else undefined. */
 function machineDiffered(b: Entry[], a: Entry[]): string | undefined {
-  const machine = machines([...b, ...a].map((e) => e.roundTrip));
-  if (!machine || machine.slice(0, b.length).some((m) => machine.slice(b.length).includes(m))) return undefined;
+  const sides = sideMachines(b.map((e) => e.roundTrip), a.map((e) => e.roundTrip));
+  if (!sides || sides.shared.length) return undefined;
   const ns = (side: Entry[]) => median(side.map((e) => e.roundTrip!)).toFixed(0);
   return `cores ${ns(b)} ns apart in A's runs, ${ns(a)} ns in B's`;
 }
