@@ -12,6 +12,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { native } from "../dist/comm/native.js";
 import { fingerprintDigest, keyFor, segmentTag } from "../dist/comm/secret.js";
+import { sweptNote } from "../dist/comm/shm-names.js";
 import { StoreClient } from "../dist/comm/store.js";
 import { fingerprint, jobSecret } from "../dist/run/identity.js";
 import { resolveRun } from "../dist/run/request.js";
@@ -196,6 +197,40 @@ rootTest("/dev/shm with 2 MB free: exit 1, one line naming /dev/shm with the byt
     assert.equal(lines.length, 1, run.stderr);
     assert.match(lines[0], /^runner \(ranks 0-3\): shm: \/dev\/shm cannot hold the job's segment: it needs \d+ bytes and \d+ bytes are free \(df \/dev\/shm\); free some, or run with --backend tcp or fewer ranks$/);
   }));
+
+// A start-up killed outright (kill -9 of rank 0 before every rank attached) leaves its segment's name, and the
+// segment with it. A host's first rank clears such names before it makes its own: its creator gone and untouched
+// for 10 minutes, this user's, of the runner's own shape; nothing else.
+rootTest("stale segments: a launch removes those whose creator is gone and that are 10 minutes old, says so once, and leaves every other name", T, () =>
+  withTempDir("spmd-sec-", async (dir) => {
+    const job = writeJob(dir);
+    const dead = spawnSync("true").pid;
+    const make = (name, old) => `head -c 1048576 /dev/zero > /dev/shm/${name} && chmod 600 /dev/shm/${name}${old ? ` && touch -d '20 minutes ago' /dev/shm/${name}` : ""}`;
+    const names = { stale: `spmd-${dead}-0123456789ab`, fresh: `spmd-${dead}-ba9876543210`, alive: `spmd-${process.pid}-00112233aabb`, other: `spmd-double-${dead}-0123` };
+    const script = [
+      "mount -t tmpfs -o size=128m tmpfs /dev/shm",
+      make(names.stale, true), make(names.fresh, false), make(names.alive, true), make(names.other, true),
+      `"$0" ${RUNNER} launch -n 2 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm | tr '\\n' ' ')]"`,
+    ].join(" && ");
+    const run = await new Promise((resolve) => {
+      const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
+      let stdout = "", stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      child.on("close", () => resolve({ stdout, stderr }));
+    });
+    assert.match(run.stdout, /^rc=0$/m, run.stderr);
+    const left = /^left=\[(.*)\]$/m.exec(run.stdout)?.[1].split(" ").filter(Boolean).sort();
+    assert.deepEqual(left, [names.alive, names.fresh, names.other].sort(), run.stdout);
+    const said = run.stderr.split("\n").filter((l) => l.includes("removed"));
+    assert.deepEqual(said, [`[0] [rank 0] warn: removed 1 shared-memory segment (1.0 MiB) from /dev/shm that start-ups killed outright had left: ${names.stale}`], run.stderr);
+  }));
+
+test("the sweep's line names at most three segments, and the sum of their sizes", () => {
+  const swept = { names: ["spmd-1-aaaaaaaaaaaa", "spmd-2-bbbbbbbbbbbb", "spmd-3-cccccccccccc", "spmd-4-dddddddddddd", "spmd-5-eeeeeeeeeeee"], bytes: 5 * 33566144 };
+  assert.equal(sweptNote(swept), "removed 5 shared-memory segments (160.1 MiB) from /dev/shm that start-ups killed outright had left: spmd-1-aaaaaaaaaaaa, spmd-2-bbbbbbbbbbbb, spmd-3-cccccccccccc and 2 more");
+  assert.equal(sweptNote({ names: [], bytes: 0 }), "", "nothing found: nothing said");
+});
 
 rootTest("a segment that is not the job's is refused in one line naming it: another user's (mode 0666), or one whose tag is not the job's", T, () => {
   const { Communicator } = native();

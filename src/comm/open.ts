@@ -9,6 +9,7 @@ import { tcpBootstrap } from "./bootstrap-tcp.js";
 import { BackendError } from "./errors.js";
 import { cpuBinding, hostIdentity, sharesCores, type HostIdentity } from "./host.js";
 import { buildCommandLine, native, type NativeCommunicator } from "./native.js";
+import { sweepStaleSegments, sweptNote } from "./shm-names.js";
 import { singleCopyAllowed, startShm } from "./start-shm.js";
 import { StartupTimeout, underDeadline } from "./startup.js";
 import { startTcp } from "./start-tcp.js";
@@ -256,6 +257,9 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
       backend += ` (MPI_THREAD_${world.threadLevel.toUpperCase()}, ${world.lanes} lane${world.lanes > 1 ? "s" : ""})`;
     } else {
       const chosen = plan.backend === "auto" ? byTopology(topo) : plan.backend;
+      // Where a host's first rank is about to make its segment, it first clears what killed start-ups left there.
+      const swept = chosen !== "tcp" && o.place.localRank === 0 ? sweptNote(sweepStaleSegments()) : "";
+      if (swept) warnings.push(swept);
       comm =
         chosen === "shm"
           ? await startShm(boot, o.place, topo, met.sharesCores, input.env, secret)

@@ -1,10 +1,10 @@
 // Starts the shm backend once the ranks have met: one segment for a job whose ranks all share a host.
-import { randomBytes } from "node:crypto";
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { BackendError } from "./errors.js";
 import { native, type NativeCommunicator } from "./native.js";
 import { segmentTag, type JobSecret } from "./secret.js";
+import { segmentName } from "./shm-names.js";
 import { allOrNone } from "./startup.js";
 import { describeHosts, type Topology } from "./topology.js";
 
@@ -35,7 +35,7 @@ export async function startShm(boot: Bootstrap, place: Place, topo: Topology, sh
       comm = new Communicator({ backend: "shm", name, tag: segmentTag(secret, name), rank, size, create, sharesCores, singleCopy });
       return name;
     };
-    const [name] = await allOrNone(boot, "shm/name", () => (rank === 0 ? open(`/spmd-${process.pid}-${randomBytes(6).toString("hex")}`, true) : ""));
+    const [name] = await allOrNone(boot, "shm/name", () => (rank === 0 ? open(segmentName(), true) : ""));
     // Once everyone is attached the name is no longer needed: unlinking now means no crash can leak it.
     await allOrNone(boot, "shm/attached", () => (rank === 0 ? "" : open(name!, false)));
     const ready = comm!;

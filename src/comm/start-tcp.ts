@@ -1,11 +1,11 @@
 // Starts the tcp backend once the ranks have met: every rank opens an endpoint and the ranks exchange where
 // they listen; each connection then opens on first use. With `shmWithinHosts` (backend auto on hosts that hold several ranks) the
 // ranks of one host share a segment and only ranks on different hosts talk over tcp ("shm+tcp").
-import { randomBytes } from "node:crypto";
 import type { Place } from "../env/place.js";
 import type { Bootstrap } from "./bootstrap.js";
 import { native, type NativeCommunicator, type NativeTcpEndpoint } from "./native.js";
 import { segmentTag, type JobSecret } from "./secret.js";
+import { segmentName } from "./shm-names.js";
 import { allOrNone } from "./startup.js";
 import { listenPlan, peerAddress, type ListenPlan, type Published } from "./tcp-address.js";
 import type { Topology } from "./topology.js";
@@ -52,7 +52,7 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
     // as soon as the exchange returns; a rank that cannot create or attach fails them all at once.
     const creates = local?.[0] === rank;
     const mine = (): string => {
-      const segment = creates ? start(`/spmd-${process.pid}-${randomBytes(6).toString("hex")}`) : "";
+      const segment = creates ? start(segmentName()) : "";
       return JSON.stringify({ port: endpoint.port, bound: endpoint.address, addresses: plan.addresses, segment } satisfies Published & { segment: string });
     };
     const all = (await allOrNone(boot, "tcp/endpoint", mine)).map((s) => JSON.parse(s) as Published & { segment: string });
