@@ -189,6 +189,10 @@ test("referenceOf and the closing lines: --expect wins, else the slowest NIC whe
   const nic = two(referenceOf(undefined, [eth(100000), eth(100000)]));
   assert.match(nic, /every link at once, the slowest NIC's speed \(eth0, 100000 Mbit\/s: 12\.500 GB\/s each way\)\noutlier: every link is slow: the best 1\.000 GB\/s, 0\.08 of the NICs' speed \(12\.500 GB\/s\)\n/);
   assert.match(two(referenceOf(0.9, [null, null])), /every link at once, --expect 0\.900 GB\/s\nno outliers \(threshold 0\.5\)\n/);
+  // The cores' round trip where the start-up timed it (shm), nothing where it did not.
+  const cores = formatDoctor(doctorResult(names(2), matrix(2, () => 1), T, referenceOf(0.9, [null, null])), [52.14, 321]);
+  assert.match(cores, /\nCores: a cache line's round trip between rank 0's CPU and the others', at start-up: 52\.1, 321\.0 ns\n/);
+  assert.doesNotMatch(two(referenceOf(0.9, [null, null])), /Cores:/);
 });
 
 /** The bandwidth map's cells in a doctor's report.html: host pair, value, outlier flag, fill colour. */
@@ -266,6 +270,8 @@ function assertOneHost({ p, doc }, backend) {
   assert.ok(doc.doctor.bandwidth_gbps[0][0] > 0 && doc.doctor.latency_us[0][0] > 0, JSON.stringify(doc.doctor));
   assert.deepEqual(doc.doctor.outliers, []);
   assert.match(p.stdout, /Bandwidth \(GB\/s.*\n.*\n.*\s\d+\.\d{3}\n/);
+  // Timed at start-up unless the machine kept rank 0's threads off their CPUs: then said, and recorded.
+  if (doc.core_round_trip_ns) assert.match(p.stdout, new RegExp(`\n(?:\\[0\\] )?Cores: .* at start-up: ${doc.core_round_trip_ns.map((ns) => ns.toFixed(1)).join(", ")} ns\n`));
 }
 
 test("runner launch -n 3 doctor: 3 local ranks over shm; bad doctor options are one line and exit 2", async () => {

@@ -45,12 +45,14 @@ function formatMatrix(title: string, hosts: string[], m: (number | null)[][], di
 }
 
 /** The matrices, how doctor judged, and a line per outlier (or that there is none). */
-export function formatDoctor(d: DoctorResult): string {
+export function formatDoctor(d: DoctorResult, coreRoundTrips: readonly number[] = []): string {
   return [
     formatMatrix("Bandwidth (GB/s, each way while both ways run; diagonal: between two ranks of the host)", d.hosts, d.bandwidth_gbps, 3),
     "",
     formatMatrix("Latency (us, 8-byte exchange)", d.hosts, d.latency_us, 1),
     "",
+    // A VM's vCPUs the hypervisor placed far apart slow every op on the host several times (DESIGN.md, "The verdict").
+    ...(coreRoundTrips.length ? [`Cores: a cache line's round trip between rank 0's CPU and the others', at start-up: ${coreRoundTrips.map((ns) => ns.toFixed(1)).join(", ")} ns`, ""] : []),
     ...verdict(d),
     "",
   ].join("\n");

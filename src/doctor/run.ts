@@ -10,7 +10,7 @@ import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
 import type { DoctorNic, ResultDocument } from "../results.js";
 import { jobSecret } from "../run/identity.js";
-import { gatherHosts, manifest, packageRevision } from "../run/manifest.js";
+import { gatherHosts, manifest, packageRevision, startupFacts } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
 import { VERSION } from "../version.js";
@@ -43,7 +43,7 @@ function settingsOf(r: DoctorRequest, timeoutSec: number): MeasureSettings {
 
 async function report(doc: ResultDocument, output: RunConfig["output"], quiet: boolean, log: Logger): Promise<void> {
   const runDir = createRunDir(output.dir, "doctor");
-  const text = formatDoctor(doc.doctor!);
+  const text = formatDoctor(doc.doctor!, doc.core_round_trip_ns);
   await writeResults(doc, formatTable(doc), runDir, output, 1);
   writeFileAtomic(path.join(runDir, "doctor.txt"), text);
   if (!quiet) process.stdout.write(text);
@@ -65,6 +65,7 @@ async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest
   return {
     version: VERSION, job: "doctor", world_size: place.size, backend: opened.comm.backend,
     topology: { hosts, ...(opened.topology.links && { links: opened.topology.links }) },
+    ...startupFacts(opened.comm),
     results: [], average_bus_bandwidth: 0,
     manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, expect: r.expect ?? null, backend: r.backend ?? "auto" }, opened.secret),
     doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold, reference),

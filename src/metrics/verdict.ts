@@ -230,7 +230,7 @@ export function describeMachines(sides: readonly [string, readonly (number | und
 
 /** The line a comparison gives sides whose launches measured more than one machine (`what`: describeMachines). */
 export const machinesNote = (what: string) =>
-  `# MACHINES: the launches' cores were apart by different round trips (a cache line between the ranks, timed at start-up): ${what}; each row is judged on the launches of a machine both sides measured, "machine differed" where they share none`;
+  `# MACHINES: the launches' cores were apart by different round trips (a cache line between the ranks' CPUs, timed at start-up): ${what}; each row is judged on the launches of a machine both sides measured, "machine differed" where they share none`;
 
 /** A judgement's interval in words: "change across repetitions -31.2%..-18.0%". */
 export const describeInterval = ([lo, hi]: [number, number]) => `change across repetitions ${(lo * 100).toFixed(1)}%..${(hi * 100).toFixed(1)}%`;

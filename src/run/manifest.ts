@@ -4,12 +4,12 @@ import { existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Bootstrap } from "../comm/bootstrap.js";
-import { native } from "../comm/native.js";
+import { native, type NativeCommunicator } from "../comm/native.js";
 import { PACKAGE_ROOT } from "../version.js";
 import { libraryVersion } from "../comm/vendor-library.js";
 import { cpuModel, gpuList } from "../env/devices.js";
 import { recordedEnv } from "../env/recorded.js";
-import type { Manifest, SecretSource } from "../results.js";
+import type { Manifest, ResultDocument, SecretSource } from "../results.js";
 import { VERSION } from "../version.js";
 
 let revision: string | null | undefined;
@@ -40,6 +40,14 @@ export async function gatherHosts(boot: Bootstrap): Promise<Manifest["hosts"]> {
   const mine = JSON.stringify({ name: os.hostname(), cpu: cpuModel(), cores: os.availableParallelism(), gpus: gpuList() });
   const all = (await boot.allGather("manifest/host", mine)).map((s) => JSON.parse(s) as Manifest["hosts"][number]);
   return all.filter((h, i) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(h)) === i);
+}
+
+/** What the communicator's start-up found about the machine, as results.json records it (copy_path, core_round_trip_ns). */
+export function startupFacts(comm: Pick<NativeCommunicator, "copyPath" | "coreRoundTrips">): Pick<ResultDocument, "copy_path" | "core_round_trip_ns"> {
+  return {
+    ...(comm.copyPath && { copy_path: comm.copyPath }),
+    ...(comm.coreRoundTrips.length && { core_round_trip_ns: comm.coreRoundTrips.map((ns) => Number(ns.toFixed(1))) }),
+  };
 }
 
 export function manifest(backend: string, hosts: Manifest["hosts"], settings: Record<string, unknown>, secret: SecretSource, env = process.env): Manifest {

@@ -27,7 +27,7 @@ import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobSecret } from "./identity.js";
-import { gatherHosts, manifest, packageRevision } from "./manifest.js";
+import { gatherHosts, manifest, packageRevision, startupFacts } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
 import { osReason, prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
@@ -262,8 +262,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   const document = (rows: ResultRow[], more: Partial<ResultDocument>): ResultDocument => ({
     version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
     topology: { hosts: opened.topology.hosts, ...(opened.topology.links && { links: opened.topology.links }) },
-    ...(opened.comm.copyPath && { copy_path: opened.comm.copyPath }),
-    ...(opened.comm.coreRoundTrips.length && { core_round_trip_ns: opened.comm.coreRoundTrips.map((ns) => Number(ns.toFixed(1))) }),
+    ...startupFacts(opened.comm),
     results: rows, average_bus_bandwidth: averageBusBandwidth(rows), ...more,
     manifest: manifest(opened.comm.backend, sofar.hosts ?? [], runSettings(job, cfg), opened.secret),
     ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),
