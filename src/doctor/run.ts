@@ -3,8 +3,9 @@
 import path from "node:path";
 import { openCommunicator, type OpenCommunicator } from "../comm/open.js";
 import type { RunConfig } from "../config/run-config.js";
-import { discoverPlace } from "../env/discover.js";
+import { discoverPlace, rankForMessages } from "../env/discover.js";
 import type { Place } from "../env/place.js";
+import { sayFailure } from "../log/failure.js";
 import { createLogger, type Logger } from "../log/logger.js";
 import { formatTable } from "../report/table.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
@@ -93,6 +94,10 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
     if (place.rank === 0) await report(doc, cfg.output, r.quiet ?? false, log);
     failed = false;
     return doc.doctor!.outliers.length > 0 ? 1 : 0;
+  } catch (err) {
+    // Said before closing, as a job's rank does (run/rank.ts): the launcher's SIGTERM may end a slow close.
+    sayFailure(err, rankForMessages(process.env));
+    throw err;
   } finally {
     await opened.close(failed);
     await log.close();

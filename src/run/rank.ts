@@ -9,7 +9,7 @@ import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../com
 import { hostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
-import { discoverPlace, LAUNCHER_PID_ENV } from "../env/discover.js";
+import { discoverPlace, LAUNCHER_PID_ENV, rankForMessages } from "../env/discover.js";
 import type { Place } from "../env/place.js";
 import { execute, type ExecuteOptions } from "../graph/execute.js";
 import { checkPlaceMemory, dumpBytes, type MemoryPlan } from "../graph/memory-plan.js";
@@ -293,7 +293,7 @@ export async function runRank(r: RunRequest): Promise<number> {
   } catch (err) {
     // Said before closing: the launcher stops the other ranks 2 s after the first one failed, and a close
     // slowed by a loaded machine would otherwise end under its SIGTERM with the cause unsaid.
-    sayFailure(err, place.launcher === "none" ? undefined : place.rank);
+    sayFailure(err, rankForMessages(process.env));
     throw err;
   } finally {
     restore();
