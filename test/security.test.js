@@ -179,17 +179,22 @@ function rootMissing() {
 }
 const rootTest = requiredTest("security.test.js", rootMissing());
 
+/** Runs `script` under sh in a mount namespace of its own (where it mounts a /dev/shm of its own), with $0 this Node. */
+function inPrivateShm(script) {
+  return new Promise((resolve) => {
+    const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", () => resolve({ stdout, stderr }));
+  });
+}
+
 rootTest("/dev/shm with 2 MB free: exit 1, one line naming /dev/shm with the bytes asked and free, no SIGBUS, nothing left there", T, () =>
   withTempDir("spmd-sec-", async (dir) => {
     const job = writeJob(dir);
     const script = `mount -t tmpfs -o size=2m tmpfs /dev/shm && "$0" ${RUNNER} launch -n 4 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm)]"`;
-    const run = await new Promise((resolve) => {
-      const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
-      let stdout = "", stderr = "";
-      child.stdout.on("data", (d) => (stdout += d));
-      child.stderr.on("data", (d) => (stderr += d));
-      child.on("close", () => resolve({ stdout, stderr }));
-    });
+    const run = await inPrivateShm(script);
     assert.match(run.stdout, /^rc=1$/m, run.stderr);
     assert.match(run.stdout, /^left=\[\]$/m);
     assert.doesNotMatch(run.stderr, /SIGBUS/);
@@ -212,13 +217,7 @@ rootTest("stale segments: a launch removes those whose creator is gone and that 
       make(names.stale, true), make(names.fresh, false), make(names.alive, true), make(names.other, true),
       `"$0" ${RUNNER} launch -n 2 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm | tr '\\n' ' ')]"`,
     ].join(" && ");
-    const run = await new Promise((resolve) => {
-      const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
-      let stdout = "", stderr = "";
-      child.stdout.on("data", (d) => (stdout += d));
-      child.stderr.on("data", (d) => (stderr += d));
-      child.on("close", () => resolve({ stdout, stderr }));
-    });
+    const run = await inPrivateShm(script);
     assert.match(run.stdout, /^rc=0$/m, run.stderr);
     const left = /^left=\[(.*)\]$/m.exec(run.stdout)?.[1].split(" ").filter(Boolean).sort();
     assert.deepEqual(left, [names.alive, names.fresh, names.other].sort(), run.stdout);
