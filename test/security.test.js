@@ -212,15 +212,19 @@ rootTest("stale segments: a launch removes those whose creator is gone and that 
     const dead = spawnSync("true").pid;
     const make = (name, old) => `head -c 1048576 /dev/zero > /dev/shm/${name} && chmod 600 /dev/shm/${name}${old ? ` && touch -d '20 minutes ago' /dev/shm/${name}` : ""}`;
     const names = { stale: `spmd-${dead}-0123456789ab`, fresh: `spmd-${dead}-ba9876543210`, alive: `spmd-${process.pid}-00112233aabb`, other: `spmd-double-${dead}-0123` };
+    // Named like ours, old, a dead creator, but no plain file: a link to one of ours, a FIFO, a directory.
+    const odd = { link: `spmd-${dead}-aaaaaaaaaaaa`, fifo: `spmd-${dead}-bbbbbbbbbbbb`, dir: `spmd-${dead}-cccccccccccc` };
+    const old = (name) => `touch -h -d '20 minutes ago' /dev/shm/${name}`;
     const script = [
       "mount -t tmpfs -o size=128m tmpfs /dev/shm",
       make(names.stale, true), make(names.fresh, false), make(names.alive, true), make(names.other, true),
+      `ln -s /dev/shm/${names.alive} /dev/shm/${odd.link}`, old(odd.link), `mkfifo -m 600 /dev/shm/${odd.fifo}`, old(odd.fifo), `mkdir /dev/shm/${odd.dir}`, old(odd.dir),
       `"$0" ${RUNNER} launch -n 2 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm | tr '\\n' ' ')]"`,
     ].join(" && ");
     const run = await inPrivateShm(script);
     assert.match(run.stdout, /^rc=0$/m, run.stderr);
     const left = /^left=\[(.*)\]$/m.exec(run.stdout)?.[1].split(" ").filter(Boolean).sort();
-    assert.deepEqual(left, [names.alive, names.fresh, names.other].sort(), run.stdout);
+    assert.deepEqual(left, [names.alive, names.fresh, names.other, ...Object.values(odd)].sort(), run.stdout);
     const said = run.stderr.split("\n").filter((l) => l.includes("removed"));
     assert.deepEqual(said, [`[0] [rank 0] warn: removed 1 shared-memory segment (1.0 MiB) from /dev/shm that start-ups killed outright had left: ${names.stale}`], run.stderr);
   }));

@@ -4,7 +4,7 @@
 // the whole segment in /dev/shm until the machine restarts (32 MiB at W=2); enough of them and the next job finds
 // no room.
 import { randomBytes } from "node:crypto";
-import { readdirSync, statSync, unlinkSync } from "node:fs";
+import { lstatSync, readdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 
 /** Where glibc's shm_open puts the names. */
@@ -28,7 +28,7 @@ function alive(pid: number): boolean {
   }
 }
 
-/** This user's names in `dir` whose creator is gone and that nobody touched for STALE_MS, unlinked: their names and bytes. */
+/** This user's plain files in `dir` named so whose creator is gone and that nobody touched for STALE_MS, unlinked: their names and bytes. */
 export function sweepStaleSegments(dir = SHM_DIR, now = Date.now()): { names: string[]; bytes: number } {
   const swept = { names: [] as string[], bytes: 0 };
   let names: string[];
@@ -41,8 +41,9 @@ export function sweepStaleSegments(dir = SHM_DIR, now = Date.now()): { names: st
     const m = NAME.exec(name);
     if (!m || alive(Number(m[1]))) continue;
     try {
-      const st = statSync(path.join(dir, name));
-      if (st.uid !== process.getuid?.() || now - st.mtimeMs < STALE_MS) continue;
+      // The entry itself, not what a link names: only a plain file of this user's is a segment of ours.
+      const st = lstatSync(path.join(dir, name));
+      if (!st.isFile() || st.uid !== process.getuid?.() || now - st.mtimeMs < STALE_MS) continue;
       unlinkSync(path.join(dir, name));
       swept.names.push(name);
       swept.bytes += st.size;
