@@ -16,7 +16,7 @@ import { freePort, rankEnv, RUNNER, runNode, runRanks, spawnRunner } from "./hel
 // The ranks time from which size blocks move single-copy (at most singleCopyFromBytes per pair, broadcast at
 // most singleCopyBroadcastFromBytes): N float32 elements give blocks of that and more at W=5 (all_to_all's,
 // and the largest all_to_allv's), not a multiple of W, and a broadcast of more.
-const { singleCopyFromBytes, singleCopyBroadcastFromBytes, singleCopyTimedBytes } = native();
+const { singleCopyFromBytes, singleCopyBroadcastFromBytes, singleCopyReduceFromBytes, singleCopyTimedBytes } = native();
 const FROM = singleCopyFromBytes / 4;
 const N = 5 * FROM + 3;
 // Where this host refuses CMA (Yama, seccomp) the single-copy cases cannot run; the staged ones still do.
@@ -36,6 +36,9 @@ function job(W) {
       { id: `${t}.scatter`, op: "scatter", input: t, root: 1 },
       { id: `${t}.all_gather`, op: "all_gather", input: t },
       { id: `${t}.broadcast`, op: "broadcast", input: t, root: W - 1 },
+      // Pulled from the peer at W=2 where the start-up timed that faster (cores that share no cache), else staged.
+      { id: `${t}.allreduce`, op: "allreduce", input: t },
+      { id: `${t}.reduce_scatter`, op: "reduce_scatter", input: t },
     );
   }
   return { name: `single-copy-${W}`, iterations: 2, warmup: 1, check: true, tensors, stages };
@@ -59,12 +62,13 @@ const bytesOf = (text) => Number(text.split(" ")[0]) * UNITS[text.split(" ")[1]]
  */
 function assertSingleCopy(paths, W) {
   assert.equal(new Set(paths).size, 1, `the ranks disagree: ${paths.join(" | ")}`);
-  const m = paths[0].match(/^single-copy: cma \(process_vm_readv\/writev\) from (\d+ [KM]iB)(?:, broadcast from (\d+ [KM]iB))? \((timed|not timed)\b[^)]*\)$/);
+  const m = paths[0].match(/^single-copy: cma \(process_vm_readv\/writev\) from (\d+ [KM]iB)(?:, broadcast from (\d+ [KM]iB))?(?:, reductions pulled from (\d+ [KM]iB))? \((timed|not timed)\b[^)]*\)$/);
   assert.ok(m, paths[0]);
   assert.ok([...singleCopyTimedBytes, singleCopyFromBytes].includes(bytesOf(m[1])), paths[0]);
   if (W === 2) assert.ok([...singleCopyTimedBytes, singleCopyBroadcastFromBytes].includes(bytesOf(m[2])), paths[0]);
   else assert.equal(m[2], undefined, paths[0]);
-  assert.equal(m[3], W <= os.cpus().length ? "timed" : "not timed", paths[0]);
+  if (m[3] !== undefined) assert.ok(W === 2 && bytesOf(m[3]) === singleCopyReduceFromBytes, paths[0]);
+  assert.equal(m[4], W <= os.cpus().length ? "timed" : "not timed", paths[0]);
 }
 
 // Every rank logs its backend at debug level: "backend shm on <host> (ranks 0,1), <copy path>, bootstrap tcp".

@@ -99,7 +99,7 @@ void exactOps(int W, const shm::Layout& layout, DType dt, RedOp op, size_t n, co
   std::vector<std::vector<std::string>> wrong(static_cast<size_t>(W));
   auto note = [&](int r, const std::string& what) { wrong[size_t(r)].push_back(what); };
   auto errors = onSegment(W, layout, 20, [&](int r, Collectives& c) {
-    if (singleCopy) static_cast<shm::SharedCollectives&>(c).useSingleCopy({0, 0, ""});
+    if (singleCopy) static_cast<shm::SharedCollectives&>(c).useSingleCopy({0, 0, "", 0});
     const std::vector<T> in = inputOf<T>(r, n);
     // allreduce, out of place and in place
     std::vector<T> out(n, T(-77));
@@ -163,6 +163,8 @@ void testEveryOpExact() {
     for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(5003)}) exactOps<float>(W, tiny, DType::F32, RedOp::Sum, n, "single-copy f32 sum", 0, true);
     exactOps<int64_t>(W, standard, DType::I64, RedOp::Max, 200003, "single-copy i64 max", 0, true);
   }
+  // Pulled reductions (W=2) in chunks of kSingleCopyReduceChunkBytes: two, the second of 2 and 1 elements.
+  exactOps<int32_t>(2, standard, DType::I32, RedOp::Sum, shm::kSingleCopyReduceChunkBytes / 2 + 3, "single-copy i32 sum, chunked", 0, true);
 }
 
 // all_to_all of records larger than a rank's share of a slot, and than a whole slot (the 1-bit allreduce's
@@ -325,9 +327,11 @@ void testSingleCopyTimed() {
     const bool timed = unsigned(W) <= onlineCores();
     for (int r = 0; r < W; ++r) {
       const shm::SingleCopyFrom& f = from[size_t(r)];
-      check(f.blocks == from[0].blocks && f.broadcast == from[0].broadcast && f.how == from[0].how, where + ": rank " + std::to_string(r) + " agrees with rank 0");
+      check(f.blocks == from[0].blocks && f.broadcast == from[0].broadcast && f.how == from[0].how && f.reductions == from[0].reductions,
+            where + ": rank " + std::to_string(r) + " agrees with rank 0");
     }
     const shm::SingleCopyFrom& f = from[0];
+    check(f.reductions == SIZE_MAX || (W == shm::kSingleCopyReduceRanks && f.reductions == shm::kSingleCopyReduceFromBytes), where + ": reductions from " + std::to_string(f.reductions));
     check(oneOf(f.blocks, shm::kSingleCopyFromBytes), where + ": blocks from " + std::to_string(f.blocks));
     check(W > shm::kSingleCopyFanOutRanks ? f.broadcast == SIZE_MAX : oneOf(f.broadcast, shm::kSingleCopyBroadcastFromBytes), where + ": broadcast from " + std::to_string(f.broadcast));
     check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);

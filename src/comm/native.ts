@@ -359,6 +359,8 @@ interface NativeModule {
    */
   singleCopyFromBytes: number;
   singleCopyBroadcastFromBytes: number;
+  /** A rank's input bytes from which 2 shm ranks pull an allreduce or reduce_scatter where the start-up timed that faster. */
+  singleCopyReduceFromBytes: number;
   /** The sizes per pair of ranks at which shm ranks time the staged path against single copy at start-up. */
   singleCopyTimedBytes: number[];
 }

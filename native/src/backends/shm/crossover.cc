@@ -54,28 +54,40 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   const std::string staysStaged = fanOut ? "" : "; broadcast and all_gather stage at W > " + std::to_string(kSingleCopyFanOutRanks);
   const std::string why = untimed(W);
   if (!why.empty()) return {kSingleCopyFromBytes, fanOut ? kSingleCopyBroadcastFromBytes : SIZE_MAX, why + staysStaged};
-  // Seconds per [path: staged, single copy][op: all_to_all, broadcast][timed size].
-  std::vector<double> t(2 * 2 * kSizes, std::numeric_limits<double>::infinity());
+  // Seconds per [path: staged, single copy][op: all_to_all, broadcast][timed size], then per path the allreduce of
+  // kSingleCopyReduceFromBytes where the ranks may pull reductions.
+  const bool reduces = W == kSingleCopyReduceRanks;
+  const size_t reduced = 2 * 2 * kSizes;
+  std::vector<double> t(reduced + 2, std::numeric_limits<double>::infinity());
   const auto at = [](int path, int op, size_t s) { return (size_t(path) * 2 + size_t(op)) * kSizes + s; };
   std::vector<char> in(size_t(W) * kTimedSizes[kSizes - 1], 1), out(in.size());
+  std::vector<float> x(reduces ? kSingleCopyReduceFromBytes / sizeof(float) : 0, 1.0f), sum(x.size());
+  const auto use = [&c](int path) { c.useSingleCopy(path ? SingleCopyFrom{0, 0, "", 0} : SingleCopyFrom{}); };
   for (int round = 0; round < kRounds; ++round) {
     for (size_t s = 0; s < kSizes; ++s) {
       const size_t n = kTimedSizes[s];
       for (int k = 0; k < 2; ++k) {  // which path goes first alternates: neither always finds the other's leftovers
         const int path = (k + round) % 2;
-        c.useSingleCopy(path ? SingleCopyFrom{0, 0, ""} : SingleCopyFrom{});
+        use(path);
         double& a2a = t[at(path, 0, s)];
         a2a = std::min(a2a, timed(c, [&] { c.allToAll(in.data(), out.data(), size_t(W) * n, 1, Algo::Shared); }));
         double& bcast = t[at(path, 1, s)];
         if (fanOut) bcast = std::min(bcast, timed(c, [&] { c.broadcast(in.data(), n, 0, Algo::Shared); }));
       }
     }
+    for (int k = 0; reduces && k < 2; ++k) {
+      const int path = (k + round) % 2;
+      use(path);
+      t[reduced + size_t(path)] = std::min(t[reduced + size_t(path)], timed(c, [&] { c.allreduce(x.data(), sum.data(), x.size(), DType::F32, RedOp::Sum, Algo::Shared); }));
+    }
   }
   c.useSingleCopy({});
   c.allreduce(t.data(), t.data(), t.size(), DType::F64, RedOp::Max, Algo::Shared);
   const std::string how = "timed " + std::to_string(kTimedSizes[0] >> 10) + "-" + std::to_string(kTimedSizes[kSizes - 1] >> 10) + " KiB at start-up";
+  const bool pulls = reduces && t[reduced + 1] < t[reduced] * (1 - kSwitchMargin);
   return {crossover(&t[at(0, 0, 0)], &t[at(1, 0, 0)], kSingleCopyFromBytes),
-          fanOut ? crossover(&t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes) : SIZE_MAX, how + staysStaged};
+          fanOut ? crossover(&t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes) : SIZE_MAX, how + staysStaged,
+          pulls ? kSingleCopyReduceFromBytes : SIZE_MAX};
 }
 
 }  // namespace spmd::shm

@@ -36,7 +36,9 @@ size_t crossover(const double* staged, const double* single, size_t otherwise);
 
 // Collective on lane `c` of every rank of the segment, once, after agree() found that all may move
 // single-copy: each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
-// broadcast) at every timed size, alternating, and keeps its best of a few rounds; the ranks take the
+// broadcast) at every timed size, and at W = kSingleCopyReduceRanks a staged and a pulled allreduce of
+// kSingleCopyReduceFromBytes (reductions pull from there where that saves kSwitchMargin), alternating, and keeps
+// its best of a few rounds; the ranks take the
 // slowest rank's time of each (an allreduce, max), so every rank computes the same thresholds. Leaves `c`
 // staged: the caller hands the answer to every lane.
 SingleCopyFrom timeSingleCopy(SharedCollectives& c);

@@ -89,10 +89,32 @@ Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const
   return TransportCollectives::resolve(kind, requested, bytes);
 }
 
+template <class Count, class At>
+void SharedCollectives::pullAndFold(const void* in, void* out, DType dt, RedOp op, Count count, At at) {
+  const int me = rank(), peer = 1 - me;
+  const size_t es = elementSize(dt), per = kSingleCopyReduceChunkBytes / es, most = std::max(count(0), count(1));
+  scratch_.resize(std::min(most, per) * es);
+  // As many chunks on every rank: the larger block's.
+  for (size_t k = 0; k * per < most; ++k) {
+    const auto chunk = [&](int j) { return region(bytes(in) + (at(j) + k * per) * es, piece(count(j), k, per) * es); };
+    // Never staged: the pulled side is this lane's scratch, which no rank's buffers overlap.
+    singleCopy_.move(true, [&](int j) { return j == me ? Region{} : chunk(j); },
+                     [&](int j) { return j == me ? Region{} : region(scratch_.data(), piece(count(me), k, per) * es); }, "a pulled reduction");
+    xs_[size_t(me)] = bytes(in) + (at(me) + k * per) * es;
+    xs_[size_t(peer)] = scratch_.data();
+    // Every peer is done reading this chunk of the input, so an output over it may be written.
+    foldRanks(dt, op, bytes(out) + k * per * es, xs_, piece(count(me), k, per));
+  }
+}
+
 void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
   const int W = size(), me = rank();
   const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
+  // An output over part of the input would overwrite what the peer pulls in a later chunk.
+  if (pullsReduction(count * es) && (out == in || !overlaps(in, out, count * es))) {
+    return pullAndFold(in, out, dt, op, [count](int) { return count; }, [](int) { return size_t(0); });
+  }
   const bool everywhere = count * es <= kReduceEverywhereBytes, stream = streams(count * es, count * es);
   for (size_t at = 0; at < count; at += chunk) {
     const size_t m = std::min(chunk, count - at);
@@ -142,6 +164,9 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const Partition p{count, W};
   const size_t per = pieceSize(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
+  if (pullsReduction(count * es) && (out == bytes(in) + p.offset(me) * es || !overlaps(in, out, count * es))) {
+    return pullAndFold(in, out, dt, op, [&p](int j) { return p.count(j); }, [&p](int j) { return p.offset(j); });
+  }
   const bool stream = !inPlace && streams(count * es, p.block() * es);
   // Step s moves the s-th piece of every rank's block: each rank writes the pieces the others reduce and
   // folds its own block's piece out of every slot.

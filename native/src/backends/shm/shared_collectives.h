@@ -25,7 +25,7 @@ class SharedCollectives : public TransportCollectives {
   std::string agreeSingleCopy(bool allowed) { return singleCopy_.agree(allowed); }
   // Moves blocks of `from.blocks` bytes and more single-copy from now on, and broadcasts from `from.broadcast`;
   // every rank's lanes alike.
-  void useSingleCopy(const SingleCopyFrom& from) { from_ = {from.blocks, from.broadcast, ""}; }
+  void useSingleCopy(const SingleCopyFrom& from) { from_ = {from.blocks, from.broadcast, "", from.reductions}; }
 
   void allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
   void reduceScatter(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) override;
@@ -43,6 +43,12 @@ class SharedCollectives : public TransportCollectives {
   bool streams(size_t inBytes, size_t outBytes) const;
   // Whether blocks of `bytes` between each pair of ranks move single-copy (the same answer on every rank).
   bool singleCopies(size_t bytes) const { return bytes >= from_.blocks; }
+  // Whether an allreduce or reduce_scatter of `bytes` per rank pulls from the peer (the same answer on every rank).
+  bool pullsReduction(size_t bytes) const { return size() == kSingleCopyReduceRanks && bytes >= from_.reductions; }
+  // The pulled reduction (single_copy.h): rank r's out[i] = every rank's in[at(r) + i] folded, i < count(r); an
+  // allreduce's count and at are the same for every rank, a reduce_scatter's give each rank its block.
+  template <class Count, class At>
+  void pullAndFold(const void* in, void* out, DType dt, RedOp op, Count count, At at);
   // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
   // output, and its bytes (shared_collectives.cc).
   template <class Send, class Recv>
@@ -51,6 +57,7 @@ class SharedCollectives : public TransportCollectives {
   Arena arena_;
   SingleCopy singleCopy_;
   SingleCopyFrom from_;  // staged until useSingleCopy
+  std::vector<char> scratch_;  // a pulled reduction's chunk of the peer's input
   std::vector<const void*> xs_;  // each rank's operand of one fold, kept so that folding allocates nothing
   size_t streamAbove_;
   bool releaseBarrier_;  // auto's barrier is the shared one: the same answer on every rank of the host

@@ -80,6 +80,7 @@ std::string describeCopyPath(const std::string& staged, const SingleCopyFrom& fr
   if (!staged.empty()) return "staged (" + staged + ")";
   std::string text = "single-copy: cma (process_vm_readv/writev) from " + sizeText(from.blocks);
   if (from.broadcast != SIZE_MAX) text += ", broadcast from " + sizeText(from.broadcast);
+  if (from.reductions != SIZE_MAX) text += ", reductions pulled from " + sizeText(from.reductions);
   return text + " (" + from.how + ")";
 }
 

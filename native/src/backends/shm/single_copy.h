@@ -37,12 +37,26 @@ inline constexpr int kSingleCopyFanOutRanks = 2;
 // to 256 MiB in 3 of 4 runs, 0.93x in one), so untimed it moves single-copy from here.
 inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 
+// Allreduce and reduce_scatter at this many ranks may pull what each rank reduces straight from its peer's input
+// and fold it in the rank's own memory. Staged, each chunk's modified cache lines cross between the ranks' caches
+// four times (in, the peer's fold, back, out); where the two CPUs share no cache that dominates, and in one process's
+// run the EPYC VM put its two vCPUs either way (a cache line's round trip 60-90 or 300-340 ns): a 1 MiB allreduce took
+// 64-79 us staged and 446-642 us apart, pulled 119-158 us both ways, Open MPI's 150-200 (docs/PERFORMANCE.md,
+// "Reductions where the cores share no cache"). So the start-up times both (crossover.h). Beyond two ranks each
+// would pull W-1 whole inputs.
+inline constexpr int kSingleCopyReduceRanks = 2;
+// The message the start-up times the two reductions at, and from which they pull where pulling won.
+inline constexpr size_t kSingleCopyReduceFromBytes = 1024 * 1024;
+// The most of a peer's input one pull brings in: each lane keeps a scratch buffer this large at most.
+inline constexpr size_t kSingleCopyReduceChunkBytes = 4 * 1024 * 1024;
+
 // From how many bytes per pair of ranks blocks move single-copy (SIZE_MAX: never), as every rank of a
 // segment agreed at start-up, and how the ranks came by the numbers (for copyPath).
 struct SingleCopyFrom {
   size_t blocks = SIZE_MAX;     // all_to_all(v), gather, scatter, all_gather, the channels' hand-offs
   size_t broadcast = SIZE_MAX;  // broadcast (SIZE_MAX also where it always stages)
   std::string how;
+  size_t reductions = SIZE_MAX;  // allreduce and reduce_scatter, by a rank's input bytes (kSingleCopyReduceRanks only)
 };
 
 // How long agree() may wait at connect(), which the ranks call right after they all attached: one that has
