@@ -331,7 +331,8 @@ void testSingleCopyTimed() {
             where + ": rank " + std::to_string(r) + " agrees with rank 0");
     }
     const shm::SingleCopyFrom& f = from[0];
-    check(f.reductions == SIZE_MAX || (W == shm::kSingleCopyReduceRanks && f.reductions == shm::kSingleCopyReduceFromBytes), where + ": reductions from " + std::to_string(f.reductions));
+    const bool timedReduction = std::find(std::begin(shm::kReduceTimedSizes), std::end(shm::kReduceTimedSizes), f.reductions) != std::end(shm::kReduceTimedSizes);
+    check(f.reductions == SIZE_MAX || (W == shm::kSingleCopyReduceRanks && timedReduction), where + ": reductions from " + std::to_string(f.reductions));
     check(oneOf(f.blocks, shm::kSingleCopyFromBytes), where + ": blocks from " + std::to_string(f.blocks));
     check(W > shm::kSingleCopyFanOutRanks ? f.broadcast == SIZE_MAX : oneOf(f.broadcast, shm::kSingleCopyBroadcastFromBytes), where + ": broadcast from " + std::to_string(f.broadcast));
     check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);
@@ -381,7 +382,7 @@ void testCoreRoundTrips() {
 // most in all, and only when that saves kSwitchMargin of the staged total; ties stay on the default.
 void testCrossoverMargin() {
   const size_t otherwise = shm::kSingleCopyFromBytes;
-  auto from = [&](std::array<double, 5> staged, std::array<double, 5> single) { return shm::crossover(staged.data(), single.data(), otherwise); };
+  auto from = [&](std::array<double, 5> staged, std::array<double, 5> single) { return shm::crossover(shm::kTimedSizes, staged.data(), single.data(), otherwise); };
   // An EPYC start-up: single copy 1% ahead from 256 KiB, within noise.
   check(from({3.0, 6.0, 10.3, 20.3, 34.3}, {4.9, 6.3, 10.2, 22.9, 33.5}) == otherwise, "a 1% lead keeps the default");
   // A Xeon one: single copy 10-17% ahead from 128 KiB.

@@ -359,8 +359,8 @@ interface NativeModule {
    */
   singleCopyFromBytes: number;
   singleCopyBroadcastFromBytes: number;
-  /** A rank's input bytes from which 2 shm ranks pull an allreduce or reduce_scatter where the start-up timed that faster. */
-  singleCopyReduceFromBytes: number;
+  /** A rank's input bytes at which 2 shm ranks time an allreduce staged and pulled at start-up (the reductions pull from one of them, or stage). */
+  singleCopyReduceTimedBytes: number[];
   /** The sizes per pair of ranks at which shm ranks time the staged path against single copy at start-up. */
   singleCopyTimedBytes: number[];
 }

@@ -93,10 +93,13 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("singleCopyRefusal", Napi::Function::New(env, singleCopyRefusal, "singleCopyRefusal"));
   exports.Set("singleCopyFromBytes", double(spmd::shm::kSingleCopyFromBytes));
   exports.Set("singleCopyBroadcastFromBytes", double(spmd::shm::kSingleCopyBroadcastFromBytes));
-  exports.Set("singleCopyReduceFromBytes", double(spmd::shm::kSingleCopyReduceFromBytes));
-  Napi::Array timed = Napi::Array::New(env);
-  for (size_t bytes : spmd::shm::kTimedSizes) timed.Set(timed.Length(), double(bytes));
-  exports.Set("singleCopyTimedBytes", timed);
+  const auto array = [&env](auto& sizes) {
+    Napi::Array out = Napi::Array::New(env);
+    for (size_t bytes : sizes) out.Set(out.Length(), double(bytes));
+    return out;
+  };
+  exports.Set("singleCopyTimedBytes", array(spmd::shm::kTimedSizes));
+  exports.Set("singleCopyReduceTimedBytes", array(spmd::shm::kReduceTimedSizes));
   return exports;
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kSizes = std::size(kTimedSizes);
+constexpr size_t kSizes = std::size(kTimedSizes), kReduceSizes = std::size(kReduceTimedSizes);
 // Each rank's best of this many rounds: a round the scheduler or an interrupt hit does not decide.
 constexpr int kRounds = 4;
 
@@ -35,15 +35,15 @@ std::string untimed(int W) {
 
 }  // namespace
 
-size_t crossover(const double* staged, const double* single, size_t otherwise) {
+size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise) {
   double all = 0;
-  for (size_t s = 0; s < kSizes; ++s) all += staged[s];
+  for (size_t s = 0; s < sizes.size(); ++s) all += staged[s];
   double best = all * (1 - kSwitchMargin);
   size_t from = otherwise;
-  for (size_t i = kSizes; i-- > 0;) {
+  for (size_t i = sizes.size(); i-- > 0;) {
     double total = 0;
-    for (size_t s = 0; s < kSizes; ++s) total += s < i ? staged[s] : single[s];
-    if (total < best) best = total, from = kTimedSizes[i];
+    for (size_t s = 0; s < sizes.size(); ++s) total += s < i ? staged[s] : single[s];
+    if (total < best) best = total, from = sizes[i];
   }
   return from;
 }
@@ -54,14 +54,15 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   const std::string staysStaged = fanOut ? "" : "; broadcast and all_gather stage at W > " + std::to_string(kSingleCopyFanOutRanks);
   const std::string why = untimed(W);
   if (!why.empty()) return {kSingleCopyFromBytes, fanOut ? kSingleCopyBroadcastFromBytes : SIZE_MAX, why + staysStaged};
-  // Seconds per [path: staged, single copy][op: all_to_all, broadcast][timed size], then per path the allreduce of
-  // kSingleCopyReduceFromBytes where the ranks may pull reductions.
+  // Seconds per [path: staged, single copy][op: all_to_all, broadcast][timed size], then per [path][reduce timed
+  // size] the allreduces where the ranks may pull reductions.
   const bool reduces = W == kSingleCopyReduceRanks;
   const size_t reduced = 2 * 2 * kSizes;
-  std::vector<double> t(reduced + 2, std::numeric_limits<double>::infinity());
+  std::vector<double> t(reduced + 2 * kReduceSizes, std::numeric_limits<double>::infinity());
   const auto at = [](int path, int op, size_t s) { return (size_t(path) * 2 + size_t(op)) * kSizes + s; };
+  const auto allreduceAt = [reduced](int path, size_t s) { return reduced + size_t(path) * kReduceSizes + s; };
   std::vector<char> in(size_t(W) * kTimedSizes[kSizes - 1], 1), out(in.size());
-  std::vector<float> x(reduces ? kSingleCopyReduceFromBytes / sizeof(float) : 0, 1.0f), sum(x.size());
+  std::vector<float> x(reduces ? kReduceTimedSizes[kReduceSizes - 1] / sizeof(float) : 0, 1.0f), sum(x.size());
   const auto use = [&c](int path) { c.useSingleCopy(path ? SingleCopyFrom{0, 0, "", 0} : SingleCopyFrom{}); };
   for (int round = 0; round < kRounds; ++round) {
     for (size_t s = 0; s < kSizes; ++s) {
@@ -75,19 +76,21 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
         if (fanOut) bcast = std::min(bcast, timed(c, [&] { c.broadcast(in.data(), n, 0, Algo::Shared); }));
       }
     }
-    for (int k = 0; reduces && k < 2; ++k) {
-      const int path = (k + round) % 2;
-      use(path);
-      t[reduced + size_t(path)] = std::min(t[reduced + size_t(path)], timed(c, [&] { c.allreduce(x.data(), sum.data(), x.size(), DType::F32, RedOp::Sum, Algo::Shared); }));
+    for (size_t s = 0; reduces && s < kReduceSizes; ++s) {
+      for (int k = 0; k < 2; ++k) {
+        const int path = (k + round) % 2;
+        use(path);
+        double& ar = t[allreduceAt(path, s)];
+        ar = std::min(ar, timed(c, [&] { c.allreduce(x.data(), sum.data(), kReduceTimedSizes[s] / sizeof(float), DType::F32, RedOp::Sum, Algo::Shared); }));
+      }
     }
   }
   c.useSingleCopy({});
   c.allreduce(t.data(), t.data(), t.size(), DType::F64, RedOp::Max, Algo::Shared);
   const std::string how = "timed " + std::to_string(kTimedSizes[0] >> 10) + "-" + std::to_string(kTimedSizes[kSizes - 1] >> 10) + " KiB at start-up";
-  const bool pulls = reduces && t[reduced + 1] < t[reduced] * (1 - kSwitchMargin);
-  return {crossover(&t[at(0, 0, 0)], &t[at(1, 0, 0)], kSingleCopyFromBytes),
-          fanOut ? crossover(&t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes) : SIZE_MAX, how + staysStaged,
-          pulls ? kSingleCopyReduceFromBytes : SIZE_MAX};
+  return {crossover(kTimedSizes, &t[at(0, 0, 0)], &t[at(1, 0, 0)], kSingleCopyFromBytes),
+          fanOut ? crossover(kTimedSizes, &t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes) : SIZE_MAX, how + staysStaged,
+          reduces ? crossover(kReduceTimedSizes, &t[allreduceAt(0, 0)], &t[allreduceAt(1, 0)], SIZE_MAX) : SIZE_MAX};
 }
 
 }  // namespace spmd::shm

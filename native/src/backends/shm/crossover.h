@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <iterator>
+#include <span>
 
 #include "backends/shm/shared_collectives.h"
 
@@ -15,6 +16,9 @@ namespace spmd::shm {
 // copy loses even there, it moves from kSingleCopyFromBytes (and broadcasts from
 // kSingleCopyBroadcastFromBytes), as measured on the machines where staged won longest.
 inline constexpr size_t kTimedSizes[] = {16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10};
+// The allreduces timed staged and pulled at W = kSingleCopyReduceRanks, by a rank's input; above the largest the
+// answer at it holds, and reductions stage where pulling wins at none.
+inline constexpr size_t kReduceTimedSizes[] = {256 << 10, 1 << 20};
 // Timed only where every rank has a CPU of its own (waiting ranks that share one time the scheduler, not the
 // copies) and at most this many ranks, so that start-up stays within a few milliseconds.
 inline constexpr int kTimedRanksAtMost = 4;
@@ -32,13 +36,13 @@ inline constexpr double kSwitchMargin = 0.05;
 // an interrupt hit moves the answer only as far as its own weight: a rule that single copy must win at every
 // larger size fell back to `otherwise` in 3 of 8 start-ups here on a 256 KiB reading 3% against it while it
 // won by 10-20% below.
-size_t crossover(const double* staged, const double* single, size_t otherwise);
+size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise);
 
 // Collective on lane `c` of every rank of the segment, once, after agree() found that all may move
 // single-copy: each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
-// broadcast) at every timed size, and at W = kSingleCopyReduceRanks a staged and a pulled allreduce of
-// kSingleCopyReduceFromBytes (reductions pull from there where that saves kSwitchMargin), alternating, and keeps
-// its best of a few rounds; the ranks take the
+// broadcast) at every timed size, and at W = kSingleCopyReduceRanks a staged and a pulled allreduce at every
+// kReduceTimedSizes (the reductions' threshold by the same rule, SIZE_MAX where pulling wins at none), alternating,
+// and keeps its best of a few rounds; the ranks take the
 // slowest rank's time of each (an allreduce, max), so every rank computes the same thresholds. Leaves `c`
 // staged: the caller hands the answer to every lane.
 SingleCopyFrom timeSingleCopy(SharedCollectives& c);

@@ -42,9 +42,11 @@ void forEachPeer(int me, int W, F f) {
   for (int k = 1; k < W; ++k) f((me + k) % W);
 }
 
-bool overlaps(const void* a, const void* b, size_t n) {
-  return n != 0 && bytes(a) < bytes(b) + n && bytes(b) < bytes(a) + n;
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  return an != 0 && bn != 0 && bytes(a) < bytes(b) + bn && bytes(b) < bytes(a) + an;
 }
+
+bool overlaps(const void* a, const void* b, size_t n) { return overlaps(a, n, b, n); }
 
 // The slot split into one piece per rank, each on its own cache lines where the slot allows it, and a whole
 // number of `unit`s (an element; 1 where the op moves bytes). A message of any size moves piece by piece.
@@ -164,7 +166,9 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const Partition p{count, W};
   const size_t per = pieceSize(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
-  if (pullsReduction(count * es) && (out == bytes(in) + p.offset(me) * es || !overlaps(in, out, count * es))) {
+  // Every rank decides alike where the buffers are the runner's (apart, or the output its own block): an output
+  // over another rank's block would be overwritten before the peer pulled it.
+  if (pullsReduction(count * es) && (out == bytes(in) + p.offset(me) * es || !overlaps(in, count * es, out, p.count(me) * es))) {
     return pullAndFold(in, out, dt, op, [&p](int j) { return p.count(j); }, [&p](int j) { return p.offset(j); });
   }
   const bool stream = !inPlace && streams(count * es, p.block() * es);

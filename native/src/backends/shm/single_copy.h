@@ -42,11 +42,9 @@ inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 // four times (in, the peer's fold, back, out); where the two CPUs share no cache that dominates, and in one process's
 // run the EPYC VM put its two vCPUs either way (a cache line's round trip 60-90 or 300-340 ns): a 1 MiB allreduce took
 // 64-79 us staged and 446-642 us apart, pulled 119-158 us both ways, Open MPI's 150-200 (docs/PERFORMANCE.md,
-// "Reductions where the cores share no cache"). So the start-up times both (crossover.h). Beyond two ranks each
-// would pull W-1 whole inputs.
+// "Reductions where the cores share no cache"). So the start-up times both (crossover.h, kReduceTimedSizes).
+// Beyond two ranks each would pull W-1 whole inputs.
 inline constexpr int kSingleCopyReduceRanks = 2;
-// The message the start-up times the two reductions at, and from which they pull where pulling won.
-inline constexpr size_t kSingleCopyReduceFromBytes = 1024 * 1024;
 // The most of a peer's input one pull brings in: each lane keeps a scratch buffer this large at most.
 inline constexpr size_t kSingleCopyReduceChunkBytes = 4 * 1024 * 1024;
 
