@@ -39,9 +39,9 @@ inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 
 // Allreduce and reduce_scatter at this many ranks may pull what each rank reduces straight from its peer's input
 // and fold it in the rank's own memory. Staged, each chunk's modified cache lines cross between the ranks' caches
-// four times (in, the peer's fold, back, out); where the two CPUs share no cache that dominates, and in one process's
-// run the EPYC VM put its two vCPUs either way (a cache line's round trip 60-90 or 300-340 ns): a 1 MiB allreduce took
-// 64-79 us staged and 446-642 us apart, pulled 119-158 us both ways, Open MPI's 150-200 (docs/PERFORMANCE.md,
+// four times (in, the peer's fold, back, out); where the two CPUs share no cache that dominates, and from one run to
+// the next the EPYC VM put its two vCPUs either way (a cache line's round trip 60-90 or 300-340 ns): a 1 MiB allreduce took
+// 64-79 us staged near and 244-683 apart, pulled 119-202 and 121-158, Open MPI's 149-818 (docs/PERFORMANCE.md,
 // "Reductions where the cores share no cache"). So the start-up times both (crossover.h, kReduceTimedSizes).
 // Beyond two ranks each would pull W-1 whole inputs.
 inline constexpr int kSingleCopyReduceRanks = 2;
