@@ -8,7 +8,7 @@ namespace spmd {
 
 void* allocHost(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
-  const bool huge = bytes >= 2 * kHuge;
+  const bool huge = bytes >= kHuge;
   const size_t align = huge ? kHuge : 64;
   void* p = std::aligned_alloc(align, (bytes + align - 1) & ~(align - 1));
   if (!p) throw std::bad_alloc();
