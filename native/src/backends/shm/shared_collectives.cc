@@ -91,6 +91,10 @@ Algo SharedCollectives::resolve(OpKind kind, Algo requested, size_t bytes) const
   return TransportCollectives::resolve(kind, requested, bytes);
 }
 
+bool SharedCollectives::pullsReduction(const void* in, size_t inBytes, const void* out, const void* own, size_t outBytes) const {
+  return size() == kSingleCopyReduceRanks && inBytes >= from_.reductions && (out == own || !overlaps(in, inBytes, out, outBytes));
+}
+
 template <class Count, class At>
 void SharedCollectives::pullAndFold(const void* in, void* out, DType dt, RedOp op, Count count, At at) {
   const int me = rank(), peer = 1 - me;
@@ -113,8 +117,7 @@ void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType
   if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
   const int W = size(), me = rank();
   const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
-  // An output over part of the input would overwrite what the peer pulls in a later chunk.
-  if (pullsReduction(count * es) && (out == in || !overlaps(in, out, count * es))) {
+  if (pullsReduction(in, count * es, out, in, count * es)) {
     return pullAndFold(in, out, dt, op, [count](int) { return count; }, [](int) { return size_t(0); });
   }
   const bool everywhere = count * es <= kReduceEverywhereBytes, stream = streams(count * es, count * es);
@@ -166,9 +169,7 @@ void SharedCollectives::reduceScatter(const void* in, void* out, size_t count, D
   const Partition p{count, W};
   const size_t per = pieceSize(arena_.slotBytes(), W, es);
   const bool inPlace = overlaps(bytes(in) + p.offset(me) * es, out, p.count(me) * es);
-  // Every rank decides alike where the buffers are the runner's (apart, or the output its own block): an output
-  // over another rank's block would be overwritten before the peer pulled it.
-  if (pullsReduction(count * es) && (out == bytes(in) + p.offset(me) * es || !overlaps(in, count * es, out, p.count(me) * es))) {
+  if (pullsReduction(in, count * es, out, bytes(in) + p.offset(me) * es, p.count(me) * es)) {
     return pullAndFold(in, out, dt, op, [&p](int j) { return p.count(j); }, [&p](int j) { return p.offset(j); });
   }
   const bool stream = !inPlace && streams(count * es, p.block() * es);

@@ -43,8 +43,10 @@ class SharedCollectives : public TransportCollectives {
   bool streams(size_t inBytes, size_t outBytes) const;
   // Whether blocks of `bytes` between each pair of ranks move single-copy (the same answer on every rank).
   bool singleCopies(size_t bytes) const { return bytes >= from_.blocks; }
-  // Whether an allreduce or reduce_scatter of `bytes` per rank pulls from the peer (the same answer on every rank).
-  bool pullsReduction(size_t bytes) const { return size() == kSingleCopyReduceRanks && bytes >= from_.reductions; }
+  // Whether an allreduce or reduce_scatter of `inBytes` per rank pulls from the peer: the same answer on every rank
+  // where the buffers are the runner's (apart, or the output over this rank's own block of the input, `own`). An
+  // output over any other part of the input would be overwritten before the peer pulled it in a later chunk.
+  bool pullsReduction(const void* in, size_t inBytes, const void* out, const void* own, size_t outBytes) const;
   // The pulled reduction (single_copy.h): rank r's out[i] = every rank's in[at(r) + i] folded, i < count(r); an
   // allreduce's count and at are the same for every rank, a reduce_scatter's give each rank its block.
   template <class Count, class At>
