@@ -15,6 +15,12 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSizes = std::size(kTimedSizes), kReduceSizes = std::size(kReduceTimedSizes);
 // Each rank's best of this many rounds: a round the scheduler or an interrupt hit does not decide.
 constexpr int kRounds = 4;
+// The allreduces' rounds. Where the cores share no cache, a pulled allreduce of 1 MiB took 4-6 calls after start-up
+// to reach its steady 113 us (145-450 us before), while the staged one is slow throughout (240-480 us): best of 4,
+// the start-up chose staged in 10 of 64 such launches under load, which then ran 3-4x slower; with 4 or more calls
+// before the best of 4 counted, or best of 8, in none of 58 (docs/PERFORMANCE.md, "The start-up's reductions").
+// It costs about 1 ms more where the cores share a cache, 3 where they do not.
+constexpr int kReduceRounds = 8;
 
 // Seconds `op` takes on this rank, the ranks starting it together.
 template <class Op>
@@ -76,7 +82,9 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
         if (fanOut) bcast = std::min(bcast, timed(c, [&] { c.broadcast(in.data(), n, 0, Algo::Shared); }));
       }
     }
-    for (size_t s = 0; reduces && s < kReduceSizes; ++s) {
+  }
+  for (int round = 0; reduces && round < kReduceRounds; ++round) {
+    for (size_t s = 0; s < kReduceSizes; ++s) {
       for (int k = 0; k < 2; ++k) {
         const int path = (k + round) % 2;
         use(path);
