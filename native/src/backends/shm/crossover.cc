@@ -69,28 +69,29 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   const auto allreduceAt = [reduced](int path, size_t s) { return reduced + size_t(path) * kReduceSizes + s; };
   std::vector<char> in(size_t(W) * kTimedSizes[kSizes - 1], 1), out(in.size());
   std::vector<float> x(reduces ? kReduceTimedSizes[kReduceSizes - 1] / sizeof(float) : 0, 1.0f), sum(x.size());
-  const auto use = [&c](int path) { c.useSingleCopy(path ? SingleCopyFrom{0, 0, "", 0} : SingleCopyFrom{}); };
+  // Both paths in this round, which goes first alternating: neither always finds the other's leftovers.
+  const auto bothPaths = [&c](int round, auto time) {
+    for (int k = 0; k < 2; ++k) {
+      const int path = (k + round) % 2;
+      c.useSingleCopy(path ? SingleCopyFrom{0, 0, "", 0} : SingleCopyFrom{});
+      time(path);
+    }
+  };
+  const auto best = [&c](double& t, auto op) { t = std::min(t, timed(c, op)); };
   for (int round = 0; round < kRounds; ++round) {
     for (size_t s = 0; s < kSizes; ++s) {
       const size_t n = kTimedSizes[s];
-      for (int k = 0; k < 2; ++k) {  // which path goes first alternates: neither always finds the other's leftovers
-        const int path = (k + round) % 2;
-        use(path);
-        double& a2a = t[at(path, 0, s)];
-        a2a = std::min(a2a, timed(c, [&] { c.allToAll(in.data(), out.data(), size_t(W) * n, 1, Algo::Shared); }));
-        double& bcast = t[at(path, 1, s)];
-        if (fanOut) bcast = std::min(bcast, timed(c, [&] { c.broadcast(in.data(), n, 0, Algo::Shared); }));
-      }
+      bothPaths(round, [&](int path) {
+        best(t[at(path, 0, s)], [&] { c.allToAll(in.data(), out.data(), size_t(W) * n, 1, Algo::Shared); });
+        if (fanOut) best(t[at(path, 1, s)], [&] { c.broadcast(in.data(), n, 0, Algo::Shared); });
+      });
     }
   }
   for (int round = 0; reduces && round < kReduceRounds; ++round) {
     for (size_t s = 0; s < kReduceSizes; ++s) {
-      for (int k = 0; k < 2; ++k) {
-        const int path = (k + round) % 2;
-        use(path);
-        double& ar = t[allreduceAt(path, s)];
-        ar = std::min(ar, timed(c, [&] { c.allreduce(x.data(), sum.data(), kReduceTimedSizes[s] / sizeof(float), DType::F32, RedOp::Sum, Algo::Shared); }));
-      }
+      bothPaths(round, [&](int path) {
+        best(t[allreduceAt(path, s)], [&] { c.allreduce(x.data(), sum.data(), kReduceTimedSizes[s] / sizeof(float), DType::F32, RedOp::Sum, Algo::Shared); });
+      });
     }
   }
   c.useSingleCopy({});
