@@ -3,12 +3,11 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
-import net from "node:net";
 import { constants } from "node:os";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
 import { LAUNCHER_PID_ENV } from "../env/discover.js";
+import { freePort } from "./ports.js";
 import { PROGRESS_FD_ENV } from "../report/progress.js";
 
 export type OutputStream = "stdout" | "stderr";
@@ -46,49 +45,6 @@ const FORWARDED_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 // A grandchild that inherited a rank's pipes can hold them open after the rank exits;
 // output is not waited for longer than this once the rank itself is gone.
 const PIPE_DRAIN_MS = 1000;
-
-/** Listens on `port` (0: the OS picks) and closes again; resolves with the port, or undefined where it is taken. */
-function probePort(host: string, port: number): Promise<number | undefined> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", (err: NodeJS.ErrnoException) => (err.code === "EADDRINUSE" ? resolve(undefined) : reject(err)));
-    probe.listen({ host, port }, () => {
-      const { port: bound } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(bound));
-    });
-  });
-}
-
-/** The first port of the kernel's ephemeral range, from which outgoing connections take theirs (Linux). */
-function ephemeralLow(): number | undefined {
-  try {
-    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
-    return Number.isInteger(low) ? low : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-const PORT_FLOOR = 10000;
-
-/**
- * A port for rank 0's store that is free now. Taken below the ephemeral range where there is room: between
- * this probe and rank 0's listen, a port the OS handed out (port 0) can become the source port of any
- * program's outgoing connection, the ranks' own included, and a bench run saw rank 0 fail with "address in
- * use" that way. Below the range only a program that asks for that very port can take it.
- */
-export async function freePort(host: string): Promise<number> {
-  const low = ephemeralLow();
-  if (low !== undefined && low > PORT_FLOOR + 1000) {
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const port = await probePort(host, PORT_FLOOR + Math.floor(Math.random() * (low - PORT_FLOOR)));
-      if (port !== undefined) return port;
-    }
-  }
-  const port = await probePort(host, 0);
-  if (port === undefined) throw new Error(`runner launch: no free port on ${host}`);
-  return port;
-}
 
 function forEachLine(stream: Readable, onLine: (line: string) => void): void {
   // readline also emits a final line that lacks its newline when the stream ends.

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort as launcherFreePort } from "../../dist/launch/launcher.js";
+import { freePort as launcherFreePort } from "../../dist/launch/ports.js";
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const RUNNER = path.join(REPO, "runner");
