@@ -41,7 +41,8 @@ class CudaKernels final : public kernels::DeviceKernels {
     int sms = 0;
     check(d_.ctxGetDevice(&device), "cuCtxGetDevice");
     check(d_.deviceGetAttribute(&sms, kAttributeMultiprocessorCount, device), "cuDeviceGetAttribute");
-    maxBlocks_ = std::max(1u, unsigned(sms) * kBlocksPerSm);
+    sms_ = std::max(1, sms);
+    maxBlocks_ = unsigned(sms_) * kBlocksPerSm;
     for (const Fatbin& image : images) {
       CuModule module = nullptr;
       const CuResult r = d_.moduleLoadData(&module, image.data);
@@ -94,7 +95,7 @@ class CudaKernels final : public kernels::DeviceKernels {
   void dequantizeSumQuantize(QuantFormat f, Strided in, float* error, float beta, size_t n, uint8_t* out,
                              uint32_t* nonFinite) override {
     if (n) {
-      launch(dequantizeSumQuantize_, groupBlocks(f, n, kSumGroupsPerBlock), 1, 0,
+      launch(dequantizeSumQuantize_, groupBlocks(f, n, kSumGroupsPerBlock, sms_ * kSumQuantizeBlocksPerSm), 1, 0,
              DequantizeSumQuantizeArgs{layout(f, n), in.base, in.stride, uint32_t(in.count), error, beta, out, nonFinite});
     }
   }
@@ -148,8 +149,8 @@ class CudaKernels final : public kernels::DeviceKernels {
     return blocks(items, std::max(1u, maxBlocks_ / unsigned(count)));
   }
   // Blocks for the groups of n values, `perBlock` groups a block at once.
-  unsigned groupBlocks(QuantFormat f, size_t n, unsigned perBlock) const {
-    return blocks((f.groups(n) + perBlock - 1) / perBlock * kBlock);
+  unsigned groupBlocks(QuantFormat f, size_t n, unsigned perBlock, unsigned limit = 0) const {
+    return blocks((f.groups(n) + perBlock - 1) / perBlock * kBlock, limit);
   }
   static QuantLayout layout(QuantFormat f, size_t n) { return {uint32_t(f.bits), f.groupSize, n}; }
   static int wideIndex(DType dt) { return dt == DType::F16 ? 0 : dt == DType::BF16 ? 1 : 2; }
@@ -193,7 +194,7 @@ class CudaKernels final : public kernels::DeviceKernels {
   const CudaDriver& d_;
   Stream stream_;
   std::vector<CuModule> modules_;
-  unsigned maxBlocks_ = 1;
+  unsigned sms_ = 1, maxBlocks_ = 1;
   OneBitKernels f32_, f64_;
   Kernel quantize_, dequantizeSum_, dequantizeSumQuantize_;
   Kernel toF32_[3], fromF32_[3];  // float16, bfloat16, float64

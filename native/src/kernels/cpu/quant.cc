@@ -17,14 +17,6 @@ namespace {
 // tile's codes (1 KiB per source) and the floats they stand for stay in L1.
 constexpr size_t kTile = 1024;
 
-// Adding and subtracting 1.5·2^23 rounds a float of magnitude <= 2^22 to an integer, half to even: the sum
-// lies where float32's spacing is 1, and the default rounding mode is round-to-nearest-even. (nearbyint
-// would do the same, but does not vectorise on baseline x86-64, which has no packed round instruction.)
-constexpr float kRoundHalfEven = 0x1.8p23f;
-
-// Bits at and above this, in a float with the sign cleared, are infinity or NaN.
-constexpr uint32_t kNonFinite = 0x7f800000u;
-
 float stepAt(const uint8_t* block, size_t k) {
   float s;
   std::memcpy(&s, block + 4 * k, 4);
@@ -64,7 +56,9 @@ void addFeedback(const float* __restrict x, float* __restrict y, float beta, siz
 
 // One code per value of y: q = clamp(rhe(y/step), lo, hi). Clamping first is the same as clamping after,
 // since the bounds are integers, and keeps the rounding trick in range; a NaN (rejected by the caller
-// afterwards) becomes lo rather than an undefined conversion. With Keep, y[i] becomes y[i] - q·step.
+// afterwards) becomes lo rather than an undefined conversion. Rounding by kRoundHalfEven: nearbyint would do
+// the same, but does not vectorise on baseline x86-64, which has no packed round instruction. With Keep, y[i]
+// becomes y[i] - q·step.
 template <bool Keep>
 void codeTile(std::conditional_t<Keep, float*, const float*> __restrict y, size_t n, float step, float lo, float hi,
               int8_t* __restrict q) {

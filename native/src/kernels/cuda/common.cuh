@@ -81,13 +81,13 @@ __device__ inline void mapElements(const Src* src, Dst* dst, uint64_t n, F f) {
 // operands' range instead. The remainders are exact, and so the quotient correctly rounded, while d lies in
 // [2^-20, 2^20] and |y| in [2^-60, 2^100], or d in [2^-80, 2^120] and the caller only rounds quotients
 // within 2^8 of 0 to integers; checked against IEEE division on 2·10^8 random operands of both kinds. The
-// sign is y's, as division's is, also for a zero.
-__device__ inline float divideBy(float y, float d, float r) {
+// quotient is a zero where y is, of either sign; divideBy gives it y's sign, as division does.
+__device__ inline float quotientBy(float y, float d, float r) {
   float q = y * r;
   q = __fmaf_rn(__fmaf_rn(-d, q, y), r, q);
-  q = __fmaf_rn(__fmaf_rn(-d, q, y), r, q);
-  return copysignf(q, y);
+  return __fmaf_rn(__fmaf_rn(-d, q, y), r, q);
 }
+__device__ inline float divideBy(float y, float d, float r) { return copysignf(quotientBy(y, d, r), y); }
 
 // The sum of every thread's v, in thread 0 (a fixed order for a given launch, so results repeat exactly).
 __device__ inline double blockSum(double v) {

@@ -65,9 +65,12 @@ struct UnpackRecordsArgs {
 };
 
 // Groups of quantized values a block of threads works on at once: spmd_quantize gives a group a block,
-// spmd_dequantize_sum and spmd_dequantize_sum_quantize give it a warp (kernels/cuda/quant.cu says why).
+// spmd_dequantize_sum and spmd_dequantize_sum_quantize a warp (kernels/cuda/quant.cu says why).
 constexpr unsigned kQuantizeGroupsPerBlock = 1;
 constexpr unsigned kSumGroupsPerBlock = kBlock / 32;
+// Blocks of spmd_dequantize_sum_quantize resident on a multiprocessor (its registers allow no more): its grid
+// is no larger than they, so that no block starts its share of the groups after the others have finished.
+constexpr unsigned kSumQuantizeBlocksPerSm = 2;
 
 // A block of n values quantized in groups (kernels/cpu/quant.h).
 struct QuantLayout {

@@ -7,12 +7,10 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/quant_format.h"
 
 namespace spmd::kernels::cuda {
 namespace {
-
-// Bits at and above this, in a float with the sign cleared, are infinity or NaN.
-constexpr uint32_t kNonFinite = 0x7f800000u;
 
 // Group k of a block of `groups`: where it starts, its length, where its codes are.
 struct Group {
@@ -25,27 +23,39 @@ struct Group {
 };
 
 // The threads that work on one group together: a warp (no barrier for the group's absmax), or a block (a
-// group of 2048 values in 8 registers a thread). Measured on an H200 against a copy's bandwidth: quantize with
-// a block a group reached 80% (main's kernel before this one) and 94-97% as a stand-alone kernel of the same
-// shape, with a warp 73% (a group read twice; held in registers, 64 a lane, it left 16 warps an SM: 62%);
-// dequantizeSum of 2 sources 75% with a block, 86% with a warp; the fused dequantizeSumQuantize 8% with a
-// block summing twice a value at a time, 22% with a block from registers, 28% with a warp.
-struct WarpTeam {
-  static constexpr unsigned kSize = 32;
-  __device__ static unsigned rank() { return threadIdx.x & 31; }
-  __device__ static uint64_t first() { return blockIdx.x * uint64_t(kBlock / 32) + threadIdx.x / 32; }
-  __device__ static uint64_t stride() { return uint64_t(gridDim.x) * (kBlock / 32); }
-  __device__ static void sync() { __syncwarp(); }
-  __device__ static uint32_t max(uint32_t v) { return warpMax(v); }
+// group of 2048 values in 8 registers a thread), each holding Tiles tiles (4 values a thread) in registers at
+// once. Measured on an H200 against a copy's bandwidth: quantize with a block a group 93-95%, with a warp 73%
+// (a group read twice; held in registers, 64 a lane, it left 16 warps an SM: 62%); dequantizeSum of 2
+// sources 75% with a block, 86-88% with a warp. dequantizeSumQuantize turns over more values per byte than
+// either, and what a thread does once a group (the group's place, the absmax, the step and its reciprocal)
+// counts against fewer values in a larger team: with the whole group in registers, 34% with a block (8
+// values a thread), 41-50% with four warps (16), 51-59% with two (32, named barriers), 64% with one (64
+// values a lane, 128 registers, 16 warps an SM); a warp reading it twice, 4 tiles at a time, 32%.
+template <unsigned Threads, unsigned Tiles>
+struct Team {
+  static_assert(Threads == 32 || Threads == kBlock, "a warp or a block");
+  static constexpr unsigned kSize = Threads;
+  static constexpr unsigned kChunk = Tiles;
+  // A block's written apart: the compiler does not know that threadIdx.x < kBlock, and the arithmetic cost
+  // spmd_quantize registers it spilled.
+  __device__ static unsigned rank() { return Threads == kBlock ? threadIdx.x : threadIdx.x % Threads; }
+  __device__ static uint64_t first() { return Threads == kBlock ? blockIdx.x : blockIdx.x * uint64_t(kBlock / Threads) + threadIdx.x / Threads; }
+  __device__ static uint64_t stride() { return uint64_t(gridDim.x) * (kBlock / Threads); }
+  __device__ static void sync() {
+    if constexpr (Threads == 32) __syncwarp();
+    else __syncthreads();
+  }
+  // The largest of the team's v, in every thread of the team.
+  __device__ static uint32_t max(uint32_t v) {
+    if constexpr (Threads == 32) return warpMax(v);
+    else return blockMax(v);
+  }
 };
-struct BlockTeam {
-  static constexpr unsigned kSize = kBlock;
-  __device__ static unsigned rank() { return threadIdx.x; }
-  __device__ static uint64_t first() { return blockIdx.x; }
-  __device__ static uint64_t stride() { return gridDim.x; }
-  __device__ static void sync() { __syncthreads(); }
-  __device__ static uint32_t max(uint32_t v) { return blockMax(v); }
-};
+// dequantizeSum's team streams a group 4 tiles at a time; quantize's and dequantizeSumQuantize's hold a whole
+// group of 2048 values.
+using WarpTeam = Team<32, 4>;
+using BlockTeam = Team<kBlock, 2>;
+using SumQuantizeTeam = Team<32, 16>;
 
 // work(group, k) for each group k a team of the grid takes. The count of groups is worked out once: a 64-bit
 // division is a hundred instructions, and a block's thread has 8 values of a group to spread them over.
@@ -57,8 +67,8 @@ __device__ void forEachGroup(const QuantLayout& f, Work work) {
 
 // The int4 code in byte b: the high nibble for the first value of a pair, the low one for the second.
 __device__ inline int nibble(int8_t b, bool second) { return second ? int8_t(b << 4) >> 4 : b >> 4; }
-// The byte of an int4 pair (the first value high).
-__device__ inline uint8_t pairByte(float q0, float q1) { return uint8_t((int(q0) << 4) | (int(q1) & 0x0f)); }
+// The byte of an int4 pair (the first value high), from their codes' low bits (Step::code).
+__device__ inline uint8_t pairByte(uint32_t c0, uint32_t c1) { return uint8_t((c0 << 4) | (c1 & 0x0f)); }
 
 // Value i of a group's codes (int4: value 2k in the high nibble of byte k).
 __device__ inline int code(const uint8_t* codes, uint64_t i, uint32_t bits) {
@@ -68,26 +78,29 @@ __device__ inline int code(const uint8_t* codes, uint64_t i, uint32_t bits) {
 
 __device__ inline uint32_t absBits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
-// A group's step and what its codes are worked out with: a division by a step in [2^-80, 2^120] (every step
-// of finite values above 2^-73) is a multiplication by its reciprocal and two corrections (divideBy). The
-// IEEE division's own operand check sends zeros down a slow path, which held quantize of zeros at 37% of a
-// copy's bandwidth on an H200.
+// A group's step and its codes: q = clamp(rhe(y / step)) held as q + kRoundHalfEven, the CPU's rounding
+// (codeTile), whose low byte or nibble is the code: rintf and a conversion to an integer each go through the
+// SM's quarter-rate conversion unit, and with two more for the sums' codes they held dequantizeSumQuantize at
+// 28% of a copy's bandwidth on an H200. A division by a step in [2^-80, 2^120] (every step of finite values
+// above 2^-73) is a multiplication by its reciprocal and two corrections (quotientBy): the IEEE division's
+// operand check sends zeros down a slow path, which held quantize of zeros at 37%. There every |y| is at most
+// the group's absmax, so y / step lies in [lo, hi + 1] and only hi clamps. Clamping first keeps a NaN at lo
+// (as fmaxf does: it returns the operand that is not NaN). The sign of a zero quotient is lost in the
+// rounding, as the CPU's is.
 struct Step {
   float s, r;
   bool exact;
   __device__ explicit Step(float step) : s(step), r(1.0f / step), exact(step >= 0x1p-80f && step <= 0x1p120f) {}
   // Exact: what this->exact says, known at compile time where a loop is written once for each.
   template <bool Exact>
-  __device__ float divide(float y) const {
-    return Exact ? divideBy(y, s, r) : y / s;
+  __device__ float code(float y, float lo, float hi) const {
+    if constexpr (Exact) return fminf(quotientBy(y, s, r), hi) + kRoundHalfEven;
+    return fminf(fmaxf(y / s, lo), hi) + kRoundHalfEven;
   }
-  __device__ float divide(float y) const { return exact ? divide<true>(y) : divide<false>(y); }
+  __device__ float code(float y, float lo, float hi) const { return exact ? code<true>(y, lo, hi) : code<false>(y, lo, hi); }
+  // What y loses to its code c.
+  __device__ float lost(float y, float c) const { return y - (c - kRoundHalfEven) * s; }
 };
-
-// q = clamp(rhe(v)) as a float, as the CPU computes it for v = y / step: clamping first keeps a NaN at lo
-// (as fmaxf does: it returns the operand that is not NaN).
-__device__ inline float codeOf(float v, float lo, float hi) { return rintf(fminf(fmaxf(v, lo), hi)); }
-__device__ inline float codeOf(float y, const Step& step, float lo, float hi) { return codeOf(step.divide(y), lo, hi); }
 
 // The group's step from the team's largest |value| (bits), stored before the codes; flags a non-finite
 // group.
@@ -103,9 +116,12 @@ __device__ inline Step stepOf(uint32_t m, uint32_t bits, uint8_t* out, uint64_t 
   return Step(s);
 }
 
-// Source c's step of group k.
+// Source c's step of group k: one load where it is aligned. (As a plain load the compiler merged it with the
+// unaligned one into four byte loads; __ldg keeps them apart. The sources are not written while a kernel
+// reads them.)
 __device__ inline float sourceStep(const uint8_t* sources, uint64_t stride, uint32_t c, uint64_t k) {
-  return loadUnaligned<float>(sources + c * stride + 4 * k);
+  const uint8_t* at = sources + c * stride + 4 * k;
+  return aligned(at, 4) ? __ldg(reinterpret_cast<const float*>(at)) : loadUnaligned<float>(at);
 }
 
 // ------------------------------------------------------------------- any group, a value at a time
@@ -116,18 +132,18 @@ __device__ void writeCodes(const QuantLayout& f, const Group& g, const Step& s, 
   const float half = float(1u << (f.bits - 1)), lo = -half, hi = half - 1;
   if (f.bits == 8) {
     for (uint64_t i = Team::rank(); i < g.len; i += Team::kSize) {
-      const float y = value(i), q = codeOf(y, s, lo, hi);
-      out[g.codes + i] = uint8_t(int8_t(int(q)));
-      keep(i, y - q * s.s);
+      const float y = value(i), c = s.code(y, lo, hi);
+      out[g.codes + i] = uint8_t(__float_as_uint(c));
+      keep(i, s.lost(y, c));
     }
     return;
   }
   for (uint64_t p = Team::rank(); p < g.len / 2; p += Team::kSize) {
     const float y0 = value(2 * p), y1 = value(2 * p + 1);
-    const float q0 = codeOf(y0, s, lo, hi), q1 = codeOf(y1, s, lo, hi);
-    out[g.codes + p] = pairByte(q0, q1);
-    keep(2 * p, y0 - q0 * s.s);
-    keep(2 * p + 1, y1 - q1 * s.s);
+    const float c0 = s.code(y0, lo, hi), c1 = s.code(y1, lo, hi);
+    out[g.codes + p] = pairByte(__float_as_uint(c0), __float_as_uint(c1));
+    keep(2 * p, s.lost(y0, c0));
+    keep(2 * p + 1, s.lost(y1, c1));
   }
 }
 
@@ -174,11 +190,11 @@ constexpr unsigned kMaxValues = 2048;
 
 template <class Team>
 constexpr unsigned kTile = 4 * Team::kSize;
-// At most 4 tiles, and no more than a team's largest group has: the slots of a chunk beyond the tiles it
-// holds are predicated off, but their instructions still issue. Four slots for a block's two tiles doubled
-// quantize's instructions (63% of a copy's bandwidth on an H200, against 97% with two).
+// No more tiles than a team's largest group has: the slots of a chunk beyond the tiles it holds are
+// predicated off, but their instructions still issue. Four slots for a block's two tiles doubled quantize's
+// instructions (63% of a copy's bandwidth on an H200, against 97% with two).
 template <class Team>
-constexpr unsigned kChunk = kMaxValues / kTile<Team> < 4 ? kMaxValues / kTile<Team> : 4;
+constexpr unsigned kChunk = Team::kChunk;
 template <class Team>
 using Chunk = float4[kChunk<Team>];
 
@@ -211,16 +227,22 @@ __device__ inline void storeCodes(uint8_t* codes, unsigned t, uint32_t bits, uin
   else *reinterpret_cast<uint16_t*>(codes + at) = uint16_t(word);
 }
 
-// Code j < 4 of a thread's word.
-__device__ inline int codeIn(uint32_t word, int j, uint32_t bits) {
-  if (bits == 8) return int8_t(word >> (8 * j));
-  return nibble(int8_t(word >> (8 * (j / 2))), j & 1);
+// A thread's word with each code biased to an unsigned one, c + 2^(b-1), as codeIn reads them.
+__device__ inline uint32_t biased(uint32_t word, uint32_t bits) { return word ^ (bits == 8 ? 0x80808080u : 0x8888u); }
+
+// Code j < 4 of a biased word as a float, exactly and without a conversion instruction (Step says why):
+// the biased code in the low mantissa bits of 2^23, less 2^23 and the bias.
+__device__ inline float codeIn(uint32_t biased, int j, uint32_t bits) {
+  if (bits == 8) return __uint_as_float(__byte_perm(biased, 0x4b000000u, 0x7540u | j)) - 0x1.0001p23f;
+  const uint32_t nibble = biased >> (8 * (j / 2) + 4 * (1 - (j & 1))) & 0xfu;
+  return __uint_as_float(0x4b000000u | nibble) - 0x1.00001p23f;
 }
 
-// The word of 4 codes.
-__device__ inline uint32_t packCodes(float q0, float q1, float q2, float q3, uint32_t bits) {
-  if (bits == 8) return uint32_t(uint8_t(int(q0))) | uint32_t(uint8_t(int(q1))) << 8 | uint32_t(uint8_t(int(q2))) << 16 | uint32_t(uint8_t(int(q3))) << 24;
-  return uint32_t(pairByte(q0, q1)) | uint32_t(pairByte(q2, q3)) << 8;
+// The word of 4 codes as Step::code gives them.
+__device__ inline uint32_t packCodes(float4 c, uint32_t bits) {
+  const uint32_t c0 = __float_as_uint(c.x), c1 = __float_as_uint(c.y), c2 = __float_as_uint(c.z), c3 = __float_as_uint(c.w);
+  if (bits == 8) return __byte_perm(__byte_perm(c0, c1, 0x0040u), __byte_perm(c2, c3, 0x0040u), 0x5410u);
+  return uint32_t(pairByte(c0, c1)) | uint32_t(pairByte(c2, c3)) << 8;
 }
 
 // The group's tiles kChunk at a time: fill(t0, n, v) puts tiles t0 .. t0 + n - 1 into v, then use(t0, n, v).
@@ -235,7 +257,9 @@ __device__ void forChunks(unsigned tiles, Fill fill, Use use) {
 }
 
 // v[0, n) = tiles t0 .. t0 + n - 1 of group g summed over the sources in source order. Each source's words
-// load before any is used: a source costs one wait a chunk, not one a tile.
+// load before any is used: a source costs one wait a chunk, not one a tile. The sums start at +0, so the
+// first source's values come out as they are (a product of a code and a positive step is never -0; a NaN
+// may come out as another NaN) without a select on every value between storing and adding.
 template <class Team>
 __device__ void sumChunk(Chunk<Team>& v, unsigned t0, unsigned n, const QuantLayout& f, const Group& g, uint64_t k,
                          const uint8_t* sources, uint64_t stride, uint32_t count) {
@@ -247,15 +271,15 @@ __device__ void sumChunk(Chunk<Team>& v, unsigned t0, unsigned n, const QuantLay
     uint32_t words[kChunk<Team>];
 #pragma unroll
     for (unsigned u = 0; u < kChunk<Team>; ++u) {
-      if (u < n) words[u] = loadCodes<Team>(codes, t0 + u, f.bits);
+      if (u < n) words[u] = biased(loadCodes<Team>(codes, t0 + u, f.bits), f.bits);
     }
 #pragma unroll
     for (unsigned u = 0; u < kChunk<Team>; ++u) {
       if (u >= n) continue;
       float x[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) x[j] = float(codeIn(words[u], j, f.bits)) * s;
-      v[u] = c == 0 ? make_float4(x[0], x[1], x[2], x[3]) : make_float4(v[u].x + x[0], v[u].y + x[1], v[u].z + x[2], v[u].w + x[3]);
+      for (int j = 0; j < 4; ++j) x[j] = codeIn(words[u], j, f.bits) * s;
+      v[u] = make_float4(v[u].x + x[0], v[u].y + x[1], v[u].z + x[2], v[u].w + x[3]);
     }
   }
 }
@@ -295,10 +319,10 @@ __device__ void quantizeChunks(unsigned tiles, const QuantLayout& f, const Group
 #pragma unroll
     for (unsigned u = 0; u < kChunk<Team>; ++u) {
       if (u >= n) continue;
-      const float4 q = make_float4(codeOf(s.divide<kExact>(v[u].x), lo, hi), codeOf(s.divide<kExact>(v[u].y), lo, hi),
-                                   codeOf(s.divide<kExact>(v[u].z), lo, hi), codeOf(s.divide<kExact>(v[u].w), lo, hi));
-      storeCodes<Team>(out + g.codes, t0 + u, f.bits, packCodes(q.x, q.y, q.z, q.w, f.bits));
-      if (e) e[(t0 + u) * Team::kSize] = make_float4(v[u].x - q.x * s.s, v[u].y - q.y * s.s, v[u].z - q.z * s.s, v[u].w - q.w * s.s);
+      const float4 c = make_float4(s.code<kExact>(v[u].x, lo, hi), s.code<kExact>(v[u].y, lo, hi), s.code<kExact>(v[u].z, lo, hi),
+                                   s.code<kExact>(v[u].w, lo, hi));
+      storeCodes<Team>(out + g.codes, t0 + u, f.bits, packCodes(c, f.bits));
+      if (e) e[(t0 + u) * Team::kSize] = make_float4(s.lost(v[u].x, c.x), s.lost(v[u].y, c.y), s.lost(v[u].z, c.z), s.lost(v[u].w, c.w));
     }
   };
   // The codes pass is written once for each kind of division, so that no value tests which one it takes.
@@ -307,10 +331,15 @@ __device__ void quantizeChunks(unsigned tiles, const QuantLayout& f, const Group
     else pass([&](unsigned t0, unsigned n, Chunk<Team>& v) { emit(s, std::false_type(), t0, n, v); });
   };
   if constexpr (kOneChunk<Team>) {
-    Chunk<Team> v;
-    fill(0, tiles, v);
-    absorb(0, tiles, v);
-    codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { use(0, tiles, v); });
+    auto whole = [&](unsigned n) {
+      Chunk<Team> v;
+      fill(0, n, v);
+      absorb(0, n, v);
+      codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { use(0, n, v); });
+    };
+    // A full chunk with its count of tiles a constant, so that no tile tests whether the group has it.
+    if (tiles == kChunk<Team>) whole(kChunk<Team>);
+    else whole(tiles);
   } else {
     forChunks<Team>(tiles, fill, absorb);
     auto again = [&](unsigned t0, unsigned n, Chunk<Team>& v) {
@@ -392,11 +421,39 @@ __device__ void dequantizeSumQuantize(const DequantizeSumQuantizeArgs& a) {
 
 using namespace spmd::kernels::cuda;
 
-// The teams as kernel_args.h's kQuantizeGroupsPerBlock and kSumGroupsPerBlock say. spmd_quantize takes at most
-// 32 registers a thread, so that eight blocks share an SM (54 unbounded); the sums' kernels at most 64, so
-// that four blocks (32 groups) do.
-extern "C" __global__ void __launch_bounds__(kBlock, 8) spmd_quantize(QuantizeArgs a) { quantize<BlockTeam>(a); }
-extern "C" __global__ void __launch_bounds__(kBlock, 4) spmd_dequantize_sum(DequantizeSumArgs a) { dequantizeSum<WarpTeam>(a); }
-extern "C" __global__ void __launch_bounds__(kBlock, 4) spmd_dequantize_sum_quantize(DequantizeSumQuantizeArgs a) {
-  dequantizeSumQuantize<WarpTeam>(a);
+// kernel(a) with a.f.bits a constant the compiler sees: no value then tests which width it has, and the
+// registers that the tests held are free.
+template <class Args, class Kernel>
+__device__ void forBits(Args a, Kernel kernel) {
+  if (a.f.bits == 8) {
+    a.f.bits = 8;
+    kernel(a);
+  } else {
+    a.f.bits = 4;
+    kernel(a);
+  }
+}
+
+// kernel(a) with whether a.error is null known to the compiler: no tile then tests it.
+template <class Args, class Kernel>
+__device__ void forFeedback(Args a, Kernel kernel) {
+  if (a.error) return kernel(a);
+  a.error = nullptr;
+  kernel(a);
+}
+
+// The teams as kernel_args.h's k*GroupsPerBlock say. spmd_quantize takes at most 32 registers a thread, so
+// that eight blocks share an SM (54 unbounded); spmd_dequantize_sum at most 64, so that four blocks (32 groups)
+// do; spmd_dequantize_sum_quantize, whose lanes hold 64 sums each, 128 (two blocks, 16 groups: with 80 it
+// spilled).
+extern "C" __global__ void __launch_bounds__(kBlock, 8) spmd_quantize(QuantizeArgs a) {
+  forBits(a, [](const QuantizeArgs& b) { quantize<BlockTeam>(b); });
+}
+extern "C" __global__ void __launch_bounds__(kBlock, 4) spmd_dequantize_sum(DequantizeSumArgs a) {
+  forBits(a, [](const DequantizeSumArgs& b) { dequantizeSum<WarpTeam>(b); });
+}
+extern "C" __global__ void __launch_bounds__(kBlock, kSumQuantizeBlocksPerSm) spmd_dequantize_sum_quantize(DequantizeSumQuantizeArgs a) {
+  forBits(a, [](const DequantizeSumQuantizeArgs& b) {
+    forFeedback(b, [](const DequantizeSumQuantizeArgs& c) { dequantizeSumQuantize<SumQuantizeTeam>(c); });
+  });
 }
