@@ -24,7 +24,7 @@ struct Group {
 
 // The threads that work on one group together: a warp (no barrier for the group's absmax), or a block (a
 // group of 2048 values in 8 registers a thread), each holding Tiles tiles (4 values a thread) in registers at
-// once. Measured on an H200 against a copy's bandwidth: quantize with a block a group 93-95%, with a warp 73%
+// once. Measured on an H200 against a copy's bandwidth: quantize with a block a group 91-95%, with a warp 73%
 // (a group read twice; held in registers, 64 a lane, it left 16 warps an SM: 62%); dequantizeSum of 2
 // sources 75% with a block, 86-88% with a warp. dequantizeSumQuantize turns over more values per byte than
 // either, and what a thread does once a group (the group's place, the absmax, the step and its reciprocal)
