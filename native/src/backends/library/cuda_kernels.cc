@@ -41,8 +41,7 @@ class CudaKernels final : public kernels::DeviceKernels {
     int sms = 0;
     check(d_.ctxGetDevice(&device), "cuCtxGetDevice");
     check(d_.deviceGetAttribute(&sms, kAttributeMultiprocessorCount, device), "cuDeviceGetAttribute");
-    sms_ = std::max(1, sms);
-    maxBlocks_ = unsigned(sms_) * kBlocksPerSm;
+    sms_ = unsigned(std::max(1, sms));
     for (const Fatbin& image : images) {
       CuModule module = nullptr;
       const CuResult r = d_.moduleLoadData(&module, image.data);
@@ -66,7 +65,7 @@ class CudaKernels final : public kernels::DeviceKernels {
     fromF32_[2] = find("spmd_f32_to_f64");
     divideF32_ = find("spmd_divide_f32");
     divideF64_ = find("spmd_divide_f64");
-    partials_ = Buffer(memory, maxBlocks_ * sizeof(double));
+    partials_ = Buffer(memory, maxBlocks() * sizeof(double));
   }
 
   ~CudaKernels() override {
@@ -138,17 +137,18 @@ class CudaKernels final : public kernels::DeviceKernels {
     if (r != kCudaDriverSuccess) throw CommError(code::kDevice, d_.describe(r, k.name));
   }
 
+  unsigned maxBlocks() const { return sms_ * kBlocksPerSm; }
   // A grid-stride loop over `items`: as many blocks as keep the GPU busy, fewer for less work.
   unsigned blocks(uint64_t items, unsigned limit = 0) const {
     const uint64_t wanted = (items + kBlock - 1) / kBlock;
-    return unsigned(std::clamp<uint64_t>(wanted, 1, limit ? limit : maxBlocks_));
+    return unsigned(std::clamp<uint64_t>(wanted, 1, limit ? limit : maxBlocks()));
   }
   // The first grid dimension when the second runs over `count` records.
   unsigned perRecord(uint64_t items, int count) const {
     if (count > kMaxGridY) throw CommError(code::kUnsupported, "CUDA kernels: at most " + std::to_string(kMaxGridY) + " ranks");
-    return blocks(items, std::max(1u, maxBlocks_ / unsigned(count)));
+    return blocks(items, std::max(1u, maxBlocks() / unsigned(count)));
   }
-  // Blocks for the groups of n values, `perBlock` groups a block at once.
+  // Blocks for the groups of n values, `perBlock` groups a block at once, at most `limit` (0: maxBlocks()).
   unsigned groupBlocks(QuantFormat f, size_t n, unsigned perBlock, unsigned limit = 0) const {
     return blocks((f.groups(n) + perBlock - 1) / perBlock * kBlock, limit);
   }
@@ -194,7 +194,7 @@ class CudaKernels final : public kernels::DeviceKernels {
   const CudaDriver& d_;
   Stream stream_;
   std::vector<CuModule> modules_;
-  unsigned sms_ = 1, maxBlocks_ = 1;
+  unsigned sms_ = 1;
   OneBitKernels f32_, f64_;
   Kernel quantize_, dequantizeSum_, dequantizeSumQuantize_;
   Kernel toF32_[3], fromF32_[3];  // float16, bfloat16, float64

@@ -100,7 +100,7 @@ void SharedCollectives::pullAndFold(const void* in, void* out, DType dt, RedOp o
   const int me = rank(), peer = 1 - me;
   const size_t es = elementSize(dt), per = kSingleCopyReduceChunkBytes / es, most = std::max(count(0), count(1));
   // Grown, never shrunk: a resize up within the capacity would zero the new part on every call that follows a smaller one.
-  if (scratch_.size() < std::min(most, per) * es) scratch_.resize(std::min(most, per) * es);
+  scratch_.resize(std::max(scratch_.size(), std::min(most, per) * es));
   // As many chunks on every rank: the larger block's.
   for (size_t k = 0; k * per < most; ++k) {
     const auto chunk = [&](int j) { return region(bytes(in) + (at(j) + k * per) * es, piece(count(j), k, per) * es); };

@@ -183,9 +183,8 @@ __device__ inline float sumAt(const QuantLayout& f, const Group& g, const uint8_
 
 // Groups of a multiple of a tile (4 values a thread of the team), at most kMaxValues (the default), whose
 // values and codes are aligned for 16- and 4-byte access, go kChunk tiles at a time: a thread loads its 4
-// values (or their codes) 16 (4) bytes at a time, kChunk loads in flight before the first is used. A warp
-// reads a group of more than kChunk tiles twice, for its absmax and then for its codes, the second time
-// from the cache.
+// values (or their codes) 16 (4) bytes at a time, kChunk loads in flight before the first is used. A team
+// that quantizes holds its whole group in one chunk, and so reads it once.
 constexpr unsigned kMaxValues = 2048;
 
 template <class Team>
@@ -288,69 +287,46 @@ __device__ inline uint32_t absMax4(uint32_t m, float4 v) {
   return max(max(m, max(absBits(v.x), absBits(v.y))), max(absBits(v.z), absBits(v.w)));
 }
 
-// Whether a team holds any whole group in one chunk: then it reads the group once and keeps it in registers
-// between the passes.
-template <class Team>
-constexpr bool kOneChunk = kMaxValues / kTile<Team> <= kChunk<Team>;
-
-// Quantizes group k from fill (as forChunks takes it). With error feedback the values are value +
-// beta·error; a team that reads a group twice keeps them in error in the first pass, and the second pass
-// reads them back (each thread its own).
+// Quantizes group k, whose `tiles` tiles fill(0, tiles, v) puts into one chunk (as forChunks takes it). With
+// error feedback the values are value + beta·error, and error becomes what their codes lost.
 template <class Team, class Fill>
-__device__ void quantizeChunks(unsigned tiles, const QuantLayout& f, const Group& g, uint64_t k, float* error, float beta,
-                               uint8_t* out, uint32_t* nonFinite, Fill fill) {
+__device__ void quantizeTiles(unsigned tiles, const QuantLayout& f, const Group& g, uint64_t k, float* error, float beta,
+                              uint8_t* out, uint32_t* nonFinite, Fill fill) {
+  static_assert(kMaxValues / kTile<Team> <= kChunk<Team>, "a team that quantizes holds its whole group");
   float4* e = error ? reinterpret_cast<float4*>(error + g.at) + Team::rank() : nullptr;
-  uint32_t m = 0;
-  auto absorb = [&](unsigned t0, unsigned n, Chunk<Team>& v) {
-#pragma unroll
-    for (unsigned u = 0; u < kChunk<Team>; ++u) {
-      if (u >= n) continue;
-      if (e) {
-        const float4 w = e[(t0 + u) * Team::kSize];
-        v[u] = make_float4(v[u].x + beta * w.x, v[u].y + beta * w.y, v[u].z + beta * w.z, v[u].w + beta * w.w);
-        if (!kOneChunk<Team>) e[(t0 + u) * Team::kSize] = v[u];
-      }
-      m = absMax4(m, v[u]);
-    }
-  };
   const float half = float(1u << (f.bits - 1)), lo = -half, hi = half - 1;
-  auto emit = [&](const Step& s, auto exact, unsigned t0, unsigned n, Chunk<Team>& v) {
+  // The codes are written once for each kind of division, so that no value tests which one it takes.
+  auto emit = [&](const Step& s, auto exact, unsigned n, Chunk<Team>& v) {
     constexpr bool kExact = decltype(exact)::value;
 #pragma unroll
     for (unsigned u = 0; u < kChunk<Team>; ++u) {
       if (u >= n) continue;
       const float4 c = make_float4(s.code<kExact>(v[u].x, lo, hi), s.code<kExact>(v[u].y, lo, hi), s.code<kExact>(v[u].z, lo, hi),
                                    s.code<kExact>(v[u].w, lo, hi));
-      storeCodes<Team>(out + g.codes, t0 + u, f.bits, packCodes(c, f.bits));
-      if (e) e[(t0 + u) * Team::kSize] = make_float4(s.lost(v[u].x, c.x), s.lost(v[u].y, c.y), s.lost(v[u].z, c.z), s.lost(v[u].w, c.w));
+      storeCodes<Team>(out + g.codes, u, f.bits, packCodes(c, f.bits));
+      if (e) e[u * Team::kSize] = make_float4(s.lost(v[u].x, c.x), s.lost(v[u].y, c.y), s.lost(v[u].z, c.z), s.lost(v[u].w, c.w));
     }
   };
-  // The codes pass is written once for each kind of division, so that no value tests which one it takes.
-  auto codes = [&](const Step& s, auto pass) {
-    if (s.exact) pass([&](unsigned t0, unsigned n, Chunk<Team>& v) { emit(s, std::true_type(), t0, n, v); });
-    else pass([&](unsigned t0, unsigned n, Chunk<Team>& v) { emit(s, std::false_type(), t0, n, v); });
-  };
-  if constexpr (kOneChunk<Team>) {
-    auto whole = [&](unsigned n) {
-      Chunk<Team> v;
-      fill(0, n, v);
-      absorb(0, n, v);
-      codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { use(0, n, v); });
-    };
-    // A full chunk with its count of tiles a constant, so that no tile tests whether the group has it.
-    if (tiles == kChunk<Team>) whole(kChunk<Team>);
-    else whole(tiles);
-  } else {
-    forChunks<Team>(tiles, fill, absorb);
-    auto again = [&](unsigned t0, unsigned n, Chunk<Team>& v) {
-      if (!e) return fill(t0, n, v);
+  auto whole = [&](unsigned n) {
+    Chunk<Team> v;
+    fill(0, n, v);
+    uint32_t m = 0;
 #pragma unroll
-      for (unsigned u = 0; u < kChunk<Team>; ++u) {
-        if (u < n) v[u] = e[(t0 + u) * Team::kSize];
+    for (unsigned u = 0; u < kChunk<Team>; ++u) {
+      if (u >= n) continue;
+      if (e) {
+        const float4 w = e[u * Team::kSize];
+        v[u] = make_float4(v[u].x + beta * w.x, v[u].y + beta * w.y, v[u].z + beta * w.z, v[u].w + beta * w.w);
       }
-    };
-    codes(stepOf<Team>(m, f.bits, out, k, nonFinite), [&](auto use) { forChunks<Team>(tiles, again, use); });
-  }
+      m = absMax4(m, v[u]);
+    }
+    const Step s = stepOf<Team>(m, f.bits, out, k, nonFinite);
+    if (s.exact) emit(s, std::true_type(), n, v);
+    else emit(s, std::false_type(), n, v);
+  };
+  // A full chunk with its count of tiles a constant, so that no tile tests whether the group has it.
+  if (tiles == kChunk<Team>) whole(kChunk<Team>);
+  else whole(tiles);
 }
 
 // ------------------------------------------------------------------- the kernels, for either team
@@ -362,7 +338,7 @@ __device__ void quantize(const QuantizeArgs& a) {
     const bool values16 = aligned(x, 16) && (!a.error || aligned(a.error + g.at, 16));
     if (const unsigned tiles = tilesOf<Team>(a.f, g, values16, a.out + g.codes)) {
       const float4* x4 = reinterpret_cast<const float4*>(x) + Team::rank();
-      quantizeChunks<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
+      quantizeTiles<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
 #pragma unroll
         for (unsigned u = 0; u < kChunk<Team>; ++u) {
           if (u < n) v[u] = x4[(t0 + u) * Team::kSize];
@@ -406,7 +382,7 @@ __device__ void dequantizeSumQuantize(const DequantizeSumQuantizeArgs& a) {
     // The sums live in registers: only the error feedback's values are in memory.
     const bool values16 = !a.error || aligned(a.error + g.at, 16);
     if (const unsigned tiles = keeps ? tilesOf<Team>(a.f, g, values16, a.sources + g.codes, a.out + g.codes) : 0) {
-      quantizeChunks<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
+      quantizeTiles<Team>(tiles, a.f, g, k, a.error, a.beta, a.out, a.nonFinite, [&](unsigned t0, unsigned n, Chunk<Team>& v) {
         sumChunk<Team>(v, t0, n, a.f, g, k, a.sources, a.stride, a.count);
       });
       return;
