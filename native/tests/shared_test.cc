@@ -382,10 +382,12 @@ void testCoreRoundTrips() {
 }
 
 // The threshold from the timed readings (µs per timed size, 16-256 KiB): single copy from where it saves the
-// most in all, and only when that saves kSwitchMargin of the staged total; ties stay on the default.
+// most in all, and only when that saves the margin of the staged total; ties stay on the default.
 void testCrossoverMargin() {
   const size_t otherwise = shm::kSingleCopyFromBytes;
-  auto from = [&](std::array<double, 5> staged, std::array<double, 5> single) { return shm::crossover(shm::kTimedSizes, staged.data(), single.data(), otherwise); };
+  auto from = [&](std::array<double, 5> staged, std::array<double, 5> single, double margin = shm::kSwitchMargin) {
+    return shm::crossover(shm::kTimedSizes, staged.data(), single.data(), otherwise, margin);
+  };
   // An EPYC start-up: single copy 1% ahead from 256 KiB, within noise.
   check(from({3.0, 6.0, 10.3, 20.3, 34.3}, {4.9, 6.3, 10.2, 22.9, 33.5}) == otherwise, "a 1% lead keeps the default");
   // A Xeon one: single copy 10-17% ahead from 128 KiB.
@@ -393,6 +395,12 @@ void testCrossoverMargin() {
   // Staged ahead everywhere, and single copy ahead everywhere.
   check(from({1, 2, 4, 8, 16}, {2, 3, 5, 9, 17}) == otherwise, "staged ahead: the default");
   check(from({2, 3, 5, 9, 17}, {1, 2, 4, 8, 16}) == 16 << 10, "single copy ahead: from the smallest size");
+  // Broadcasts on EPYC cores that share a cache (a loop: single copy 11% ahead from 32 KiB, which a job of mixed ops
+  // reverses) and on cores that share none (4-6x).
+  const std::array<double, 5> nearStaged{1.1, 3.6, 5.5, 6.7, 13.1}, nearSingle{2.5, 3.2, 4.4, 6.7, 11.4};
+  check(from(nearStaged, nearSingle) == 32 << 10, "blocks' margin: an 11% lead moves");
+  check(from(nearStaged, nearSingle, shm::kBroadcastSwitchMargin) == otherwise, "broadcast's margin: an 11% lead keeps the default");
+  check(from({5.2, 15.7, 27.5, 47.0, 89.2}, {3.6, 4.0, 5.8, 9.2, 14.7}, shm::kBroadcastSwitchMargin) == 16 << 10, "broadcast's margin: a 4-6x lead moves");
 }
 
 // Whether the mapping that holds `p` (/proc/self/smaps) was advised onto huge pages: its VmFlags carry "hg".

@@ -15,6 +15,13 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kSizes = std::size(kTimedSizes), kReduceSizes = std::size(kReduceTimedSizes);
 // Each rank's best of this many rounds: a round the scheduler or an interrupt hit does not decide.
 constexpr int kRounds = 4;
+// Within a round each path runs an op this many times in a row before its calls count, and then kCounted times:
+// a job repeats an op on buffers the op alone touches, and that is what the start-up must time. Where the cores
+// share no cache, a single-copy pull of a 16 KiB block that a rank pulled before hits its own cache (3.8 us a call
+// in a job), but one after the other path, or after another op wrote its source, waits on the peer's cache as long
+// as staging does (8.6): timed one call at a time, the two tied and the start-up chose either in about half the
+// launches (docs/PERFORMANCE.md, "The start-up times what a job repeats").
+constexpr int kSettling = 1, kCounted = 2;
 // The allreduces' rounds. Where the cores share no cache, a pulled allreduce of 1 MiB took 4-6 calls after start-up
 // to reach its steady 113 us (145-450 us before), while the staged one is slow throughout (240-480 us): best of 4,
 // the start-up chose staged in 10 of 64 such launches under load, which then ran 3-4x slower; with 4 or more calls
@@ -41,10 +48,10 @@ std::string untimed(int W) {
 
 }  // namespace
 
-size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise) {
+size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise, double margin) {
   double all = 0;
   for (size_t s = 0; s < sizes.size(); ++s) all += staged[s];
-  double best = all * (1 - kSwitchMargin);
+  double best = all * (1 - margin);
   size_t from = otherwise;
   for (size_t i = sizes.size(); i-- > 0;) {
     double total = 0;
@@ -67,7 +74,8 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   std::vector<double> t(reduced + 2 * kReduceSizes, std::numeric_limits<double>::infinity());
   const auto at = [](int path, int op, size_t s) { return (size_t(path) * 2 + size_t(op)) * kSizes + s; };
   const auto allreduceAt = [reduced](int path, size_t s) { return reduced + size_t(path) * kReduceSizes + s; };
-  std::vector<char> in(size_t(W) * kTimedSizes[kSizes - 1], 1), out(in.size());
+  // The broadcast has a buffer of its own: in a job no other op writes an op's source between its calls.
+  std::vector<char> in(size_t(W) * kTimedSizes[kSizes - 1], 1), out(in.size()), sent(kTimedSizes[kSizes - 1], 1);
   std::vector<float> x(reduces ? kReduceTimedSizes[kReduceSizes - 1] / sizeof(float) : 0, 1.0f), sum(x.size());
   // Both paths in this round, which goes first alternating: neither always finds the other's leftovers.
   const auto bothPaths = [&c](int round, auto time) {
@@ -78,12 +86,16 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
     }
   };
   const auto best = [&c](double& t, auto op) { t = std::min(t, timed(c, op)); };
+  const auto settled = [&c, &best](double& t, auto op) {
+    for (int k = 0; k < kSettling; ++k) timed(c, op);
+    for (int k = 0; k < kCounted; ++k) best(t, op);
+  };
   for (int round = 0; round < kRounds; ++round) {
     for (size_t s = 0; s < kSizes; ++s) {
       const size_t n = kTimedSizes[s];
       bothPaths(round, [&](int path) {
-        best(t[at(path, 0, s)], [&] { c.allToAll(in.data(), out.data(), size_t(W) * n, 1, Algo::Shared); });
-        if (fanOut) best(t[at(path, 1, s)], [&] { c.broadcast(in.data(), n, 0, Algo::Shared); });
+        settled(t[at(path, 0, s)], [&] { c.allToAll(in.data(), out.data(), size_t(W) * n, 1, Algo::Shared); });
+        if (fanOut) settled(t[at(path, 1, s)], [&] { c.broadcast(sent.data(), n, 0, Algo::Shared); });
       });
     }
   }
@@ -97,9 +109,9 @@ SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
   c.useSingleCopy({});
   c.allreduce(t.data(), t.data(), t.size(), DType::F64, RedOp::Max, Algo::Shared);
   const std::string how = "timed " + std::to_string(kTimedSizes[0] >> 10) + "-" + std::to_string(kTimedSizes[kSizes - 1] >> 10) + " KiB at start-up";
-  return {crossover(kTimedSizes, &t[at(0, 0, 0)], &t[at(1, 0, 0)], kSingleCopyFromBytes),
-          fanOut ? crossover(kTimedSizes, &t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes) : SIZE_MAX, how + staysStaged,
-          reduces ? crossover(kReduceTimedSizes, &t[allreduceAt(0, 0)], &t[allreduceAt(1, 0)], SIZE_MAX) : SIZE_MAX};
+  return {crossover(kTimedSizes, &t[at(0, 0, 0)], &t[at(1, 0, 0)], kSingleCopyFromBytes, kSwitchMargin),
+          fanOut ? crossover(kTimedSizes, &t[at(0, 1, 0)], &t[at(1, 1, 0)], kSingleCopyBroadcastFromBytes, kBroadcastSwitchMargin) : SIZE_MAX,
+          how + staysStaged, reduces ? crossover(kReduceTimedSizes, &t[allreduceAt(0, 0)], &t[allreduceAt(1, 0)], SIZE_MAX, kSwitchMargin) : SIZE_MAX};
 }
 
 }  // namespace spmd::shm

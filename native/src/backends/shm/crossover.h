@@ -29,14 +29,19 @@ inline constexpr int kTimedRanksAtMost = 4;
 // 27 against 18 us (docs/PERFORMANCE.md, "One answer per launch"); where single copy does win (a Xeon VM), it
 // saves 10-40% from 128 KiB.
 inline constexpr double kSwitchMargin = 0.05;
+// The broadcast's margin. Where the cores share a cache, a loop of broadcasts at 32-256 KiB ran single copy about
+// 2x faster (4.1 against 8.6 us at 64 KiB), but a job of mixed ops ran staged 2x faster (2.7 against 5.4): the
+// start-up, which times a loop, put single copy 4-15% ahead and chose either way. Where they share none, single
+// copy won 4-6x in both (docs/PERFORMANCE.md, "The start-up times what a job repeats").
+inline constexpr double kBroadcastSwitchMargin = 0.2;
 
 // The threshold under which the timed sizes take least time in all, staged below it and single-copy from it,
 // given each path's seconds at every timed size; `otherwise` (above every timed size) where staging all of them
-// does, or where no threshold saves kSwitchMargin of that. Summed over the sizes, one reading that a spell or
+// does, or where no threshold saves `margin` (a fraction) of that. Summed over the sizes, one reading that a spell or
 // an interrupt hit moves the answer only as far as its own weight: a rule that single copy must win at every
 // larger size fell back to `otherwise` in 3 of 8 start-ups here on a 256 KiB reading 3% against it while it
 // won by 10-20% below.
-size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise);
+size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise, double margin);
 
 // Collective on lane `c` of every rank of the segment, once, after agree() found that all may move
 // single-copy: each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
