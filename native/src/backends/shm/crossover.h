@@ -30,7 +30,7 @@ inline constexpr int kTimedRanksAtMost = 4;
 // saves 10-40% from 128 KiB.
 inline constexpr double kSwitchMargin = 0.05;
 // The broadcast's margin. Where the cores share a cache, a loop of broadcasts at 32-256 KiB ran single copy about
-// 2x faster (4.1 against 8.6 us at 64 KiB), but a job of mixed ops ran staged 2x faster (2.7 against 5.4): the
+// 2x faster (4.1 against 8.4 us at 64 KiB), but a job of mixed ops ran staged 2x faster (2.8 against 5.4): the
 // start-up, which times a loop, put single copy 4-15% ahead and chose either way. Where they share none, single
 // copy won 4-6x in both (docs/PERFORMANCE.md, "The start-up times what a job repeats").
 inline constexpr double kBroadcastSwitchMargin = 0.2;
