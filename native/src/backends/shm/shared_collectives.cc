@@ -16,6 +16,7 @@ namespace {
 
 using algo::detail::bytes;
 using algo::detail::copyBytes;
+using kernels::copyOut;
 
 // Up to this size every rank reduces the whole message itself: one step instead of three, and the
 // latency of small allreduces is one round of flags.
@@ -28,11 +29,6 @@ void foldRanks(DType dt, RedOp op, void* dst, const std::vector<const void*>& xs
   if (xs.size() == 1) return copyBytes(dst, xs[0], count * elementSize(dt));
   kernels::reduce3(dt, op, dst, xs[0], xs[1], count);
   for (size_t j = 2; j < xs.size(); ++j) kernels::reduceInto(dt, op, dst, xs[j], count);
-}
-
-void copyOut(bool stream, void* dst, const void* src, size_t n) {
-  if (stream && n != 0) return kernels::streamCopy(dst, src, n);
-  copyBytes(dst, src, n);
 }
 
 // f(j) for every peer j, starting after `me`: the ranks start on different peers, so no slot is every
@@ -204,7 +200,7 @@ void SharedCollectives::allGather(const void* in, void* out, size_t n, Algo a) {
   if (resolve(OpKind::AllGather, a, 0) != Algo::Shared) return TransportCollectives::allGather(in, out, n, a);
   if (size() <= kSingleCopyFanOutRanks && singleCopies(n) &&
       singleCopy_.move(true, [&](int) { return region(in, n); }, [&](int j) { return region(bytes(out) + size_t(j) * n, n); },
-                       "a single-copy all_gather")) {
+                       "a single-copy all_gather", streams(n, size_t(size()) * n))) {
     return;
   }
   const int W = size(), me = rank();
@@ -229,7 +225,7 @@ void SharedCollectives::gather(const void* in, void* out, size_t n, int root, Al
   // Each rank writes its block into the root's output: the copies run on every rank's core at once.
   if (singleCopies(n) &&
       singleCopy_.move(false, [&](int j) { return me == root ? region(bytes(out) + size_t(j) * n, n) : Region{}; },
-                       [&](int j) { return j == root ? region(in, n) : Region{}; }, "a single-copy gather")) {
+                       [&](int j) { return j == root ? region(in, n) : Region{}; }, "a single-copy gather", streams(n, n))) {
     return;
   }
   const size_t chunk = arena_.slotBytes();
@@ -350,7 +346,8 @@ void SharedCollectives::allToAll(const void* in, void* out, size_t count, size_t
   const size_t mine = p.count(rank()) * esize;
   if (singleCopies(p.block() * esize) &&
       singleCopy_.move(true, [&](int j) { return region(bytes(in) + p.offset(j) * esize, p.count(j) * esize); },
-                       [&](int j) { return region(bytes(out) + size_t(j) * mine, mine); }, "a single-copy all_to_all")) {
+                       [&](int j) { return region(bytes(out) + size_t(j) * mine, mine); }, "a single-copy all_to_all",
+                       streams(count * esize, size_t(size()) * mine))) {
     return;
   }
   exchangeBlocks(
@@ -366,7 +363,8 @@ void SharedCollectives::allToAllv(const void* in, void* out, const AllToAllvCoun
   };
   if (singleCopies(c.largestBlock * esize) &&
       singleCopy_.move(true, [&](int j) { return at(in, c.sendOffsets, c.sendCounts, j); },
-                       [&](int j) { return at(out, c.recvOffsets, c.recvCounts, j); }, "a single-copy all_to_allv")) {
+                       [&](int j) { return at(out, c.recvOffsets, c.recvCounts, j); }, "a single-copy all_to_allv",
+                       streams(c.sent() * esize, c.received() * esize))) {
     return;
   }
   exchangeBlocks(

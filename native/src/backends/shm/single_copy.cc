@@ -11,13 +11,11 @@
 #include <fstream>
 #include <random>
 
-#include "algorithms/buffers.h"
 #include "base/error.h"
+#include "kernels/cpu/stream_copy.h"
 
 namespace spmd::shm {
 namespace {
-
-using algo::detail::copyBytes;
 
 // The kernel moves at most about 2 GiB per call (MAX_RW_COUNT) and may move less; calls take at most this.
 constexpr size_t kPerCall = size_t(1) << 30;
@@ -155,7 +153,7 @@ bool SingleCopy::overlapsOwn() const {
   return false;
 }
 
-bool SingleCopy::moveRegions(bool pull, const char* what) {
+bool SingleCopy::moveRegions(bool pull, const char* what, bool stream) {
   const int W = arena_.size(), me = arena_.rank();
   arena_.begin(true, what);
   char* slot = arena_.mine();
@@ -169,7 +167,7 @@ bool SingleCopy::moveRegions(bool pull, const char* what) {
     // This rank's own block moves within its memory.
     char* shared = reinterpret_cast<char*>(uintptr_t(shared_[size_t(me)].at));
     char* local = reinterpret_cast<char*>(uintptr_t(local_[size_t(me)].at));
-    pull ? copyBytes(local, shared, shared_[size_t(me)].bytes) : copyBytes(shared, local, shared_[size_t(me)].bytes);
+    pull ? kernels::copyOut(stream, local, shared, shared_[size_t(me)].bytes) : kernels::copyOut(stream, shared, local, shared_[size_t(me)].bytes);
     for (int k = 1; k < W; ++k) {  // each rank starts on a different peer
       const int j = (me + k) % W;
       const Region there = regionsOf(arena_.of(j))[me], here = local_[size_t(j)];

@@ -86,18 +86,20 @@ class SingleCopy {
   // Rank `me` publishes shared(j), the stretch of its buffers peer j moves to or from, and moves between
   // its own local(j) and peer j's shared(me): `pull` reads peer j's into local(j), else it writes local(j)
   // into peer j's. Returns false, on every rank alike, when some rank's buffers overlap so that peers would
-  // read what it overwrites (an in-place all_to_all): the caller stages that op.
+  // read what it overwrites (an in-place all_to_all): the caller stages that op. `stream`: the rank's own block,
+  // which it copies itself, goes with non-temporal stores (the op's data is past the cache, and a copy that
+  // misses it costs a third less memory traffic so: kernels/cpu/stream_copy.h).
   template <class Shared, class Local>
-  bool move(bool pull, Shared shared, Local local, const char* what) {
+  bool move(bool pull, Shared shared, Local local, const char* what, bool stream = false) {
     for (int j = 0; j < arena_.size(); ++j) {
       shared_[size_t(j)] = shared(j);
       local_[size_t(j)] = local(j);
     }
-    return moveRegions(pull, what);
+    return moveRegions(pull, what, stream);
   }
 
  private:
-  bool moveRegions(bool pull, const char* what);
+  bool moveRegions(bool pull, const char* what, bool stream);
   bool overlapsOwn() const;
   std::string probePeers() const;
 

@@ -34,4 +34,9 @@ void streamCopy(void* dst, const void* src, size_t n) {
 #endif
 }
 
+void copyOut(bool stream, void* dst, const void* src, size_t n) {
+  if (n == 0 || dst == src) return;
+  stream ? streamCopy(dst, src, n) : void(std::memcpy(dst, src, n));
+}
+
 }  // namespace spmd::kernels

@@ -9,4 +9,8 @@ namespace spmd::kernels {
 // As memcpy (no overlap); the stores are ordered before the function returns.
 void streamCopy(void* dst, const void* src, size_t n);
 
+// streamCopy where `stream`, else memcpy; nothing when n is 0 or dst is src (empty blocks and in-place
+// calls make null and identical pointers routine, and memcpy is undefined for both).
+void copyOut(bool stream, void* dst, const void* src, size_t n);
+
 }  // namespace spmd::kernels
