@@ -1,6 +1,6 @@
 // The memory bound of each collective on one host: the least memory traffic any implementation must
 // cause (the shm backend's staged or single-copy paths, the mpi backend, Open MPI, OSU alike), at the
-// memory bandwidth memcpy reaches on this machine. One module for the numbers and the formula text
+// memory bandwidth a copy reaches on this machine (bench/memcpy_bw.c: memcpy or non-temporal stores, the faster). One module for the numbers and the formula text
 // docs/PERFORMANCE.md prints, so the two cannot drift apart.
 //
 //   traffic(op, W, S)  bytes that must be read or written in the ranks' private buffers (table below)
@@ -17,7 +17,7 @@
 //   gather          2·S        W inputs of S/W read, the root's S written
 //   all_to_all      2·W·S      W inputs of S read, W outputs of S written
 //   broadcast       W·S        the root's S read (in place), W − 1 outputs of S written
-// BW_mem(k) is memcpy's rate in bytes copied per second (1 byte copied = 1 read + 1 written, so 2 bytes of
+// BW_mem(k) is a copy's rate (memcpy_bw.c) in bytes copied per second (1 byte copied = 1 read + 1 written, so 2 bytes of
 // traffic) with k processes copying at once, the best repeat measured for any k' ≤ k (other load only
 // slows a probe; no more than min(W, cores) ranks run at a time). Below 2 × the last-level cache the previous iteration's data can still be in cache,
 // so the bound does not hold there and rows get none.
@@ -64,7 +64,7 @@ export const copiers = (W, cores) => Math.min(W, cores);
 
 /**
  * The memory bound for one row: t_min in µs and busbw in GB/s, or null where the data fits in
- * CACHE_FACTOR × cacheBytes. `bw` maps a measured k to memcpy's aggregate bandwidth of k processes (bytes
+ * CACHE_FACTOR × cacheBytes. `bw` maps a measured k to a copy's aggregate bandwidth of k processes (bytes
  * copied per second); the best one with k ≤ min(W, cores) is used.
  */
 export function memoryBound({ op, W, bytes, cores, bw, cacheBytes }) {
@@ -83,13 +83,13 @@ export function formulaMarkdown(buffers = "256 MiB", cache = "the last-level cac
     "Every input lives in its rank's private buffer and every result must land in each rank's private buffer,",
     "so whatever the algorithm (staged through the segment, single-copy, Open MPI's), each input byte is read",
     "from memory at least once and each output byte written at least once. Nothing else is unavoidable: a",
-    "staging slot or a reduction's partial sums can stay in cache. That traffic, at the best rate memcpy",
-    "reaches here, bounds the time:",
+    "staging slot or a reduction's partial sums can stay in cache. That traffic, at the best rate a copy",
+    "reaches here (memcpy or non-temporal stores, whichever is faster), bounds the time:",
     "",
     "    t_min       = traffic(op, W, S) / (2 × BW_mem(min(W, cores)))",
     "    bound_busbw = busFactor(op, W) × S / t_min",
     "",
-    `where BW_mem(k) is the aggregate memcpy bandwidth of k processes copying ${buffers} buffers at once (bytes`,
+    `where BW_mem(k) is the aggregate copy bandwidth of k processes copying ${buffers} buffers at once (bytes`,
     "copied per second; one byte copied is two bytes of traffic), the best repeat of the probes at the start and",
     "the end of the run (other load only slows a probe) for any k' ≤ k, since no more than min(W, cores) ranks",
     "run at once; busFactor is the runner's own (allreduce 2(W−1)/W; reduce_scatter, all_gather, gather,",

@@ -91,7 +91,7 @@ test("the peers' order: each goes first equally often, and none always follows t
 const MiB = 1024 * 1024;
 const near = (a, b, what) => assert.ok(Math.abs(a - b) < 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
 
-test("the memory bound counts every private input read and output written, at memcpy's best rate", () => {
+test("the memory bound counts every private input read and output written, at a copy's best rate", () => {
   // Traffic summed over ranks, by hand at W = 3, S = 12: allreduce 3 inputs + 3 outputs of 12; reduce_scatter
   // 3 × 12 read + 3 × 4 written; all_gather 3 × 4 read + 3 × 12 written; gather 3 × 4 read + 12 at the root;
   // all_to_all like allreduce; broadcast the root's 12 read + 2 × 12 written.

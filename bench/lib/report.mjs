@@ -148,7 +148,7 @@ function furtherSide(op, W, bytes, pairs, bound, which) {
 
 /**
  * Rows, one per (W, op, size), from every invocation: ratios are taken per pair (the same repeat of the
- * same group) and summarised by their median. `bw` maps k to memcpy's aggregate bandwidth of k processes
+ * same group) and summarised by their median. `bw` maps k to a copy's aggregate bandwidth of k processes
  * (bytes/s), `cacheBytes` is the last-level cache (bench/bounds.mjs).
  */
 export function summarize(groups, invocations, { cores, bw, cacheBytes }) {
@@ -341,7 +341,7 @@ export const tableNotes = (doc) => [
   doc.osu.programs
     ? "osu µs: OSU 5.3's Max Latency (-f: the slowest rank's mean over its iterations; it times each op alone between barriers, without one before it); vs osu: that over the same statistic of ours (the max over ranks of each rank's mean), per pair, median; > 1 means ours is faster."
     : `OSU 5.3: ${doc.osu.missing}.`,
-  `bound: the memory bound's busbw (the least traffic any implementation must cause, at memcpy's rate: ${bwText(doc.memcpy)}); — where the op moves less than ${CACHE_FACTOR} × the ${formatSize(doc.memcpy.cache_bytes)} last-level cache (${doc.memcpy.cache_from}). % of bound: each peer's busbw over it.`,
+  `bound: the memory bound's busbw (the least traffic any implementation must cause, at a copy's best rate: ${bwText(doc.memcpy)}); — where the op moves less than ${CACHE_FACTOR} × the ${formatSize(doc.memcpy.cache_bytes)} last-level cache (${doc.memcpy.cache_from}). % of bound: each peer's busbw over it.`,
   ...(aboveBound(doc.rows).length ? [`Above 100% of the bound (the formula is wrong for these): ${aboveBound(doc.rows).join("; ")}.`] : []),
   "RSS: peak resident memory of a rank (max over ranks, median over repeats), the whole process (ours includes Node and the addon); * marks an invocation shared with the other ops and sizes of its band, so its peak is the band's.",
   ...unsteadyNote(doc.rows),
