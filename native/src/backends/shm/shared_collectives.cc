@@ -110,13 +110,23 @@ void SharedCollectives::pullAndFold(const void* in, void* out, DType dt, RedOp o
   }
 }
 
+void SharedCollectives::pulledAllreduce(const void* in, void* out, size_t count, DType dt, RedOp op) {
+  const int me = rank();
+  const size_t es = elementSize(dt);
+  if (count * es < kSingleCopyReduceSplitBytes) return pullAndFold(in, out, dt, op, [count](int) { return count; }, [](int) { return size_t(0); });
+  const Partition p{count, size()};
+  const auto stretch = [&](int j) { return region(bytes(out) + p.offset(j) * es, p.count(j) * es); };
+  pullAndFold(in, bytes(out) + p.offset(me) * es, dt, op, [&p](int j) { return p.count(j); }, [&p](int j) { return p.offset(j); });
+  // Never staged: the stretches are disjoint on every rank.
+  singleCopy_.move(true, [&](int j) { return j == me ? Region{} : stretch(me); }, [&](int j) { return j == me ? Region{} : stretch(j); },
+                   "a pulled allreduce (the reduced stretches)");
+}
+
 void SharedCollectives::allreduce(const void* in, void* out, size_t count, DType dt, RedOp op, Algo a) {
   if (resolve(OpKind::AllReduce, a, 0) != Algo::Shared) return TransportCollectives::allreduce(in, out, count, dt, op, a);
   const int W = size(), me = rank();
   const size_t es = elementSize(dt), chunk = arena_.slotBytes() / es;
-  if (pullsReduction(in, count * es, out, in, count * es)) {
-    return pullAndFold(in, out, dt, op, [count](int) { return count; }, [](int) { return size_t(0); });
-  }
+  if (pullsReduction(in, count * es, out, in, count * es)) return pulledAllreduce(in, out, count, dt, op);
   const bool everywhere = count * es <= kReduceEverywhereBytes, stream = streams(count * es, count * es);
   for (size_t at = 0; at < count; at += chunk) {
     const size_t m = std::min(chunk, count - at);

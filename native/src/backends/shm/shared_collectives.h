@@ -51,6 +51,8 @@ class SharedCollectives : public TransportCollectives {
   // allreduce's count and at are the same for every rank, a reduce_scatter's give each rank its block.
   template <class Count, class At>
   void pullAndFold(const void* in, void* out, DType dt, RedOp op, Count count, At at);
+  // The allreduce by pullAndFold: whole, or from kSingleCopyReduceSplitBytes as a reduce_scatter and an all_gather.
+  void pulledAllreduce(const void* in, void* out, size_t count, DType dt, RedOp op);
   // The all-to-alls' exchange: send(j) and recv(j) give where rank j's block is in the input and in the
   // output, and its bytes (shared_collectives.cc).
   template <class Send, class Recv>

@@ -47,6 +47,12 @@ inline constexpr size_t kSingleCopyBroadcastFromBytes = 4 * 1024 * 1024;
 inline constexpr int kSingleCopyReduceRanks = 2;
 // The most of a peer's input one pull brings in: each lane keeps a scratch buffer this large at most.
 inline constexpr size_t kSingleCopyReduceChunkBytes = 4 * 1024 * 1024;
+// From this many bytes a pulled allreduce runs as a pulled reduce_scatter into each rank's stretch of the output and
+// then pulls the peer's reduced stretch: each rank reads and folds half the input instead of both inputs whole, for
+// one handshake more. On the EPYC VM's far cores (builds alternating, W = 2, under 4 x `yes`, fastest iteration) it
+// won from 4 MiB (695 against 772 us; 64 MiB 45 against 62 ms, 256 MiB 158 against 253 by the mean) and lost below
+// (1 MiB 315 against 262 us, 256 KiB 91 against 73), where the handshake costs more than the reads it saves.
+inline constexpr size_t kSingleCopyReduceSplitBytes = 4 * 1024 * 1024;
 
 // From how many bytes per pair of ranks blocks move single-copy (SIZE_MAX: never), as every rank of a
 // segment agreed at start-up, and how the ranks came by the numbers (for copyPath).
