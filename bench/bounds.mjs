@@ -1,7 +1,8 @@
 // The memory bound of each collective on one host: the least memory traffic any implementation must
 // cause (the shm backend's staged or single-copy paths, the mpi backend, Open MPI, OSU alike), at the
-// memory bandwidth a copy reaches on this machine (bench/memcpy_bw.c: memcpy or non-temporal stores, the faster). One module for the numbers and the formula text
-// docs/PERFORMANCE.md prints, so the two cannot drift apart.
+// memory bandwidth a copy reaches on this machine (bench/memcpy_bw.c: memcpy or non-temporal stores, the
+// faster). One module for the numbers and the formula text docs/PERFORMANCE.md prints, so the two cannot
+// drift apart.
 //
 //   traffic(op, W, S)  bytes that must be read or written in the ranks' private buffers (table below)
 //   t_min = traffic / (2 × BW_mem(min(W, cores)))
@@ -17,8 +18,8 @@
 //   gather          2·S        W inputs of S/W read, the root's S written
 //   all_to_all      2·W·S      W inputs of S read, W outputs of S written
 //   broadcast       W·S        the root's S read (in place), W − 1 outputs of S written
-// BW_mem(k) is a copy's rate (memcpy_bw.c) in bytes copied per second (1 byte copied = 1 read + 1 written, so 2 bytes of
-// traffic) with k processes copying at once, the best repeat measured for any k' ≤ k (other load only
+// BW_mem(k) is a copy's rate (memcpy_bw.c) in bytes copied per second (1 byte copied = 1 read + 1 written,
+// so 2 bytes of traffic) with k processes copying at once, the best repeat measured for any k' ≤ k (other load only
 // slows a probe; no more than min(W, cores) ranks run at a time). Below 2 × the last-level cache the previous iteration's data can still be in cache,
 // so the bound does not hold there and rows get none.
 import { busbw } from "../dist/metrics/bandwidth.js";

@@ -139,7 +139,10 @@ export async function runOmpi(group, timeoutSec) {
   return { ms: p.ms, max_rss_kib: doc.max_rss_kib, points };
 }
 
-/** Aggregate copy bandwidth (bytes/s) of k concurrent processes (memcpy_bw.c: memcpy or non-temporal stores, the faster): every repeat and the median. */
+/**
+ * Aggregate copy bandwidth (bytes/s) of k concurrent processes (memcpy_bw.c: memcpy or non-temporal stores, the
+ * faster): every repeat and the median.
+ */
 export async function memcpyBandwidth(bytes, k, repeats) {
   const p = await runProcess(MEMCPY_BW, [String(bytes), String(k), String(repeats)], { timeoutMs: 300_000 });
   const doc = p.code === 0 ? lastJson(p.stdout) : null;

@@ -167,7 +167,7 @@ bool SingleCopy::moveRegions(bool pull, const char* what, bool stream) {
     // This rank's own block moves within its memory.
     char* shared = reinterpret_cast<char*>(uintptr_t(shared_[size_t(me)].at));
     char* local = reinterpret_cast<char*>(uintptr_t(local_[size_t(me)].at));
-    pull ? kernels::copyOut(stream, local, shared, shared_[size_t(me)].bytes) : kernels::copyOut(stream, shared, local, shared_[size_t(me)].bytes);
+    kernels::copyOut(stream, pull ? local : shared, pull ? shared : local, shared_[size_t(me)].bytes);
     for (int k = 1; k < W; ++k) {  // each rank starts on a different peer
       const int j = (me + k) % W;
       const Region there = regionsOf(arena_.of(j))[me], here = local_[size_t(j)];
