@@ -2,7 +2,9 @@
 // The targets of `exp compare` (docs/PERFORMANCE.md, "Comparing campaigns"), over campaign folders that ran the
 // same experiment: consecutive pairs must give no regression; the same pairs with the second side's results
 // scaled 2x slower (results.json rewritten in a copy) must regress on every row; and in consecutive pairs of
-// 5-repetition campaigns, each op made 1.3x slower alone must be found. Counts are given per world size.
+// 5-repetition campaigns, each op made 1.3x slower alone must be found. Counts are given per world size, with the
+// pairs (or trials) whose sides' launches shared no machine, where no verdict can tell (metrics/verdict.ts,
+// judgeAlike). bench/verdicts/collect.sh makes such sets.
 //   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op DIR1 DIR2 ... (5 reps)
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -69,13 +71,16 @@ try {
           const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
           const found = changes.filter((c) => c.verdict === "regression");
           const right = found.filter((c) => hit(c.row, c.row.world_size)).length;
-          const t = (tally[`W=${w}`] ??= [0, 0, 0]);
-          [t[0], t[1], t[2]] = [t[0] + (right ? 1 : 0), t[1] + 1, t[2] + (found.length > right ? 1 : 0)];
-          console.log(`${path.basename(a)} vs ${path.basename(b)} W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : "MISSED"} (${right} of its metrics); ${found.length - right} other regressions`);
+          // Only other rows of the target's world size count against it: each world size has its own tally.
+          const other = found.filter((c) => c.row.world_size === w).length - right;
+          const apart = !right && differed(changes.filter((c) => hit(c.row, c.row.world_size))) > 0;
+          const t = (tally[`W=${w}`] ??= [0, 0, 0, 0]);
+          [t[0], t[1], t[2], t[3]] = [t[0] + (right ? 1 : 0), t[1] + 1, t[2] + (other ? 1 : 0), t[3] + (apart ? 1 : 0)];
+          console.log(`${path.basename(a)} vs ${path.basename(b)} W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : apart ? "MISSED (machine differed)" : "MISSED"} (${right} of its metrics); ${other} other regressions at W=${w}`);
         }
       }
     }
-    for (const [w, [ok, of, other]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ops found 1.3x slower; ${other} with other rows regressing (threshold ${DEFAULT_THRESHOLD})`);
+    for (const [w, [ok, of, other, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ops found 1.3x slower (${ok} of ${of - apart} where the sides shared a machine); ${other} with other rows of W regressing (threshold ${DEFAULT_THRESHOLD})`);
   } else throw new Error("give identical|slow2x|one-op and the campaign folders");
 } finally {
   rmSync(tmp, { recursive: true, force: true });

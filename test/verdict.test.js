@@ -39,6 +39,18 @@ test("a 1.3x slowdown is found with 5 repetitions a side, though one pair of rep
   assert.equal(j.verdict, "regression", JSON.stringify(j));
 });
 
+test("a 1.3x slowdown against a baseline that ran two of five repetitions slow: every pair slower, the medians and the best beyond 1.5x the threshold", () => {
+  // all_gather 2 MiB at W = 2, two campaigns on the Zen 5 VM (docs/PERFORMANCE.md, "Comparing campaigns on a Zen 5 VM"), µs.
+  const before = [114.43, 96.42, 98.45, 96.8, 116.36], after = [97.88, 97.72, 93.56, 93.77, 97.03];
+  assert.equal(judge(before, after, "lower", 0.13).verdict, "within tolerance", "identical");
+  const j = judge(before, after.map((v) => v * 1.3), "lower", 0.13);
+  assert.equal(j.verdict, "regression", JSON.stringify(j));
+  assert.ok(j.interval[1] > -0.13 && j.interval[1] < 0, "the interval alone would leave it within noise");
+  assert.equal(judge(after.map((v) => 1 / (v * 1.3)), before.map((v) => 1 / v), "higher", 0.13).verdict, "improvement", "the other way");
+  // The same medians with repetitions that cross: within noise.
+  assert.equal(judge([114.43, 96.42, 98.45, 96.8, 116.36], [127.2, 90, 126.6, 121.6, 150], "lower", 0.13).verdict, "within noise");
+});
+
 test("too few repetitions is said, not judged", () => {
   assert.equal(judge([10, 10], [5, 5], "higher", 0.13).verdict, "too few repetitions");
   assert.equal(judge([10], [5, 5, 5], "higher", 0.13).verdict, "too few repetitions");
@@ -121,6 +133,21 @@ test("like with like: identical runs on two machines are not a regression; a 2x 
   // both measured half as fast; a line "REGRESSION ... (150% better)" would contradict itself.
   const j = judgeAlike(m([10, 2, 2.1], [50, 320, 330]), m([5, 5.1, 4.9], [50, 51, 52]), "higher", 0.13);
   assert.deepEqual([j.verdict, j.before, j.after, j.gain, j.alike], ["regression", 10, 5, -0.5, true]);
+});
+
+test("like with like even where the medians over all launches agree, and 3 launches against 2 on a machine", () => {
+  const m = (values, trips) => values.map((value, i) => ({ value, roundTrip: trips[i] }));
+  // allreduce 1 MiB, µs: two of the baseline's launches far (2.3x slower), the new campaign's all near.
+  const before = m([96.72, 94.42, 42.42], [406, 406, 66]), near = [43.63, 45.16, 42.85], trips = [55, 75, 59];
+  assert.equal(judgeAlike(before, m(near, trips), "lower", 0.13).verdict, "within tolerance", "identical");
+  const twice = judgeAlike(before, m(near.map((v) => v * 2), trips), "lower", 0.13);
+  assert.equal(judge(before.map((x) => x.value), near.map((v) => v * 2), "lower", 0.13).verdict, "within tolerance", "what the medians over all say");
+  assert.deepEqual([twice.verdict, twice.alike], ["regression", true]);
+  // all_gather 512 KiB: a baseline launch that ran 1.5x slow, against 2 launches of that machine (the third far).
+  const slow = judgeAlike(m([15.47, 10.61, 12.98], [81, 76, 77]), m([18.19, 10.56, 10.21].map((v) => v * 2), [423, 72, 69]), "lower", 0.13);
+  assert.equal(slow.verdict, "regression");
+  // Three ranks on two cores under load: pairs of the far machine cross, so within noise.
+  assert.equal(judgeAlike(m([24.27, 35.83, 17.42], [73, 406, 436]), m([62.83, 26.46, 37.65], [402, 412, 408]), "lower", 0.13).verdict, "within noise");
 });
 
 test("a repetition's start-up that timed its ranks' cores on another machine than the others' is said so", () => {
