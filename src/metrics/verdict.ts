@@ -102,13 +102,14 @@ function beyondBound(m: number, n: number): number {
  * repetitions when the sides are too small for the test.
  */
 export function judge(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Judgement {
+  const gain = gainOf(direction);
   const [mb, ma] = [median(before), median(after)];
-  const base = { before: mb, after: ma, gain: gainOf(direction)(mb, ma) };
+  const base = { before: mb, after: ma, gain: gain(mb, ma) };
   if (!Number.isFinite(base.gain) || Math.abs(base.gain) <= threshold) return { ...base, verdict: "within tolerance" };
   const bound = beyondBound(before.length, after.length);
   if (bound === 0) return { ...base, verdict: "too few repetitions" };
   const k = bound + 1;
-  const pairs = before.flatMap((b) => after.map((a) => gainOf(direction)(b, a))).sort((x, y) => x - y);
+  const pairs = before.flatMap((b) => after.map((a) => gain(b, a))).sort((x, y) => x - y);
   const interval: [number, number] = [pairs[k - 1]!, pairs[pairs.length - k]!];
   const verdict = interval[1] < -threshold ? "regression" : interval[0] > threshold ? "improvement" : largeChange(before, after, direction, threshold, interval) ?? "within noise";
   return { ...base, interval, verdict };
@@ -124,14 +125,16 @@ const gainOf = (direction: Direction) => (b: number, a: number) => (direction ==
  * slow puts three of nine pairs at no change and hides a 2x slowdown from it, and a baseline campaign that drifted
  * 10% slow in every repetition leaves a 1.3x slowdown's interval short of it though every pair is slower
  * (docs/PERFORMANCE.md, "Comparing campaigns on a Zen 5 VM": a 1.3x slowdown of one op found in 176 -> 188 of 280
- * trials, identical pairs unchanged). Twice no threshold is no bar: a lead that must hold across repetitions (threshold 0) needs the interval.
+ * trials, identical pairs unchanged). Twice no threshold is no bar: a lead that must hold across repetitions
+ * (threshold 0) needs the interval.
  */
 function largeChange(before: readonly number[], after: readonly number[], direction: Direction, threshold: number, interval?: [number, number]): "regression" | "improvement" | undefined {
   if (!(threshold > 0)) return undefined;
-  const best = (v: readonly number[]) => (direction === "higher" ? Math.max(...v) : Math.min(...v));
-  const gains = [gainOf(direction)(median(before), median(after)), gainOf(direction)(best(before), best(after))];
-  const bar = (sign: number) => (interval && sign * interval[sign > 0 ? 0 : 1] > 0 ? 1.5 : 2) * threshold;
-  return gains.every((g) => g < -bar(-1)) ? "regression" : gains.every((g) => g > bar(1)) ? "improvement" : undefined;
+  const [gain, best] = [gainOf(direction), (v: readonly number[]) => (direction === "higher" ? Math.max(...v) : Math.min(...v))];
+  const gains = [gain(median(before), median(after)), gain(best(before), best(after))];
+  // How far beyond the threshold the estimates must lie: 1.5x where the interval lies wholly on their side, else 2x.
+  const [worse, better] = [interval && interval[1] < 0 ? 1.5 : 2, interval && interval[0] > 0 ? 1.5 : 2];
+  return gains.every((g) => g < -worse * threshold) ? "regression" : gains.every((g) => g > better * threshold) ? "improvement" : undefined;
 }
 
 /**
@@ -192,10 +195,10 @@ export interface Measured {
 function judgeFew(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Verdict {
   const j = judge(before, after, direction, threshold);
   if (j.verdict !== "too few repetitions" || before.length * after.length < MIN_REPS) return j.verdict;
-  const gains = before.flatMap((b) => after.map((a) => gainOf(direction)(b, a)));
   const large = largeChange(before, after, direction, threshold);
-  const every = large === "regression" ? gains.every((g) => g < -threshold) : gains.every((g) => g > threshold);
-  return large && every ? large : "within noise";
+  const beyond = (g: number) => (large === "regression" ? g < -threshold : g > threshold);
+  const gain = gainOf(direction);
+  return large && before.every((b) => after.every((a) => beyond(gain(b, a)))) ? large : "within noise";
 }
 
 /**
