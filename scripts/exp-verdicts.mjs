@@ -2,10 +2,11 @@
 // The targets of `exp compare` (docs/PERFORMANCE.md, "Comparing campaigns"), over campaign folders that ran the
 // same experiment: consecutive pairs must give no regression; the same pairs with the second side's results
 // scaled 2x slower (results.json rewritten in a copy) must regress on every row; and in consecutive pairs of
-// 5-repetition campaigns, each op made 1.3x slower alone must be found. Counts are given per world size, with the
+// 5-repetition campaigns, each op made 1.3x slower alone must be found: one-op slows one row (an op at one size),
+// whole-op an op at every size, as a change to its code would. Counts are given per world size, with the
 // pairs (or trials) whose sides' launches shared no machine, where no verdict can tell (metrics/verdict.ts,
 // judgeAlike). bench/verdicts/collect.sh makes such sets.
-//   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op DIR1 DIR2 ... (5 reps)
+//   node scripts/exp-verdicts.mjs identical DIR1 DIR2 ...      # and: slow2x DIR1 DIR2 ...; one-op|whole-op DIR1 DIR2 ... (5 reps)
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -42,6 +43,17 @@ const byWorld = (changes, pick) => {
 const regressions = (cs) => cs.filter((c) => c.verdict === "regression").length;
 // Rows whose sides' launches shared no machine (metrics/verdict.ts, judgeAlike): neither passed nor caught.
 const differed = (cs) => cs.filter((c) => c.verdict === "machine differed").length;
+/** What one-op and whole-op slow down in campaign `dir`: each row of its points alone, or each op everywhere. */
+function targets(dir, mode) {
+  const points = readdirSync(path.join(dir, "points")).map((id) => path.join(dir, "points", id));
+  const rows = points.flatMap((point) => {
+    const w = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8")).params.world_size;
+    return JSON.parse(readFileSync(path.join(point, "rep-1", "results.json"), "utf8")).results.map((r) => ({ ...r, w }));
+  });
+  if (mode === "one-op") return rows.map((t) => ({ name: `${t.op} ${t.size}`, worlds: [t.w], hit: (r, world) => world === t.w && r.op === t.op && r.size === t.size }));
+  const worlds = [...new Set(rows.map((r) => r.w))];
+  return [...new Set(rows.map((r) => r.op))].map((op) => ({ name: `${op} (every size)`, worlds, hit: (r) => r.op === op }));
+}
 const pairs = dirs.slice(1).map((b, i) => [dirs[i], b]);
 
 try {
@@ -60,28 +72,28 @@ try {
     }
     const goal = mode === "identical" ? "with no regression" : "with every row a regression";
     for (const [w, [ok, of, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} pairs ${goal}; ${apart} with rows whose sides shared no machine (threshold ${DEFAULT_THRESHOLD})`);
-  } else if (mode === "one-op") {
+  } else if (mode === "one-op" || mode === "whole-op") {
+    // one-op: each row (an op at one size and world size) 1.3x slower alone; whole-op: each op 1.3x slower at every
+    // size and world size, as a change to its code would make it, found at a world size where any of its rows is.
     const tally = {};
     for (const [a, b] of pairs) {
-      const points = readdirSync(path.join(b, "points")).map((id) => path.join(b, "points", id));
-      for (const point of points) {
-        const w = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8")).params.world_size;
-        for (const target of JSON.parse(readFileSync(path.join(point, "rep-1", "results.json"), "utf8")).results) {
-          const hit = (r, world) => world === w && r.op === target.op && r.size === target.size;
-          const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
-          const found = changes.filter((c) => c.verdict === "regression");
-          const right = found.filter((c) => hit(c.row, c.row.world_size)).length;
+      for (const { name, worlds, hit } of targets(b, mode)) {
+        const { changes } = await compareSides([{ dir: a }, { dir: scaled(b, 1.3, hit) }], DEFAULT_THRESHOLD);
+        for (const w of worlds) {
+          const atW = changes.filter((c) => c.row.world_size === w);
+          const [mine, others] = [atW.filter((c) => hit(c.row, w)), atW.filter((c) => !hit(c.row, w))];
+          const right = regressions(mine), other = regressions(others);
           // Only other rows of the target's world size count against it: each world size has its own tally.
-          const other = found.filter((c) => c.row.world_size === w).length - right;
-          const apart = !right && differed(changes.filter((c) => hit(c.row, c.row.world_size))) > 0;
+          const apart = !right && differed(mine) > 0;
           const t = (tally[`W=${w}`] ??= [0, 0, 0, 0]);
           [t[0], t[1], t[2], t[3]] = [t[0] + (right ? 1 : 0), t[1] + 1, t[2] + (other ? 1 : 0), t[3] + (apart ? 1 : 0)];
-          console.log(`${path.basename(a)} vs ${path.basename(b)} W=${w} ${target.op} ${target.size} 1.3x slower: ${right ? "found" : apart ? "MISSED (machine differed)" : "MISSED"} (${right} of its metrics); ${other} other regressions at W=${w}`);
+          console.log(`${path.basename(a)} vs ${path.basename(b)} W=${w} ${name} 1.3x slower: ${right ? "found" : apart ? "MISSED (machine differed)" : "MISSED"} (${right} of ${mine.length} rows and metrics); ${other} other regressions at W=${w}`);
         }
       }
     }
-    for (const [w, [ok, of, other, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ops found 1.3x slower (${ok} of ${of - apart} where the sides shared a machine); ${other} with other rows of W regressing (threshold ${DEFAULT_THRESHOLD})`);
-  } else throw new Error("give identical|slow2x|one-op and the campaign folders");
+    const what = mode === "one-op" ? "ops (one size)" : "ops (every size)";
+    for (const [w, [ok, of, other, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ${what} found 1.3x slower (${ok} of ${of - apart} where the sides shared a machine); ${other} with other rows of W regressing (threshold ${DEFAULT_THRESHOLD})`);
+  } else throw new Error("give identical|slow2x|one-op|whole-op and the campaign folders");
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }

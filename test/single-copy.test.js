@@ -10,6 +10,7 @@ import { readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import { test } from "node:test";
 import { native } from "../dist/comm/native.js";
+import { formatSize } from "../dist/config/size.js";
 import { prepareJob, verifyDumps, vCounts } from "./helpers/matrix.js";
 import { freePort, rankEnv, RUNNER, runNode, runRanks, spawnRunner } from "./helpers/ranks.js";
 
@@ -114,19 +115,26 @@ test("one rank told to stage (SPMD_SHM_SINGLE_COPY=0) stages every rank, with re
   assert.equal(doc.copy_path, "staged (rank 2: SPMD_SHM_SINGLE_COPY=0)");
 });
 
-test("runner info says which path shm ranks take here, and that SPMD_SHM_SINGLE_COPY=0 stages", async () => {
+test("one rank told to keep the paths fixed (SPMD_SHM_SINGLE_COPY=fixed) leaves every rank untimed on the defaults, with results exact", needsCma, async () => {
+  const doc = await run(2, job(2), { env: (r) => (r === 1 ? { SPMD_SHM_SINGLE_COPY: "fixed" } : {}) });
+  const fixed = `single-copy: cma (process_vm_readv/writev) from ${formatSize(native().singleCopyFromBytes)}, broadcast from ${formatSize(native().singleCopyBroadcastFromBytes)} (not timed: SPMD_SHM_SINGLE_COPY=fixed)`;
+  assert.deepEqual(new Set(doc.paths), new Set([fixed]));
+});
+
+test("runner info says which path shm ranks take here, and that SPMD_SHM_SINGLE_COPY=0 stages and fixed leaves untimed", async () => {
   const line = (out) => out.split("\n").find((l) => l.startsWith("shm "));
   const here = REFUSED ? `shm staged (${REFUSED})` : "shm single-copy: cma (process_vm_readv/writev) from 16 KiB to 256 KiB or 1 MiB, as the ranks time it at start-up";
   assert.equal(line((await runNode([RUNNER, "info"])).stdout), here);
   assert.equal(line((await runNode([RUNNER, "info"], { SPMD_SHM_SINGLE_COPY: "0" })).stdout), "shm staged (SPMD_SHM_SINGLE_COPY=0)");
+  if (!REFUSED) assert.equal(line((await runNode([RUNNER, "info"], { SPMD_SHM_SINGLE_COPY: "fixed" })).stdout), "shm single-copy: cma (process_vm_readv/writev) from 1 MiB, untimed (SPMD_SHM_SINGLE_COPY=fixed)");
 });
 
-test("SPMD_SHM_SINGLE_COPY other than 0 or 1: one line naming it, no stack", async () => {
+test("SPMD_SHM_SINGLE_COPY other than 0, 1 or fixed: one line naming it, no stack", async () => {
   const { dir, run: go } = prepareJob(2, job(2), { launch: (w, args) => runRanks(w, args, { env: { SPMD_SHM_SINGLE_COPY: "yes" } }) });
   try {
     for (const p of await go()) {
       assert.notEqual(p.code, 0);
-      assert.match(p.stderr, /SPMD_SHM_SINGLE_COPY=yes is not 0 or 1/);
+      assert.match(p.stderr, /SPMD_SHM_SINGLE_COPY=yes is not 0, 1 or fixed/);
       assert.doesNotMatch(p.stderr, /\n\s+at /);
     }
   } finally {

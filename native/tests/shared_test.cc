@@ -308,26 +308,30 @@ void testSharedBarrier() {
 
 // The start-up timing of staged against single copy (crossover.h): every rank agrees on the same thresholds,
 // each a timed size or the default above them, and says how it came by them. Timed only where each rank
-// has a CPU, so W=2 is timed on 2 CPUs and more, W=3 on 3 and more.
+// has a CPU, so W=2 is timed on 2 CPUs and more, W=3 on 3 and more; and by none where one rank was told not to
+// (SPMD_SHM_SINGLE_COPY=fixed), which leaves all on the defaults.
 void testSingleCopyTimed() {
   const std::string refusal = shm::singleCopyRefusal();
   if (!refusal.empty()) return (void)std::printf("skip single copy timed: %s\n", refusal.c_str());
   auto oneOf = [](size_t bytes, size_t otherwise) {
     return bytes == otherwise || std::find(std::begin(shm::kTimedSizes), std::end(shm::kTimedSizes), bytes) != std::end(shm::kTimedSizes);
   };
-  for (int W : {2, 3}) {
+  struct Case {
+    int W, untimedRank;  // -1: every rank may time
+  };
+  for (auto [W, untimedRank] : {Case{2, -1}, Case{3, -1}, Case{2, 1}}) {
     std::vector<shm::SingleCopyFrom> from(static_cast<size_t>(W));
     std::vector<double> ms(static_cast<size_t>(W));
     auto errors = onTransports(W, shm::Layout{0, 1, 256 * 1024, 256 * 1024, 4}, [&](int r, shm::Segment& seg, shm::ShmTransport& t) {
       shm::SharedCollectives c(seg, t, 0, [&t](const std::string& why) { t.abort(why); });
       c.setDeadline(Clock::now() + std::chrono::seconds(20));
       const Clock::time_point t0 = Clock::now();
-      from[size_t(r)] = shm::timeSingleCopy(c);
+      from[size_t(r)] = shm::timeSingleCopy(c, r != untimedRank);
       ms[size_t(r)] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     });
-    const std::string where = "single copy timed, W=" + std::to_string(W);
+    const std::string where = "single copy timed, W=" + std::to_string(W) + (untimedRank < 0 ? "" : ", rank " + std::to_string(untimedRank) + " fixed");
     for (const auto& e : errors) check(e.empty(), where + ": " + e);
-    const bool timed = unsigned(W) <= onlineCores();
+    const bool timed = unsigned(W) <= onlineCores() && untimedRank < 0;
     for (int r = 0; r < W; ++r) {
       const shm::SingleCopyFrom& f = from[size_t(r)];
       check(f.blocks == from[0].blocks && f.broadcast == from[0].broadcast && f.how == from[0].how && f.reductions == from[0].reductions,
@@ -338,7 +342,9 @@ void testSingleCopyTimed() {
     check(f.reductions == SIZE_MAX || (W == shm::kSingleCopyReduceRanks && timedReduction), where + ": reductions from " + std::to_string(f.reductions));
     check(oneOf(f.blocks, shm::kSingleCopyFromBytes), where + ": blocks from " + std::to_string(f.blocks));
     check(W > shm::kSingleCopyFanOutRanks ? f.broadcast == SIZE_MAX : oneOf(f.broadcast, shm::kSingleCopyBroadcastFromBytes), where + ": broadcast from " + std::to_string(f.broadcast));
-    check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : "not timed: 3 ranks on "), where + ": " + f.how);
+    const std::string untimedHow = untimedRank >= 0 ? "not timed: SPMD_SHM_SINGLE_COPY=fixed" : "not timed: 3 ranks on ";
+    check(f.how.starts_with(timed ? "timed 16-256 KiB at start-up" : untimedHow), where + ": " + f.how);
+    if (untimedRank >= 0) check(f.blocks == shm::kSingleCopyFromBytes && f.broadcast == shm::kSingleCopyBroadcastFromBytes && f.reductions == SIZE_MAX, where + ": the defaults");
     std::printf("%s: %s (%.2f ms)\n", where.c_str(), shm::describeCopyPath("", f).c_str(), *std::max_element(ms.begin(), ms.end()));
   }
 }

@@ -178,6 +178,8 @@ export interface ShmOptions {
   sharesCores?: boolean;
   /** false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all ranks. */
   singleCopy?: boolean;
+  /** false: this rank keeps single copy's default thresholds untimed (SPMD_SHM_SINGLE_COPY=fixed), and so do all ranks. */
+  timedCopyPath?: boolean;
 }
 
 /** The tcp backend: over tcp to every rank, or with `local` over shm to the ranks of this host ("shm+tcp"). */

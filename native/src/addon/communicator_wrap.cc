@@ -117,6 +117,7 @@ std::unique_ptr<Backend> startBackend(const OptionReader& o, int rank, int size,
     if (o.has("channelBytes")) so.channelBytes = size_t(o.integer("channelBytes", 1, int64_t(1) << 40));
     if (o.has("sharesCores")) so.sharesCores = o.boolean("sharesCores");
     if (o.has("singleCopy")) so.singleCopy = o.boolean("singleCopy");
+    if (o.has("timedCopyPath")) so.timedCopyPath = o.boolean("timedCopyPath");
     if (so.name.size() < 2 || so.name[0] != '/') o.fail("name", "a name that starts with '/'");
     return std::make_unique<shm::ShmBackend>(so);
   }

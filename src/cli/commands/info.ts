@@ -17,15 +17,17 @@ function gpus(): string {
  * How the shm backend would move large messages here: what its ranks agree at start-up, from this process's
  * view. From which size they move single-copy the ranks find by timing both paths then, so only the range.
  */
-function shmCopyPath(allowed: (env: NodeJS.ProcessEnv) => boolean, refusal: () => string, timed: number[], otherwise: number): string {
+function shmCopyPath(allowed: (env: NodeJS.ProcessEnv) => boolean, timedHere: (env: NodeJS.ProcessEnv) => boolean, refusal: () => string, timed: number[], otherwise: number): string {
   let why: string;
   try {
     why = allowed(process.env) ? refusal() : "SPMD_SHM_SINGLE_COPY=0";
   } catch (err) {
     why = (err as Error).message;
   }
+  if (why) return `staged (${why})`;
+  if (!timedHere(process.env)) return `single-copy: cma (process_vm_readv/writev) from ${formatSize(otherwise)}, untimed (SPMD_SHM_SINGLE_COPY=fixed)`;
   const range = `${formatSize(timed[0]!)} to ${formatSize(timed.at(-1)!)} or ${formatSize(otherwise)}`;
-  return why ? `staged (${why})` : `single-copy: cma (process_vm_readv/writev) from ${range}, as the ranks time it at start-up`;
+  return `single-copy: cma (process_vm_readv/writev) from ${range}, as the ranks time it at start-up`;
 }
 
 export const infoCommand: CommandModule<object, object> = {
@@ -50,7 +52,7 @@ export const infoCommand: CommandModule<object, object> = {
       auto = (err as Error).message;
     }
     const note = mpiNotBuiltNote(place, process.env, built);
-    const { singleCopyAllowed } = await import("../../comm/start-shm.js");
+    const { copyPathTimed, singleCopyAllowed } = await import("../../comm/start-shm.js");
     const addon = addonSource();
     const lines = [
       ...(note ? [note] : []),
@@ -64,7 +66,7 @@ export const infoCommand: CommandModule<object, object> = {
         (place.nodeRank !== undefined ? `; node ${place.nodeRank}` : "") +
         (place.master ? `; master ${place.master.addr}:${place.master.port ?? "?"}` : ""),
       `auto: ${auto}`,
-      `shm ${shmCopyPath(singleCopyAllowed, native().singleCopyRefusal, native().singleCopyTimedBytes, native().singleCopyFromBytes)}`,
+      `shm ${shmCopyPath(singleCopyAllowed, copyPathTimed, native().singleCopyRefusal, native().singleCopyTimedBytes, native().singleCopyFromBytes)}`,
       `host: ${os.hostname()}, ${os.cpus().length} CPUs (${cpuModel()}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
       `binding: ${describeBinding(cpuBinding())}`,
       `gpus: ${gpus()}`,

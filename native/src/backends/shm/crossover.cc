@@ -38,9 +38,13 @@ double timed(SharedCollectives& c, Op op) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Why the ranks keep the defaults, "" where they time.
-std::string untimed(int W) {
+// Why the ranks keep the defaults, "" where they time; collective where W > 1, since one rank's `timedCopyPath` decides all.
+std::string untimed(SharedCollectives& c, bool timedCopyPath) {
+  const int W = c.size();
   if (W < 2) return "not timed: one rank";
+  double told = timedCopyPath ? 0 : 1;
+  c.allreduce(&told, &told, 1, DType::F64, RedOp::Max, Algo::Shared);
+  if (told > 0) return "not timed: SPMD_SHM_SINGLE_COPY=fixed";
   if (W > kTimedRanksAtMost) return "not timed above " + std::to_string(kTimedRanksAtMost) + " ranks";
   if (unsigned(W) > onlineCores()) return "not timed: " + std::to_string(W) + " ranks on " + std::to_string(onlineCores()) + " CPUs";
   return "";
@@ -61,11 +65,11 @@ size_t crossover(std::span<const size_t> sizes, const double* staged, const doub
   return from;
 }
 
-SingleCopyFrom timeSingleCopy(SharedCollectives& c) {
+SingleCopyFrom timeSingleCopy(SharedCollectives& c, bool timedCopyPath) {
   const int W = c.size();
   const bool fanOut = W <= kSingleCopyFanOutRanks;
   const std::string staysStaged = fanOut ? "" : "; broadcast and all_gather stage at W > " + std::to_string(kSingleCopyFanOutRanks);
-  const std::string why = untimed(W);
+  const std::string why = untimed(c, timedCopyPath);
   if (!why.empty()) return {kSingleCopyFromBytes, fanOut ? kSingleCopyBroadcastFromBytes : SIZE_MAX, why + staysStaged};
   // Seconds per [path: staged, single copy][op: all_to_all, broadcast][timed size], then per [path][reduce timed
   // size] the allreduces where the ranks may pull reductions.

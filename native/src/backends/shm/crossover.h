@@ -44,12 +44,15 @@ inline constexpr double kBroadcastSwitchMargin = 0.2;
 size_t crossover(std::span<const size_t> sizes, const double* staged, const double* single, size_t otherwise, double margin);
 
 // Collective on lane `c` of every rank of the segment, once, after agree() found that all may move
-// single-copy: each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
+// single-copy. Where any rank was told not to time (`timedCopyPath` false: SPMD_SHM_SINGLE_COPY=fixed), all keep the
+// defaults of single_copy.h: a start-up's readings of a near tie move a row's path, and its time by up to 1.4x, from
+// one launch of a job to the next, which campaigns compared for regressions must not see (docs/PERFORMANCE.md,
+// "Pinned copy paths"). Otherwise each rank times a staged and a single-copy all_to_all (and at W <= kSingleCopyFanOutRanks a
 // broadcast) at every timed size, and at W = kSingleCopyReduceRanks a staged and a pulled allreduce at every
 // kReduceTimedSizes (the reductions' threshold by the same rule, SIZE_MAX where pulling wins at none), alternating,
 // and keeps its best of a few rounds; the ranks take the
 // slowest rank's time of each (an allreduce, max), so every rank computes the same thresholds. Leaves `c`
 // staged: the caller hands the answer to every lane.
-SingleCopyFrom timeSingleCopy(SharedCollectives& c);
+SingleCopyFrom timeSingleCopy(SharedCollectives& c, bool timedCopyPath);
 
 }  // namespace spmd::shm

@@ -8,7 +8,7 @@ namespace spmd::shm {
 Layout ShmBackend::layoutOf(const ShmOptions& o) { return Layout{o.size, kLanes, o.channelBytes, o.slotBytes, o.slots}; }
 
 ShmBackend::ShmBackend(const ShmOptions& o)
-    : segment_(o.create ? Segment::create(o.name, layoutOf(o), o.tag) : Segment::attach(o.name, layoutOf(o), o.tag)), singleCopyAllowed_(o.singleCopy) {
+    : segment_(o.create ? Segment::create(o.name, layoutOf(o), o.tag) : Segment::attach(o.name, layoutOf(o), o.tag)), singleCopyAllowed_(o.singleCopy), timedCopyPath_(o.timedCopyPath) {
   for (int i = 0; i < kLanes; ++i) {
     transports_[i] = std::make_unique<ShmTransport>(segment_, o.rank, i);
     ShmTransport* t = transports_[i].get();
@@ -25,7 +25,7 @@ void ShmBackend::connect() {
   ShmTransport& t = *transports_[0];
   t.setDeadline(Transport::Clock::now() + kAgreeWithin);
   staged_ = collectives_[0]->agreeSingleCopy(singleCopyAllowed_);
-  if (staged_.empty()) from_ = timeSingleCopy(*collectives_[0]);
+  if (staged_.empty()) from_ = timeSingleCopy(*collectives_[0], timedCopyPath_);
   coreRoundTrips_ = timeCoreRoundTrips(*collectives_[0], segment_.header().probe, !t.spins());
   t.setDeadline(Transport::Clock::time_point::max());
   if (!staged_.empty()) return;

@@ -27,6 +27,9 @@ struct ShmOptions {
   std::optional<bool> sharesCores;
   // false: this rank stages every message (SPMD_SHM_SINGLE_COPY=0), and so, agreed at connect(), do all.
   bool singleCopy = true;
+  // false: this rank keeps single copy's default thresholds untimed (SPMD_SHM_SINGLE_COPY=fixed), and so, agreed
+  // at connect(), do all (crossover.h, timeSingleCopy).
+  bool timedCopyPath = true;
 };
 
 class ShmBackend : public Backend {
@@ -47,6 +50,7 @@ class ShmBackend : public Backend {
   static Layout layoutOf(const ShmOptions& o);
   Segment segment_;
   bool singleCopyAllowed_;
+  bool timedCopyPath_;
   std::string staged_ = "not agreed: connect() was not called";  // why blocks stage ("" once single copy is agreed)
   SingleCopyFrom from_;  // where single copy was agreed: from which sizes
   std::vector<double> coreRoundTrips_;  // as timed at connect() (core_probe.h)
