@@ -302,12 +302,15 @@ async function compareChecks(c, tmp) {
   // ... and is named, with its point: every row of it ran 5x the median.
   assert.match(oneSlow.stdout, /^# UNSTEADY new \S+one-slow job=tiny backend=shm world_size=\d hosts=1 variant=base executor="local": repetition 3 ran 5\.00x the median in 2 of 2 rows \(its start-up chose single copy from 16 KiB, broadcast from 4 MiB, the others' mostly single copy from 1 MiB, broadcast from 4 MiB\): the machine changed while they ran .*run more repetitions, spread in time$/m);
   assert.doesNotMatch(oneSlow.stdout, /UNSTEADY baseline/, "the baseline's repetitions agree");
+  // The launches of the point, both sides together, took two paths: counted, with how to keep them one.
+  assert.match(oneSlow.stdout, /^# COPY PATHS job=tiny backend=shm world_size=\d hosts=1 variant=base executor="local": the launches' start-ups chose .*\b1 single copy from 16 KiB, broadcast from 4 MiB\b.*: a near tie .*SPMD_SHM_SINGLE_COPY=fixed/m);
   // A results file whose copy_path is not a string (a stranger's) indexes and compares as one without it.
   const oddPath = await exp(["compare", base, copyWith(c, tmp, "odd-path", () => 1, (doc) => (doc.copy_path = { not: "a string" }))]);
   assert.equal(oddPath.code, 0, oddPath.stdout + oddPath.stderr);
   assert.doesNotMatch(worse.stdout, /UNSTEADY/, "every repetition 5x slower is a change, not a spell");
   assert.equal((await exp(["report", "--dir", oneSlowDir, "--baseline", base])).code, 0);
   assert.match(readFileSync(path.join(oneSlowDir, "report.html"), "utf8"), /<tr><td>unsteady<\/td><td><\/td><td>new \S+one-slow job=tiny [^<]*<\/td><td><\/td><td><\/td><td>repetition 3 ran 5\.00x the median in 2 of 2 rows \(its start-up chose single copy from 16 KiB[^<]*\): run more repetitions<\/td><\/tr>/);
+  assert.match(readFileSync(path.join(oneSlowDir, "report.html"), "utf8"), /<tr><td>copy paths<\/td><td><\/td><td>job=tiny [^<]*<\/td><td><\/td><td><\/td><td>the launches chose [^<]*1 single copy from 16 KiB[^<]*: SPMD_SHM_SINGLE_COPY=fixed keeps them the same<\/td><\/tr>/);
   const twoSlow = await exp(["compare", base, copyWith(c, tmp, "two-slow", (rep) => (rep === 1 ? 1 : 0.2))]);
   assert.equal(twoSlow.code, 0, twoSlow.stdout);
   assert.equal((twoSlow.stdout.match(/^WITHIN NOISE .* \(80\.0% worse\)/gm) ?? []).length, 8, twoSlow.stdout);

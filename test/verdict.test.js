@@ -2,7 +2,7 @@
 // fastest iteration, a regression only when the change holds across repetitions and beyond the threshold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { apartRepetitions, coreRoundTrip, coresApart, describeMachines, judge, judgeAlike, machines, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
+import { apartRepetitions, coreRoundTrip, coresApart, describeMachines, judge, judgeAlike, machines, mixedPaths, oversubscribed, repetitionValue, startupApart } from "../dist/metrics/verdict.js";
 
 test("a repetition's value is taken at its fastest iteration: a stalled iteration moves nothing", () => {
   const row = { avg_us: 30, p50_us: 11, min_us: 10, busbw: 2 };
@@ -103,6 +103,14 @@ test("a repetition's start-up copy path, where it differs from the others' most 
   assert.equal(startupApart([at("1 MiB"), 7, null], 0), "", "nothing to compare with");
   assert.equal(startupApart([`single-copy from ${"x from ".repeat(1e5)}`, at("1 MiB"), at("1 MiB")], 0), "", "a stranger's megabyte is no copy path");
   assert.equal(startupApart(["staged (SPMD_SHM_SINGLE_COPY=0)", at("1 MiB"), at("1 MiB")], 0), "its start-up chose staged (SPMD_SHM_SINGLE_COPY=0), the others' mostly single copy from 1 MiB, broadcast from 4 MiB");
+});
+
+test("a point's launches that took more than one copy path are counted by path, most first; one path, or none recorded, says nothing", () => {
+  const at = (from, how = "timed 16-256 KiB at start-up") => `single-copy: cma (process_vm_readv/writev) from ${from}, broadcast from 4 MiB (${how})`;
+  assert.equal(mixedPaths([at("128 KiB"), at("1 MiB"), at("1 MiB"), undefined, at("1 MiB")]), "3 single copy from 1 MiB, broadcast from 4 MiB; 1 single copy from 128 KiB, broadcast from 4 MiB");
+  assert.equal(mixedPaths([at("1 MiB"), at("1 MiB", "not timed: SPMD_SHM_SINGLE_COPY=fixed")]), "", "the same sizes, however they came");
+  assert.equal(mixedPaths([at("1 MiB"), 7, null]), "", "a field of another shape is no path");
+  assert.equal(mixedPaths(["staged (rank 0: SPMD_SHM_SINGLE_COPY=0)", at("1 MiB")]), "1 staged (rank 0: SPMD_SHM_SINGLE_COPY=0); 1 single copy from 1 MiB, broadcast from 4 MiB");
 });
 
 test("launches measured the same machine where their core round trips lie within 1.5x of the next; a file's field of another shape says nothing", () => {

@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { apartRepetitions, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, mixedPaths, mixedPathsNote, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -141,6 +141,25 @@ export function unsteadyPoints(side: string, groups: Group[], names: Map<string,
   });
 }
 
+/**
+ * The points whose launches, on both sides together, took more than one copy path (metrics/verdict.ts, mixedPaths):
+ * [parameters, how they chose]; `names` gives a point's parameters.
+ */
+export function mixedPathPoints(before: Group[], after: Group[], names: Map<string, string>): [string, string][] {
+  // A launch is a side's repetition of a point: its rows all carry its start-up's copy path.
+  const launches = new Map<string, Map<string, unknown>>();
+  [before, after].forEach((groups, side) => {
+    for (const r of groups.flatMap((g) => g.rows)) {
+      if (!launches.has(r.point_id)) launches.set(r.point_id, new Map());
+      launches.get(r.point_id)!.set(`${side}/${r.rep}`, r.copy_path);
+    }
+  });
+  return [...launches].flatMap(([id, paths]) => {
+    const how = mixedPaths([...paths.values()]);
+    return how ? [[names.get(id) ?? id, how] as [string, string]] : [];
+  });
+}
+
 export const isRegression = (c: Change) => c.verdict === "regression" || c.verdict === "wrong elements";
 
 export const describeRow = (r: CampaignRow) => `${r.job} ${r.stage} (${r.op}) size ${formatSize(r.size)} W=${r.world_size} ${r.backend}/${r.variant}${r.hosts > 1 ? ` ${r.hosts} hosts` : ""}`;
@@ -173,6 +192,8 @@ export interface CampaignComparison {
   unsteady: [string, string][];
   /** What each side's launches measured where more than one machine (campaignMachines), else "". */
   machines: string;
+  /** Points whose launches took more than one copy path (mixedPathPoints): [parameters, how]. */
+  mixedPaths: [string, string][];
 }
 
 export const comparisonFails = (c: CampaignComparison) => c.missing.length > 0 || c.changes.some(isRegression);
@@ -206,5 +227,5 @@ export function formatChanges(c: CampaignComparison): string {
   // The metric keeps its name, but the verdict reads each repetition at its fastest iteration (metrics/verdict.ts).
   const values = lines.length ? ["# values: each side's median over its repetitions of a repetition's fastest iteration (time.avg_us: its min_us; busbw, algbw: at that time)"] : [];
   const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
-  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), ...(c.machines ? [machinesNote(c.machines)] : []), headline(c)].join("\n") + "\n";
+  return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), ...c.mixedPaths.map(([where, what]) => mixedPathsNote(where, what)), ...(c.machines ? [machinesNote(c.machines)] : []), headline(c)].join("\n") + "\n";
 }

@@ -3,7 +3,7 @@
 import path from "node:path";
 import { DEFAULT_THRESHOLD } from "../metrics/verdict.js";
 import { writeFileAtomic } from "../report/write-atomic.js";
-import { campaignMachines, campaignRows, compareCampaigns, groupRows, unsteadyPoints, type CampaignComparison, type Group } from "./analyze.js";
+import { campaignMachines, campaignRows, compareCampaigns, groupRows, mixedPathPoints, unsteadyPoints, type CampaignComparison, type Group } from "./analyze.js";
 import { readMeasures, type Measures } from "./campaign.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, type Params } from "./plan.js";
@@ -70,6 +70,7 @@ export async function compareSides(sides: Side[], threshold: number): Promise<Ca
     reps: [fewestReps(before!.points), fewestReps(after!.points)],
     oversubscribed: crowdedPoints([before!.points, after!.points]),
     machines: campaignMachines(before!.groups, after!.groups),
+    mixedPaths: mixedPathPoints(before!.groups, after!.groups, new Map([...pointNames(before!.points), ...pointNames(after!.points)])),
     unsteady: [...unsteadyPoints(`baseline ${sides[0]!.dir}`, before!.groups, pointNames(before!.points)), ...unsteadyPoints(`new ${sides[1]!.dir}`, after!.groups, pointNames(after!.points))],
   };
 }

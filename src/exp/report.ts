@@ -89,13 +89,14 @@ const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, ne
 const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
 /**
  * The changes beyond tolerance, regressions first, then the missing points, those whose ranks outnumbered the cores
- * those whose repetitions ran apart, and the machines the launches measured where more than one.
+ * those whose repetitions ran apart or took different copy paths, and the machines the launches measured where more than one.
  */
 const changeRows = (c: CampaignComparison) => [
   ...shownChanges(c.changes).map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]),
   ...c.missing.map((m) => ["missing", "", m, "", "", ""]),
   ...c.oversubscribed.map(([where, what]) => ["oversubscribed", "", where, "", "", `${what}: measure with ranks <= cores`]),
   ...c.unsteady.map(([where, what]) => ["unsteady", "", where, "", "", `${what}: run more repetitions`]),
+  ...c.mixedPaths.map(([where, what]) => ["copy paths", "", where, "", "", `the launches chose ${what}: SPMD_SHM_SINGLE_COPY=fixed keeps them the same`]),
   ...(c.machines ? [["machines", "", "core round trips", "", "", `${c.machines}: rows judged on a machine both measured`]] : []),
 ];
 

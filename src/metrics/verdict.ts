@@ -324,7 +324,7 @@ const describeApart = (a: ApartRepetition, name: string, startup: string) =>
 const MAX_COPY_PATH = 300;
 
 /** A copy path in short: "single copy from 16 KiB, broadcast from 32 KiB", or "staged (why)" as it stands. */
-const shortPath = (copyPath: string) => {
+export const shortPath = (copyPath: string) => {
   const from = /^single-copy.*? (from [^(]*?)(?= \(|$)/.exec(copyPath)?.[1];
   return from ? `single copy ${from}` : copyPath;
 };
@@ -372,6 +372,23 @@ export function describeAparts(apart: readonly ApartRepetition[], name: (index: 
   const indices = apart.map((a) => a.index);
   return apart.map((a) => describeApart(a, name(a.index), coresApart(roundTrips, a.index, indices) || startupApart(copyPaths, a.index, indices))).join("; ");
 }
+
+/**
+ * How the launches of a point whose start-ups chose more than one copy path (results.json `copy_path`) chose:
+ * "7 single copy from 1 MiB, broadcast from 4 MiB; 3 single copy from 128 KiB, ..." (most first), or "" where they
+ * all chose one. Where staging and single copy nearly tie, each start-up picks either, and the rows move with it: on
+ * the Zen 5 VM a W = 2 all_gather of 512 KiB ran 18-20 us staged and 25-28 single-copy, by launch (docs/PERFORMANCE.md,
+ * "Pinned copy paths").
+ */
+export function mixedPaths(copyPaths: readonly unknown[]): string {
+  const counts = new Map<string, number>();
+  for (const p of copyPaths) if (typeof p === "string" && p.length <= MAX_COPY_PATH) counts.set(shortPath(p), (counts.get(shortPath(p)) ?? 0) + 1);
+  return counts.size < 2 ? "" : [...counts].sort((x, y) => y[1] - x[1]).map(([p, n]) => `${n} ${p}`).join("; ");
+}
+
+/** The line a comparison gives the points of mixedPaths (`what`: how their launches chose). */
+export const mixedPathsNote = (where: string, what: string) =>
+  `# COPY PATHS ${where}: the launches' start-ups chose ${what}: a near tie that moves the rows it decides between launches; SPMD_SHM_SINGLE_COPY=fixed (an experiment's env) keeps the paths untimed, the same in every launch`;
 
 /** The line a comparison gives a side whose repetitions ran apart (`what`: their describeAparts). */
 export const unsteadyNote = (where: string, what: string) =>
