@@ -110,6 +110,7 @@ test("a point's launches that took more than one copy path are counted by path, 
   assert.equal(mixedPaths([at("128 KiB"), at("1 MiB"), at("1 MiB"), undefined, at("1 MiB")]), "3 single copy from 1 MiB, broadcast from 4 MiB; 1 single copy from 128 KiB, broadcast from 4 MiB");
   assert.equal(mixedPaths([at("1 MiB"), at("1 MiB", "not timed: SPMD_SHM_SINGLE_COPY=fixed")]), "", "the same sizes, however they came");
   assert.equal(mixedPaths([at("1 MiB"), 7, null]), "", "a field of another shape is no path");
+  assert.equal(mixedPaths([`single-copy from ${"x from ".repeat(1e5)}`, at("1 MiB")]), "", "a stranger's megabyte is no copy path");
   assert.equal(mixedPaths(["staged (rank 0: SPMD_SHM_SINGLE_COPY=0)", at("1 MiB")]), "1 staged (rank 0: SPMD_SHM_SINGLE_COPY=0); 1 single copy from 1 MiB, broadcast from 4 MiB");
 });
 

@@ -63,6 +63,7 @@ export async function compareSides(sides: Side[], threshold: number): Promise<Ca
   }
   const measures = measuresOf(sides[1]!) ?? measuresOf(sides[0]!) ?? DEFAULT_MEASURES;
   const [before, after] = await Promise.all(sides.map((s) => indexOf(s.dir)));
+  const [beforeNames, afterNames] = [pointNames(before!.points), pointNames(after!.points)];
   return {
     changes: compareCampaigns(before!.groups, after!.groups, measures.metrics, measures.tolerance, threshold),
     missing: missingPoints(before!.points, after!.points),
@@ -70,8 +71,8 @@ export async function compareSides(sides: Side[], threshold: number): Promise<Ca
     reps: [fewestReps(before!.points), fewestReps(after!.points)],
     oversubscribed: crowdedPoints([before!.points, after!.points]),
     machines: campaignMachines(before!.groups, after!.groups),
-    mixedPaths: mixedPathPoints(before!.groups, after!.groups, new Map([...pointNames(before!.points), ...pointNames(after!.points)])),
-    unsteady: [...unsteadyPoints(`baseline ${sides[0]!.dir}`, before!.groups, pointNames(before!.points)), ...unsteadyPoints(`new ${sides[1]!.dir}`, after!.groups, pointNames(after!.points))],
+    mixedPaths: mixedPathPoints(before!.groups, after!.groups, new Map([...beforeNames, ...afterNames])),
+    unsteady: [...unsteadyPoints(`baseline ${sides[0]!.dir}`, before!.groups, beforeNames), ...unsteadyPoints(`new ${sides[1]!.dir}`, after!.groups, afterNames)],
   };
 }
 

@@ -323,8 +323,11 @@ const describeApart = (a: ApartRepetition, name: string, startup: string) =>
 
 const MAX_COPY_PATH = 300;
 
+/** Whether a results file's copy_path is one: a copy path is about 110 characters; anything far longer is a stranger's. */
+const isPath = (p: unknown): p is string => typeof p === "string" && p.length <= MAX_COPY_PATH;
+
 /** A copy path in short: "single copy from 16 KiB, broadcast from 32 KiB", or "staged (why)" as it stands. */
-export const shortPath = (copyPath: string) => {
+const shortPath = (copyPath: string) => {
   const from = /^single-copy.*? (from [^(]*?)(?= \(|$)/.exec(copyPath)?.[1];
   return from ? `single copy ${from}` : copyPath;
 };
@@ -338,8 +341,6 @@ export const shortPath = (copyPath: string) => {
  * 1 of 277 others did (docs/PERFORMANCE.md, "What the spells are").
  */
 export function startupApart(copyPaths: readonly unknown[], index: number, apart: readonly number[] = []): string {
-  // A copy path is about 110 characters; anything far longer is not one, and would not fit a note's line.
-  const isPath = (p: unknown): p is string => typeof p === "string" && p.length <= MAX_COPY_PATH;
   const mine = copyPaths[index];
   const others = copyPaths.filter((p, i): p is string => i !== index && !apart.includes(i) && isPath(p));
   const counts = new Map<string, number>();
@@ -382,7 +383,7 @@ export function describeAparts(apart: readonly ApartRepetition[], name: (index: 
  */
 export function mixedPaths(copyPaths: readonly unknown[]): string {
   const counts = new Map<string, number>();
-  for (const p of copyPaths) if (typeof p === "string" && p.length <= MAX_COPY_PATH) counts.set(shortPath(p), (counts.get(shortPath(p)) ?? 0) + 1);
+  for (const p of copyPaths.filter(isPath).map(shortPath)) counts.set(p, (counts.get(p) ?? 0) + 1);
   return counts.size < 2 ? "" : [...counts].sort((x, y) => y[1] - x[1]).map(([p, n]) => `${n} ${p}`).join("; ");
 }
 

@@ -38,16 +38,16 @@ double timed(SharedCollectives& c, Op op) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Why the ranks keep the defaults, "" where they time; collective where W > 1, since one rank's `timedCopyPath` decides all.
+// Why the ranks keep the defaults, "" where they time. The rank count and the host's CPUs are every rank's alike;
+// where they would time, one rank's `timedCopyPath` decides all (an allreduce, so none times alone).
 std::string untimed(SharedCollectives& c, bool timedCopyPath) {
   const int W = c.size();
   if (W < 2) return "not timed: one rank";
-  double told = timedCopyPath ? 0 : 1;
-  c.allreduce(&told, &told, 1, DType::F64, RedOp::Max, Algo::Shared);
-  if (told > 0) return "not timed: SPMD_SHM_SINGLE_COPY=fixed";
   if (W > kTimedRanksAtMost) return "not timed above " + std::to_string(kTimedRanksAtMost) + " ranks";
   if (unsigned(W) > onlineCores()) return "not timed: " + std::to_string(W) + " ranks on " + std::to_string(onlineCores()) + " CPUs";
-  return "";
+  double told = timedCopyPath ? 0 : 1;
+  c.allreduce(&told, &told, 1, DType::F64, RedOp::Max, Algo::Shared);
+  return told > 0 ? "not timed: SPMD_SHM_SINGLE_COPY=fixed" : "";
 }
 
 }  // namespace
