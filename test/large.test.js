@@ -116,7 +116,7 @@ for (const [backend, stage, env] of [
 // On mpi a send_recv (one message through the transport, in 8-byte units under MPI's int count) and the
 // library's broadcast. A ring allreduce here moved pieces of half the message, none past 2 GiB, for 87 CPU s.
 mpiTest("mpi: a send_recv and the library's broadcast of 2.25 GiB (W=2)", async () => {
-  for (const stage of ["send_recv", "broadcast"]) await overTwoGiB("mpi", stage, (W, args) => mpirun(W, args, { timeoutMs: 1_200_000 }));
+  for (const stage of ["send_recv", "broadcast"]) await overTwoGiB("mpi", stage, BACKENDS.mpi.launch);
 });
 
 async function overTwoGiB(backend, stage, launch) {

@@ -39,7 +39,7 @@ export function reference(inputs, steps, { round = Math.fround, resetEvery = 0 }
   const P = Math.ceil(n / (8 * W)) * 8 * W, L = P / W;
   const worker = inputs.map(() => new Float64Array(P));
   const server = inputs.map(() => new Float64Array(L));
-  let out;
+  let serverSigns, serverScales;  // the last step's: the output is theirs alone
   for (let t = 0; t < steps; t++) {
     if (resetEvery > 0 && t > 0 && t % resetEvery === 0) [...worker, ...server].forEach((e) => e.fill(0));
     // 1. x = pad(input) + worker_error; s_w = ‖x‖/√P; worker_error = x − s_w·sign(x).
@@ -52,7 +52,7 @@ export function reference(inputs, steps, { round = Math.fround, resetEvery = 0 }
       scales.push(s);
     });
     // 2.–3. rank i gets chunk i of every rank's signs and every scale; c = (1/W)·Σ_j s_j·sign_j + server_error.
-    const serverSigns = [], serverScales = [];
+    serverSigns = [], serverScales = [];
     server.forEach((c, i) => {
       for (let j = 0; j < W; j++) {
         const w = round(scales[j] / W);
@@ -63,10 +63,10 @@ export function reference(inputs, steps, { round = Math.fround, resetEvery = 0 }
       for (let e = 0; e < L; e++) c[e] = round(c[e] - s * sign(c[e]));
       serverScales.push(s);
     });
-    // 4. chunk j of the output is s_s(j)·sign_j, trimmed to n.
-    out = new Float64Array(n);
-    for (let k = 0; k < n; k++) out[k] = serverScales[Math.floor(k / L)] * serverSigns[Math.floor(k / L)][k % L];
   }
+  // 4. chunk j of the output is s_s(j)·sign_j, trimmed to n.
+  const out = new Float64Array(n);
+  for (let k = 0; k < n; k++) out[k] = serverScales[Math.floor(k / L)] * serverSigns[Math.floor(k / L)][k % L];
   return { out, worker, server, P };
 }
 
