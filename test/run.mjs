@@ -1,7 +1,8 @@
 // `npm test`: every test/*.test.js under node:test, in two lanes and one report, then the files that measure
 // links, alone.
 //  - Beside the rest run the jobs/ examples (jobs.test.js), the trace importer's files, the collectives'
-//    element checks, the 1-bit, tcp and mpi backend's ones, `runner exp`'s campaigns, then the large-size matrix
+//    element checks, the 1-bit, tcp and mpi backend's ones, the command line's and `runner compare`'s (their own
+//    ports, build folder and results), `runner exp`'s campaigns, then the large-size matrix
 //    (test/large.test.js): minutes of CPU-bound runs that touch nothing the other files use (their own
 //    temporary files, ports and campaign folders, native/build only read), and the two that need gigabytes,
 //    so they never hold memory at the same time.
@@ -26,7 +27,7 @@ const TEST = path.dirname(fileURLToPath(import.meta.url));
 // package.test.js build in.
 const BESIDE = [
   "jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js",
-  "single-copy.test.js", "mpi.test.js", "exp.test.js", "large.test.js",
+  "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "large.test.js",
 ].map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];
