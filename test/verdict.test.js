@@ -159,6 +159,20 @@ test("like with like even where the medians over all launches agree, and 3 launc
   assert.equal(judgeAlike(m([24.27, 35.83, 17.42], [73, 406, 436]), m([62.83, 26.46, 37.65], [402, 412, 408]), "lower", 0.13).verdict, "within noise");
 });
 
+test("a 1.3x slowdown against 5 launches, with 1 of the new campaign's on the machine they share; 3 against 1 still needs twice the threshold", () => {
+  const m = (values, trips) => values.map((value, i) => ({ value, roundTrip: trips[i] }));
+  // all_gather 512 KiB, µs, on the Zen 5 VM's far state (440 ns); the new campaign's other launches near (50 ns).
+  const base = [18.7, 19.8, 18.4, 20.6, 18.1], far = Array(5).fill(440), trips = [440, 50, 50, 50, 50];
+  const slower = judgeAlike(m(base, far), m([24.7, 9.6, 9.4, 9.9, 9.5], trips), "lower", 0.13);
+  // Medians 24% apart and the best 27%: beyond 1.5x the threshold, short of twice it, every pair beyond it.
+  assert.deepEqual([slower.verdict, slower.alike], ["regression", true]);
+  assert.equal(judgeAlike(m(base, far), m([19.0, 9.6, 9.4, 9.9, 9.5], trips), "lower", 0.13).verdict, "within tolerance", "identical");
+  assert.equal(judgeAlike(m(base, far), m([22.0, 9.6, 9.4, 9.9, 9.5], trips), "lower", 0.13).verdict, "within noise", "a pair within the threshold");
+  // 3 against 1: chance orders one launch beyond three in 1 of 4 draws, so the bar is twice the threshold.
+  assert.equal(judgeAlike(m(base.slice(0, 3), far), m([24.7, 9.6, 9.4], trips), "lower", 0.13).verdict, "within noise");
+  assert.equal(judgeAlike(m(base.slice(0, 3), far), m([26.0, 9.6, 9.4], trips), "lower", 0.13).verdict, "regression", "twice the threshold");
+});
+
 test("a repetition's start-up that timed its ranks' cores on another machine than the others' is said so", () => {
   assert.equal(coresApart([320.4, 50, 52], 0), "its start-up timed the ranks' cores 320 ns apart, the others' 50-52 ns");
   assert.equal(coresApart([50, 50.2, 52], 0), "", "one machine");

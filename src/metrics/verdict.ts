@@ -187,18 +187,40 @@ export interface Measured {
 }
 
 /**
+ * The fewest orderings of two sides' launches (C(m + n, n)) for which every launch of one side beyond every one
+ * of the other tells as much as the rank test's interval on one side of no change: chance alone orders them so in
+ * 1 of 6 draws or fewer (5 launches against 1, 3 against 2). Measured on the Zen 5 VM's 5-repetition campaigns
+ * with one side's launches cut to the few on a shared machine (docs/PERFORMANCE.md, "Few launches on a shared
+ * machine"): a whole op 1.3x slower found at 5 against 1 in 139 -> 366 of 420 trials, identical pairs clean in
+ * 206 -> 199 of 210, as 5 against 2 already were (202 of 210); at 3 against 1 (4 orderings) identical pairs went
+ * 123 -> 114 of 126, so there the bar stays twice the threshold.
+ */
+const FEW_ORDERINGS = 6;
+
+/** C(m + n, n): the orderings of m and n launches by value. */
+function orderings(m: number, n: number): number {
+  let c = 1;
+  for (let i = 1; i <= n; i++) c = (c * (m + i)) / i;
+  return c;
+}
+
+/**
  * judge() for the repetitions of one machine, where a side may have too few for the rank test: then, with
  * MIN_REPS pairs or more, a change beyond the threshold in every pair and beyond twice it in the best and the
  * median repetitions (largeChange) counts: 3 against 1 repetition, all 2x slower; 3 against 2 where one of the 3
- * itself ran 1.5x slow. Anything less is within noise.
+ * itself ran 1.5x slow. Where the sides have FEW_ORDERINGS orderings or more, every pair on one side stands for
+ * the rank test's interval there, and 1.5 times the threshold suffices, as it does with the test: a 1.3x slowdown
+ * (23% less speed) against 5 launches with 1 on the machine they share. Anything less is within noise.
  */
 function judgeFew(before: readonly number[], after: readonly number[], direction: Direction, threshold: number): Verdict {
   const j = judge(before, after, direction, threshold);
   if (j.verdict !== "too few repetitions" || before.length * after.length < MIN_REPS) return j.verdict;
-  const large = largeChange(before, after, direction, threshold);
-  const beyond = (g: number) => (large === "regression" ? g < -threshold : g > threshold);
   const gain = gainOf(direction);
-  return large && before.every((b) => after.every((a) => beyond(gain(b, a)))) ? large : "within noise";
+  const pairs = before.flatMap((b) => after.map((a) => gain(b, a)));
+  const span: [number, number] = [Math.min(...pairs), Math.max(...pairs)];
+  const large = largeChange(before, after, direction, threshold, orderings(before.length, after.length) >= FEW_ORDERINGS ? span : undefined);
+  const beyond = (g: number) => (large === "regression" ? g < -threshold : g > threshold);
+  return large && pairs.every(beyond) ? large : "within noise";
 }
 
 /**
