@@ -145,15 +145,24 @@ test("20 idle connections to the store at start-up cost the ranks no measurable 
       for (const r of await Promise.all(ranks)) assert.equal(r.code, 0, r.stderr);
       return Date.now() - started;
     };
-    const alone = await timed(await freePort());
-    const port = await freePort();
-    const idle = idleConnections(port, 20);
-    try {
-      const crowded = await timed(port, () => idle.holding);
-      assert.ok(crowded - alone < 1000, `with 20 idle connections the ranks took ${crowded} ms, alone ${alone} ms`);
-    } finally {
-      idle.stop();
+    // The fault this guards against held rank 0's close for the store's whole drain (1 s) in every launch; the
+    // other lane's load adds as much to a single launch now and then (CI: 3584 ms against 2536), never to all, so
+    // the fastest of three launches each way, taken in turns, are compared.
+    const crowdedLaunch = async () => {
+      const port = await freePort();
+      const idle = idleConnections(port, 20);
+      try {
+        return await timed(port, () => idle.holding);
+      } finally {
+        idle.stop();
+      }
+    };
+    const [alone, crowded] = [[], []];
+    for (let i = 0; i < 3; i++) {
+      alone.push(await timed(await freePort()));
+      crowded.push(await crowdedLaunch());
     }
+    assert.ok(Math.min(...crowded) - Math.min(...alone) < 700, `with 20 idle connections the ranks took ${crowded.join(", ")} ms, alone ${alone.join(", ")} ms`);
   }));
 
 mpiTest("under mpirun on tcp, a stranger forging a Hello to every listening port: rc 0, 0 wrong, and results.json says \"mpi\"", () =>

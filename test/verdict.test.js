@@ -117,7 +117,8 @@ test("a point's launches that took more than one copy path are counted by path, 
 test("launches measured the same machine where their core round trips lie within 1.5x of the next; a file's field of another shape says nothing", () => {
   assert.deepEqual(machines([49, 320, 52, 67, 301, 347]), [0, 1, 0, 0, 1, 1], "the EPYC VM's two states");
   assert.deepEqual(machines([50, 70, 98, 137]), [0, 0, 0, 0], "a chain of small steps is one machine");
-  assert.equal(machines([50, undefined]), undefined, "a launch without one: cannot tell");
+  assert.deepEqual(machines([50, undefined, 320]), [0, undefined, 1], "a launch without one is placed on none");
+  assert.equal(machines([undefined, undefined]), undefined, "none has one: cannot tell");
   assert.equal(coreRoundTrip([49.5, 320.2]), 320.2, "the farthest pair");
   for (const odd of [undefined, null, "320", [], [NaN], [-1], { ns: 3 }]) assert.equal(coreRoundTrip(odd), undefined, JSON.stringify(odd));
   assert.equal(coreRoundTrip([...new Array(2e6).fill(50), 60]), 60, "a stranger's two million entries: no stack overflow");
@@ -133,7 +134,12 @@ test("like with like: identical runs on two machines are not a regression; a 2x 
   assert.equal(judgeAlike(near, m([10.1, 2.1, 1.9], [50, 330, 310]), "higher", 0.13).verdict, "within tolerance", "as fast where alike");
   assert.equal(judgeAlike(near, m([5, 1, 0.9], [50, 330, 310]), "higher", 0.13).verdict, "regression");
   assert.equal(judgeAlike(near, m([10.1, 9.8, 10], [50, 51, 52]), "higher", 0.13).verdict, "within tolerance", "one machine: judge()");
-  assert.equal(judgeAlike(near, m([5, 5.1, 4.9], [undefined, 51, 52]), "higher", 0.13).verdict, "regression", "a launch without a round trip: judge() over all");
+  assert.equal(judgeAlike(near, m([5, 5.1, 4.9], [undefined, 51, 52]), "higher", 0.13).verdict, "regression", "a launch without a round trip beside one machine: judge() over all");
+  // A probe that gave up under load (fxfiveload c2): four far launches and one unplaced against five near ones share no machine.
+  const far = m([9.2, 9.5, 9.1, 9.4, 9.3], [413, undefined, 407, 425, 423]);
+  assert.equal(judgeAlike(far, m([12.1, 12.4, 11.9, 12.2, 12.0], [98, 82, 81, 87, 78]), "higher", 0.13).verdict, "machine differed");
+  assert.equal(judgeAlike(far, m([4.6, 4.7, 4.5, 4.8], [410, 420, 415, 408]), "higher", 0.13).verdict, "regression", "the placed launches all on one machine: judge() over all");
+  assert.equal(judgeAlike(m([10, 9.9, 10.1], [undefined, undefined, undefined]), m([5, 1, 0.9], [50, 330, 310]), "higher", 0.13).verdict, "regression", "a side without round trips (an older file): judge() over all");
   // Both sides on both machines: each machine judged apart, and they must agree.
   const mixed = m([10, 2, 9.9, 2.1], [50, 320, 51, 330]);
   assert.equal(judgeAlike(mixed, m([2, 10.1, 1.9, 2.2], [320, 50, 310, 330]), "higher", 0.13).verdict, "within tolerance", "each machine as fast as before, though the medians over all differ 3x");

@@ -154,13 +154,14 @@ export function coreRoundTrip(recorded: unknown): number | undefined {
 /**
  * Which machine each launch measured, by its core round trip: the round trips sorted, a new machine wherever one
  * lies more than APART above the one before (on the EPYC VM two machines, 49-67 ns and 297-347 ns, that a
- * hypervisor switches between every few minutes). Indices in the order given; undefined where any launch has no
- * round trip, since then the launches cannot be told apart.
+ * hypervisor switches between every few minutes). Indices in the order given, none (undefined) for a launch without
+ * a round trip, which cannot be placed (its start-up's probe gave up: a rank kept off its CPU for 50 ms under load);
+ * undefined where no launch has one.
  */
-export function machines(roundTrips: readonly (number | undefined)[]): number[] | undefined {
-  if (roundTrips.some((t) => t === undefined)) return undefined;
-  const order = roundTrips.map((t, i) => [t!, i] as const).sort((x, y) => x[0] - y[0]);
-  const out = new Array<number>(roundTrips.length);
+export function machines(roundTrips: readonly (number | undefined)[]): (number | undefined)[] | undefined {
+  const order = roundTrips.flatMap((t, i) => (t === undefined ? [] : [[t, i] as const])).sort((x, y) => x[0] - y[0]);
+  if (!order.length) return undefined;
+  const out = new Array<number | undefined>(roundTrips.length).fill(undefined);
   let machine = 0;
   order.forEach(([t, i], k) => {
     if (k > 0 && t > order[k - 1]![0] * APART) machine++;
@@ -170,14 +171,18 @@ export function machines(roundTrips: readonly (number | undefined)[]): number[] 
 }
 
 /**
- * The machines (machines) of two sides' launches, by side, and those both sides measured; undefined where every
- * launch measured one machine or any has no round trip.
+ * The machines (machines) of two sides' launches, by side, and those both sides measured (launches without a round
+ * trip on none); undefined where the launches that have one measured one machine, or a side has none (other backends,
+ * files before 2026-11-29): then nothing tells the sides' launches apart. One launch whose probe gave up under load
+ * left four far launches judged against five near ones as one machine (docs/PERFORMANCE.md, "Few launches on a shared
+ * machine").
  */
-export function sideMachines(before: readonly (number | undefined)[], after: readonly (number | undefined)[]): { before: number[]; after: number[]; shared: number[] } | undefined {
+export function sideMachines(before: readonly (number | undefined)[], after: readonly (number | undefined)[]): { before: (number | undefined)[]; after: (number | undefined)[]; shared: number[] } | undefined {
   const machine = machines([...before, ...after]);
-  if (!machine || new Set(machine).size < 2) return undefined;
+  const placed = (side: readonly (number | undefined)[]) => side.some((t) => t !== undefined);
+  if (!machine || !placed(before) || !placed(after) || new Set(machine.filter((m) => m !== undefined)).size < 2) return undefined;
   const [mb, ma] = [machine.slice(0, before.length), machine.slice(before.length)];
-  return { before: mb, after: ma, shared: [...new Set(mb)].filter((m) => ma.includes(m)) };
+  return { before: mb, after: ma, shared: [...new Set(mb)].filter((m): m is number => m !== undefined && ma.includes(m)) };
 }
 
 /** One repetition's value and its launch's core round trip (coreRoundTrip). */
@@ -242,7 +247,7 @@ export function judgeAlike(before: readonly Measured[], after: readonly Measured
   const sides = sideMachines(before.map(roundTrip), after.map(roundTrip));
   if (!sides) return all;
   if (!sides.shared.length) return { before: all.before, after: all.after, gain: all.gain, verdict: "machine differed" };
-  const on = (side: readonly Measured[], of: number[], m: readonly number[]) => side.filter((_, i) => m.includes(of[i]!)).map(value);
+  const on = (side: readonly Measured[], of: (number | undefined)[], m: readonly number[]) => side.filter((_, i) => of[i] !== undefined && m.includes(of[i]!)).map(value);
   const judged = sides.shared.map((m) => [m, judgeFew(on(before, sides.before, [m]), on(after, sides.after, [m]), direction, threshold)] as const)
     .filter(([, v]) => v !== "too few repetitions");
   if (!judged.length) return { before: all.before, after: all.after, gain: all.gain, verdict: "too few repetitions", alike: true };
@@ -382,7 +387,7 @@ export function coresApart(roundTrips: readonly (number | undefined)[], index: n
   const mine = roundTrips[index];
   const others = roundTrips.filter((t, i): t is number => i !== index && !apart.includes(i) && t !== undefined);
   const machine = machines([mine, ...others]);
-  if (!machine || !others.length || machine.slice(1).includes(machine[0]!)) return "";
+  if (mine === undefined || !machine || !others.length || machine.slice(1).includes(machine[0]!)) return "";
   const [lo, hi] = [Math.min(...others).toFixed(0), Math.max(...others).toFixed(0)];
   return `its start-up timed the ranks' cores ${mine!.toFixed(0)} ns apart, the others' ${lo === hi ? lo : `${lo}-${hi}`} ns`;
 }

@@ -136,7 +136,7 @@ function fewRunsNoise(b: Row[], a: Row[], ratio: number): string | undefined {
 function machineDiffered(b: Entry[], a: Entry[]): string | undefined {
   const sides = sideMachines(b.map((e) => e.roundTrip), a.map((e) => e.roundTrip));
   if (!sides || sides.shared.length) return undefined;
-  const ns = (side: Entry[]) => median(side.map((e) => e.roundTrip!)).toFixed(0);
+  const ns = (side: Entry[]) => median(side.flatMap((e) => (e.roundTrip === undefined ? [] : [e.roundTrip]))).toFixed(0);
   return `cores ${ns(b)} ns apart in A's runs, ${ns(a)} ns in B's`;
 }
 
