@@ -196,9 +196,9 @@ export interface Measured {
  * of the other tells as much as the rank test's interval on one side of no change: chance alone orders them so in
  * 1 of 6 draws or fewer (5 launches against 1, 3 against 2). Measured on the Zen 5 VM's 5-repetition campaigns
  * with one side's launches cut to the few on a shared machine (docs/PERFORMANCE.md, "Few launches on a shared
- * machine"): a whole op 1.3x slower found at 5 against 1 in 139 -> 366 of 420 trials, identical pairs clean in
- * 206 -> 199 of 210, as 5 against 2 already were (202 of 210); at 3 against 1 (4 orderings) identical pairs went
- * 123 -> 114 of 126, so there the bar stays twice the threshold.
+ * machine"): a whole op 1.3x slower found at 5 against 1 in 216 -> 481 of 560 idle trials, identical pairs clean in
+ * 275 -> 265 of 280, as 5 against 2 already were (263 of 280); at 3 against 1 (4 orderings) identical pairs went
+ * 123 -> 114 of 126 (three sets), so there the bar stays twice the threshold.
  */
 const FEW_ORDERINGS = 6;
 
