@@ -4,33 +4,6 @@
 #include "kernels/cpu/fill.h"
 
 namespace spmd {
-namespace {
-
-// f(i, value) for elements offset .. offset+count-1 of a dt array, i counted from 0; float32 and float64
-// are read directly, halves through the conversion helpers.
-template <class F>
-void forEachValue(DType dt, const void* data, size_t offset, size_t count, F f) {
-  switch (dt) {
-    case DType::F32: {
-      const float* p = static_cast<const float*>(data) + offset;
-      for (size_t i = 0; i < count; ++i) f(i, double(p[i]));
-      return;
-    }
-    case DType::F64: {
-      const double* p = static_cast<const double*>(data) + offset;
-      for (size_t i = 0; i < count; ++i) f(i, p[i]);
-      return;
-    }
-    default: {
-      const size_t es = elementSize(dt);
-      const auto* p = static_cast<const uint8_t*>(data) + offset * es;
-      for (size_t i = 0; i < count; ++i) f(i, kernels::loadValue(dt, p + i * es));
-    }
-  }
-}
-
-}  // namespace
-
 EstimateError::EstimateError(Collectives& c, const void* in, size_t count, DType dt, bool mean, Layout layout)
     : dt_(dt) {
   const int W = c.size(), r = c.rank();
@@ -39,9 +12,9 @@ EstimateError::EstimateError(Collectives& c, const void* in, size_t count, DType
   exact_.resize(part.count(r));
   sum_.assign(part.count(r), 0.0);
   // One float64 reduce per block, rooted at the block's rank: scratch never exceeds one block.
-  std::vector<double> wide(part.block());
+  std::vector<double, HostAllocator<double>> wide(part.block());
   for (int j = 0; j < W; ++j) {
-    forEachValue(dt, in, part.offset(j), part.count(j), [&](size_t i, double v) { wide[i] = v; });
+    kernels::forEachValue(dt, in, part.offset(j), part.count(j), [&](size_t i, double v) { wide[i] = v; });
     c.reduce(wide.data(), j == r ? exact_.data() : nullptr, part.count(j), DType::F64, RedOp::Sum, j, Algo::Auto);
   }
   for (double& m : exact_) {
@@ -53,7 +26,7 @@ EstimateError::EstimateError(Collectives& c, const void* in, size_t count, DType
 void EstimateError::observe(const void* out) {
   const double steps = double(errorSq_.size() + 1);
   double error = 0, running = 0;
-  forEachValue(dt_, out, offset_, exact_.size(), [&](size_t i, double v) {
+  kernels::forEachValue(dt_, out, offset_, exact_.size(), [&](size_t i, double v) {
     const double m = exact_[i];
     sum_[i] += v;
     error += (v - m) * (v - m);

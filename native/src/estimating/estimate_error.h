@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/collectives.h"
+#include "base/host_bytes.h"
 #include "estimating/estimating_op.h"
 
 namespace spmd {
@@ -31,8 +32,9 @@ class EstimateError {
  private:
   DType dt_;
   size_t offset_ = 0;               // where this rank's block starts in an output
-  std::vector<double> exact_;       // this rank's block of the exact result
-  std::vector<double> sum_;         // running sum of the estimates over steps
+  // Eight bytes an element each (16Mi elements: 128 MiB), so on huge pages, as tensors are.
+  std::vector<double, HostAllocator<double>> exact_;  // this rank's block of the exact result
+  std::vector<double, HostAllocator<double>> sum_;    // running sum of the estimates over steps
   double exactSq_ = 0;
   std::vector<double> errorSq_, runningErrorSq_;
 };

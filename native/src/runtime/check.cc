@@ -34,7 +34,7 @@ struct Checker {
   size_t es;
   CheckResult result;
   std::vector<uint8_t> want = std::vector<uint8_t>(kBlock * 8);
-  std::vector<double> values = std::vector<double>(kBlock * size_t(worldSize));
+  std::vector<double> values = std::vector<double>(kBlock);  // one rank's block of a reduction's inputs
 
   const kernels::Fill& fill(int tensor) const { return program.tensors[size_t(tensor)].fill; }
   // The rank whose fill made group rank r's input.
@@ -46,70 +46,92 @@ struct Checker {
   }
 
   // Output elements [k, k + len) must equal elements [index, index + len) of `rank`'s tensor `tensor`, bit
-  // for bit.
+  // for bit. A block is compared whole first: element by element only where it differs.
   void copied(size_t k, int tensor, int rank, size_t index, size_t len) {
     for (size_t at = 0; at < len; at += kBlock) {
       const size_t m = std::min(kBlock, len - at);
       kernels::fillBuffer(fill(tensor), dt, filledBy(rank), want.data(), m, index + at);
       const uint8_t* got = out + (k + at) * es;
+      result.checked += m;
+      if (std::memcmp(got, want.data(), m * es) == 0) continue;
       for (size_t i = 0; i < m; ++i) {
         if (std::memcmp(got + i * es, want.data() + i * es, es) == 0) continue;
         wrongAt({k + at + i, tensor, index + at + i, filledBy(rank), kernels::loadValue(dt, want.data() + i * es), kernels::loadValue(dt, got + i * es)});
       }
-      result.checked += m;
     }
   }
 
   // Output elements [k, k + len) must be the reduction over all ranks of elements [index, index + len) of
-  // tensor `tensor`.
+  // tensor `tensor`: each rank's block of values is folded into the columns' sums in turn (rank order, as
+  // the reference sums), then the block's outputs are compared, read with one dtype switch a block.
   void reduced(size_t k, int tensor, size_t index, size_t len) {
+    const bool floats = isFloat(dt);
     for (size_t at = 0; at < len; at += kBlock) {
       const size_t m = std::min(kBlock, len - at);
-      for (int r = 0; r < worldSize; ++r) kernels::fillValues(fill(tensor), dt, filledBy(r), index + at, m, &values[size_t(r) * kBlock]);
-      for (size_t i = 0; i < m; ++i) {
-        double want = 0;
-        if (isFloat(dt) ? floatReduced(k + at + i, i, want) : integerReduced(k + at + i, i, want)) continue;
-        wrongAt({k + at + i, tensor, index + at + i, -1, want, kernels::loadValue(dt, out + (k + at + i) * es)});
+      for (int r = 0; r < worldSize; ++r) {
+        kernels::fillValues(fill(tensor), dt, filledBy(r), index + at, m, values.data());
+        floats ? foldFloats(r == 0, m) : foldIntegers(r == 0, m);
+      }
+      const uint8_t* got = out + (k + at) * es;
+      const auto wrongIf = [&](size_t i, bool right, double want) {
+        if (!right) wrongAt({k + at + i, tensor, index + at + i, -1, want, kernels::loadValue(dt, got + i * es)});
+      };
+      if (floats) {
+        kernels::forEachValue(dt, got, 0, m, [&](size_t i, double have) {
+          const double want = floatWant(i);
+          wrongIf(i, withinRounding(i, have, want), want);
+        });
+      } else {
+        for (size_t i = 0; i < m; ++i) {
+          const int64_t want = integerWant(i);
+          wrongIf(i, integerHave(got + i * es) == want, double(want));
+        }
       }
       result.checked += m;
     }
   }
 
-  // Whether output element k holds the reduction of column i of `values` (`expected`: that reduction).
-  bool integerReduced(size_t k, size_t i, double& expected) const {
-    const RedOp rop = op.reduction.op;
-    uint64_t sum = 0;
-    int64_t best = int64_t(values[i]);
-    for (int r = 0; r < worldSize; ++r) {
-      auto v = int64_t(values[size_t(r) * kBlock + i]);
-      sum += uint64_t(v);  // integer sums wrap, as the kernels' do
-      best = rop == RedOp::Max ? std::max(best, v) : std::min(best, v);
+  // The columns so far (a column: one element over the ranks folded in): sum, sum of magnitudes, max or min.
+  std::vector<double> sum = std::vector<double>(kBlock), absSum = std::vector<double>(kBlock), best = std::vector<double>(kBlock);
+  std::vector<uint64_t> wrapped = std::vector<uint64_t>(kBlock);  // integer sums wrap, as the kernels' do
+  std::vector<int64_t> extreme = std::vector<int64_t>(kBlock);
+
+  void foldFloats(bool first, size_t m) {
+    const bool max = op.reduction.op == RedOp::Max;
+    for (size_t i = 0; i < m; ++i) {
+      const double v = values[i];
+      sum[i] = (first ? 0.0 : sum[i]) + v;
+      absSum[i] = (first ? 0.0 : absSum[i]) + std::fabs(v);
+      best[i] = first ? v : max ? std::max(best[i], v) : std::min(best[i], v);
     }
-    int64_t want = rop == RedOp::Sum ? int64_t(sum) : best;
-    if (dt == DType::I32) want = int32_t(uint32_t(uint64_t(want)));
-    const int64_t have = dt == DType::I64 ? *reinterpret_cast<const int64_t*>(out + k * es) : int64_t(kernels::loadValue(dt, out + k * es));
-    expected = double(want);
-    return have == want;
   }
 
-  bool floatReduced(size_t k, size_t i, double& expected) const {
-    const RedOp rop = op.reduction.op;
-    double sum = 0, absSum = 0, best = values[i];
-    for (int r = 0; r < worldSize; ++r) {
-      const double v = values[size_t(r) * kBlock + i];
-      sum += v;
-      absSum += std::fabs(v);
-      best = rop == RedOp::Max ? std::max(best, v) : std::min(best, v);
+  void foldIntegers(bool first, size_t m) {
+    const bool max = op.reduction.op == RedOp::Max;
+    for (size_t i = 0; i < m; ++i) {
+      const auto v = int64_t(values[i]);
+      wrapped[i] = (first ? 0 : wrapped[i]) + uint64_t(v);
+      extreme[i] = first ? v : max ? std::max(extreme[i], v) : std::min(extreme[i], v);
     }
-    double want = rop == RedOp::Sum ? sum : best;
-    double tol = rop == RedOp::Sum ? 2.0 * worldSize * accumulationEps(dt) * absSum : 0.0;
-    if (op.reduction.mean) {
-      want /= worldSize;
-      tol /= worldSize;
-    }
-    tol += storageEps(dt) * std::fabs(want);
-    expected = want;
-    return std::fabs(kernels::loadValue(dt, out + k * es) - want) <= tol;
+  }
+
+  int64_t integerWant(size_t i) const {
+    const int64_t want = op.reduction.op == RedOp::Sum ? int64_t(wrapped[i]) : extreme[i];
+    return dt == DType::I32 ? int32_t(uint32_t(uint64_t(want))) : want;
+  }
+  int64_t integerHave(const uint8_t* p) const {
+    return dt == DType::I64 ? *reinterpret_cast<const int64_t*>(p) : int64_t(kernels::loadValue(dt, p));
+  }
+
+  double floatWant(size_t i) const {
+    const double want = op.reduction.op == RedOp::Sum ? sum[i] : best[i];
+    return op.reduction.mean ? want / worldSize : want;
+  }
+  // Whether `have` is column i's reduction, `want`, within the rounding that ring and tree orders may differ by.
+  bool withinRounding(size_t i, double have, double want) const {
+    double tol = op.reduction.op == RedOp::Sum ? 2.0 * worldSize * accumulationEps(dt) * absSum[i] : 0.0;
+    if (op.reduction.mean) tol /= worldSize;
+    return std::fabs(have - want) <= tol + storageEps(dt) * std::fabs(want);
   }
 };
 

@@ -29,7 +29,7 @@ struct Event {
 SPMD_DOUBLE_EXPORT int aclrtSetDevice(int) { return kSuccess; }
 
 SPMD_DOUBLE_EXPORT int aclrtMalloc(void** p, size_t bytes, int /*policy*/) {
-  *p = spmd::doubles::mallocRefused(bytes) ? nullptr : std::malloc(bytes ? bytes : 1);
+  *p = spmd::doubles::deviceAlloc(bytes);
   return *p ? kSuccess : kAllocationFailed;
 }
 

@@ -4,6 +4,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdlib>
+#include <new>
+
+#include "base/host_bytes.h"
 
 namespace spmd::doubles {
 
@@ -17,6 +20,18 @@ inline size_t deviceBytes() {
 inline bool mallocRefused(size_t bytes) {
   const char* v = std::getenv("SPMD_DOUBLE_MALLOC_REFUSE_ABOVE");
   return v && bytes > size_t(std::strtoull(v, nullptr, 10));
+}
+
+// A device allocation: host memory as the project's host buffers take it (huge pages from 2 MiB: a fresh
+// buffer's 4 KiB faults cost a virtual machine more than the collective that writes it), freed with std::free;
+// null where refused or out of memory.
+inline void* deviceAlloc(size_t bytes) {
+  if (mallocRefused(bytes)) return nullptr;
+  try {
+    return allocHost(bytes ? bytes : 1);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
 }
 
 }  // namespace spmd::doubles

@@ -1,5 +1,7 @@
 #include "kernels/cpu/fill.h"
 
+#include "kernels/cpu/clones.h"
+
 #include <cmath>
 #include <limits>
 
@@ -14,12 +16,6 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: a strong 64-bit hash
 }
 
 double unit(uint64_t h) { return double(h >> 11) * 0x1.0p-53; }  // [0, 1)
-
-template <typename T>
-T saturate(double v) {
-  constexpr double lo = double(std::numeric_limits<T>::min()), hi = double(std::numeric_limits<T>::max());
-  return v <= lo ? std::numeric_limits<T>::min() : v >= hi ? std::numeric_limits<T>::max() : T(std::llround(v));
-}
 
 // Element i's hash is mix(base ^ i), base a function of (seed, rank) alone.
 uint64_t baseOf(const Fill& f, int rank) { return mix(f.seed ^ (uint64_t(rank) << 40)); }
@@ -60,61 +56,32 @@ void generate(const Fill& fill, int rank, size_t first, size_t count, Store stor
   }
 }
 
-template <class T, class Convert>
-void fillTyped(const Fill& f, int rank, void* data, size_t first, size_t count, Convert convert) {
-  T* out = static_cast<T*>(data);
-  generate(f, rank, first, count, [out, convert](size_t k, double v) { out[k] = convert(v); });
-}
-
 }  // namespace
 
 void storeValue(DType dt, double v, void* dst) {
-  switch (dt) {
-    case DType::F32: *static_cast<float*>(dst) = float(v); break;
-    case DType::F64: *static_cast<double*>(dst) = v; break;
-    case DType::I32: *static_cast<int32_t*>(dst) = saturate<int32_t>(v); break;
-    case DType::I64: *static_cast<int64_t*>(dst) = saturate<int64_t>(v); break;
-    case DType::F16: *static_cast<uint16_t*>(dst) = floatToHalf(float(v)); break;
-    case DType::BF16: *static_cast<uint16_t*>(dst) = floatToBf16(float(v)); break;
-  }
+  byElementType(dt, [&]<class T>(T, auto round, auto) { *static_cast<T*>(dst) = round(v); });
 }
 
 double loadValue(DType dt, const void* src) {
-  switch (dt) {
-    case DType::F32: return *static_cast<const float*>(src);
-    case DType::F64: return *static_cast<const double*>(src);
-    case DType::I32: return *static_cast<const int32_t*>(src);
-    case DType::I64: return double(*static_cast<const int64_t*>(src));
-    case DType::F16: return halfToFloat(*static_cast<const uint16_t*>(src));
-    case DType::BF16: return bf16ToFloat(*static_cast<const uint16_t*>(src));
-  }
-  return 0;
+  return byElementType(dt, [&]<class T>(T, auto, auto read) { return read(*static_cast<const T*>(src)); });
 }
 
 double fillValue(const Fill& f, DType dt, int rank, size_t i) {
   double v = 0;
-  generate(f, rank, i, 1, [&](size_t, double x) { v = x; });
-  alignas(8) unsigned char tmp[8];
-  storeValue(dt, v, tmp);
-  return loadValue(dt, tmp);
+  fillValues(f, dt, rank, i, 1, &v);
+  return v;
 }
 
-void fillBuffer(const Fill& f, DType dt, int rank, void* data, size_t count, size_t first) {
-  switch (dt) {
-    case DType::F32: return fillTyped<float>(f, rank, data, first, count, [](double v) { return float(v); });
-    case DType::F64: return fillTyped<double>(f, rank, data, first, count, [](double v) { return v; });
-    case DType::I32: return fillTyped<int32_t>(f, rank, data, first, count, saturate<int32_t>);
-    case DType::I64: return fillTyped<int64_t>(f, rank, data, first, count, saturate<int64_t>);
-    case DType::F16: return fillTyped<uint16_t>(f, rank, data, first, count, [](double v) { return floatToHalf(float(v)); });
-    case DType::BF16: return fillTyped<uint16_t>(f, rank, data, first, count, [](double v) { return floatToBf16(float(v)); });
-  }
+SPMD_CPU_KERNEL void fillBuffer(const Fill& f, DType dt, int rank, void* data, size_t count, size_t first) {
+  byElementType(dt, [&]<class T>(T, auto round, auto) {
+    T* out = static_cast<T*>(data);
+    generate(f, rank, first, count, [out, round](size_t k, double v) { out[k] = round(v); });
+  });
 }
 
-void fillValues(const Fill& f, DType dt, int rank, size_t first, size_t count, double* out) {
-  alignas(8) unsigned char tmp[8];
-  generate(f, rank, first, count, [&](size_t k, double v) {
-    storeValue(dt, v, tmp);
-    out[k] = loadValue(dt, tmp);
+SPMD_CPU_KERNEL void fillValues(const Fill& f, DType dt, int rank, size_t first, size_t count, double* out) {
+  byElementType(dt, [&]<class T>(T, auto round, auto read) {
+    generate(f, rank, first, count, [out, round, read](size_t k, double v) { out[k] = read(round(v)); });
   });
 }
 
