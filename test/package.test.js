@@ -136,11 +136,18 @@ function openMpiDirs() {
 // The addon alone, no CUDA kernels: all this test needs, built twice with the same command.
 const BUILD = ["spmd-runner", "build", "--target", "spmd_native", "-D", "SPMD_CUDA=OFF"];
 
+/** CCACHE_DIR as ccache has it here, where ccache is installed. */
+function ccacheDir() {
+  const p = spawnSync("ccache", ["--get-config", "cache_dir"], { encoding: "utf8" });
+  return p.status === 0 ? { CCACHE_DIR: p.stdout.trim() } : {};
+}
+
 mpiTest("a build without MPI, then MPI installed, then the same build again: the MPI backend appears", () => {
   const hide = openMpiDirs().map((d) => `mount -t tmpfs none ${d}`).join(" && ");
   // Without a network too (-n), and as the installed command alone, with no npm nodedir (npx passes npm's)
   // nor cmake-js' cache of downloaded headers: the running Node's own headers serve.
-  const offline = { ...Object.fromEntries(Object.entries(ENV).filter(([k]) => !/^npm_config_/i.test(k))), HOME: TMP };
+  // ccache's cache stays where HOME had it, as a user's would: it is not what the empty HOME is for.
+  const offline = { ...Object.fromEntries(Object.entries(ENV).filter(([k]) => !/^npm_config_/i.test(k))), HOME: TMP, ...ccacheDir() };
   const first = run("unshare", ["-m", "-n", "sh", "-c", `${hide} && exec ${LOCAL_BIN} ${BUILD.slice(1).join(" ")}`], { cwd: LOCAL, env: offline });
   assert.match(first.stdout, /spmd: {3}MPI backend: skipped \(no MPI found: install Open MPI or MPICH/);
   assert.match(first.stdout, /spmd: {3}CUDA kernels: skipped \(SPMD_CUDA=OFF\)/);
