@@ -35,6 +35,11 @@ struct Checker {
   CheckResult result;
   std::vector<uint8_t> want = std::vector<uint8_t>(kBlock * 8);
   std::vector<double> values = std::vector<double>(kBlock);  // one rank's block of a reduction's inputs
+  // A reduction's columns so far (a column: one element over the ranks folded in): for a sum, the sum and
+  // the sum of magnitudes (its rounding bound); for max or min, the extreme.
+  std::vector<double> sum = std::vector<double>(kBlock), absSum = std::vector<double>(kBlock), best = std::vector<double>(kBlock);
+  std::vector<uint64_t> wrapped = std::vector<uint64_t>(kBlock);  // integer sums wrap, as the kernels' do
+  std::vector<int64_t> extreme = std::vector<int64_t>(kBlock);
 
   const kernels::Fill& fill(int tensor) const { return program.tensors[size_t(tensor)].fill; }
   // The rank whose fill made group rank r's input.
@@ -91,27 +96,28 @@ struct Checker {
     }
   }
 
-  // The columns so far (a column: one element over the ranks folded in): sum, sum of magnitudes, max or min.
-  std::vector<double> sum = std::vector<double>(kBlock), absSum = std::vector<double>(kBlock), best = std::vector<double>(kBlock);
-  std::vector<uint64_t> wrapped = std::vector<uint64_t>(kBlock);  // integer sums wrap, as the kernels' do
-  std::vector<int64_t> extreme = std::vector<int64_t>(kBlock);
-
   void foldFloats(bool first, size_t m) {
-    const bool max = op.reduction.op == RedOp::Max;
+    const RedOp rop = op.reduction.op;
     for (size_t i = 0; i < m; ++i) {
       const double v = values[i];
-      sum[i] = (first ? 0.0 : sum[i]) + v;
-      absSum[i] = (first ? 0.0 : absSum[i]) + std::fabs(v);
-      best[i] = first ? v : max ? std::max(best[i], v) : std::min(best[i], v);
+      if (rop == RedOp::Sum) {
+        sum[i] = (first ? 0.0 : sum[i]) + v;
+        absSum[i] = (first ? 0.0 : absSum[i]) + std::fabs(v);
+      } else {
+        best[i] = first ? v : rop == RedOp::Max ? std::max(best[i], v) : std::min(best[i], v);
+      }
     }
   }
 
   void foldIntegers(bool first, size_t m) {
-    const bool max = op.reduction.op == RedOp::Max;
+    const RedOp rop = op.reduction.op;
     for (size_t i = 0; i < m; ++i) {
       const auto v = int64_t(values[i]);
-      wrapped[i] = (first ? 0 : wrapped[i]) + uint64_t(v);
-      extreme[i] = first ? v : max ? std::max(extreme[i], v) : std::min(extreme[i], v);
+      if (rop == RedOp::Sum) {
+        wrapped[i] = (first ? 0 : wrapped[i]) + uint64_t(v);
+      } else {
+        extreme[i] = first ? v : rop == RedOp::Max ? std::max(extreme[i], v) : std::min(extreme[i], v);
+      }
     }
   }
 

@@ -1,9 +1,8 @@
 #include "kernels/cpu/fill.h"
 
-#include "kernels/cpu/clones.h"
-
 #include <cmath>
-#include <limits>
+
+#include "kernels/cpu/clones.h"
 
 namespace spmd::kernels {
 namespace {
