@@ -122,6 +122,16 @@ test("README: every relative link of the pages stays inside the repository and i
   const links = [...PAGES].flatMap(([page, text]) => [...text.matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)]
     .map((m) => m[1]).filter((l) => !/^[a-z]+:/.test(l)).map((l) => path.normalize(path.join(path.dirname(page), l))));
   for (const page of ["docs/README.md", "docs/DESIGN.md", "docs/cli.md", "docs/job-format.md"]) assert.ok(links.includes(page), `README links ${page}`);
+  // A link to a heading (`mpi.md#the-mpi-backend-under-mpirun`) names one the page has, as GitHub spells it.
+  const slug = (heading) => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
+  for (const [page, text] of PAGES) {
+    for (const [, target, anchor] of text.matchAll(/\]\(([^)#\s]*)#([^)\s]+)\)/g)) {
+      const file = target ? path.join(REPO, path.dirname(page), target) : path.join(REPO, page);
+      if (!file.endsWith(".md")) continue;
+      const headings = [...readFileSync(file, "utf8").matchAll(/^#+ (.*)$/gm)].map((m) => slug(m[1]));
+      assert.ok(headings.includes(anchor), `${page}: ${target}#${anchor}: no such heading`);
+    }
+  }
   const pack = spawnSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: REPO, encoding: "utf8", maxBuffer: 64 << 20 });
   assert.equal(pack.status, 0, pack.stderr);
   const [info] = JSON.parse(pack.stdout);
