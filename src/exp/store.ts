@@ -6,6 +6,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
 import { flatten } from "../report/csv.js";
+import { checkOwnFile } from "../report/write-atomic.js";
 import { coreRoundTrip, oversubscribed } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { campaignActive, pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
@@ -148,6 +149,8 @@ export async function syncStore(dir: string): Promise<Database> {
   const active = campaignActive(dir);
   const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r, active));
   const file = path.join(dir, DB_FILE);
+  // SQLite opens (and rolls back from the journal) whatever is at these names: a link or another user's file is refused.
+  for (const f of [file, `${file}-journal`]) checkOwnFile(f);
   for (let fresh = false; ; fresh = true) {
     let db: Database | undefined;
     try {
