@@ -2,7 +2,8 @@
 // sizes, hosts and variants, and how to run, repeat, measure and compare them.
 import path from "node:path";
 import * as z from "zod";
-import { parseCommentedWith, readText } from "../config/load.js";
+import { parseCommentedWith } from "../config/load.js";
+import { readInputText } from "../config/read-input.js";
 import { runConfigSchema } from "../config/run-config.js";
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
@@ -109,7 +110,7 @@ export interface LoadedExperiment extends Experiment {
 }
 
 export function loadExperiment(file: string): LoadedExperiment {
-  const exp = parseCommentedWith(experimentSchema, readText(file), file);
+  const exp = parseCommentedWith(experimentSchema, readInputText(file), file);
   const here = path.dirname(path.resolve(file));
   // The hostfile, like the jobs, is relative to the experiment file.
   const executor = exp.executor.kind === "mpirun" && exp.executor.hostfile ? { ...exp.executor, hostfile: path.resolve(here, exp.executor.hostfile) } : exp.executor;
