@@ -44,12 +44,28 @@ function writeFailure(file: string, err: unknown): Error {
 }
 
 /**
+ * Refuses a link on the way to `dir` that belongs to another user (not root, not us): planted in a shared
+ * folder (/tmp/pub/sub -> /root/.ssh), it would take the write elsewhere. Links of our own or root's (a
+ * scratch mount's) are followed as the user meant them. The kernel's fs.protected_symlinks does this only
+ * in sticky folders, and only where it is on.
+ */
+function checkLinks(dir: string): void {
+  const uid = process.geteuid?.();
+  if (uid === undefined) return;
+  for (let at = path.resolve(dir); path.dirname(at) !== at; at = path.dirname(at)) {
+    const s = lstatSync(at, { throwIfNoEntry: false });
+    if (s?.isSymbolicLink() && s.uid !== uid && s.uid !== 0) throw new WriteError(at, `it is a link of uid ${s.uid}, another user's, which the runner does not follow: remove it`);
+  }
+}
+
+/**
  * `mkdir -p` one level at a time, from the deepest directory that exists. Node's recursive mkdir retries
  * forever (at 100% CPU, deaf to signals) on procfs and sysfs, where mkdir says ENOENT under a parent that
  * exists; here the first level that cannot be made throws, with the OS's reason. mkdir never follows a link
  * at the name it makes: one planted there is an error (EEXIST and not a folder), not a way elsewhere.
  */
 export function makeDirectory(dir: string): void {
+  checkLinks(dir);
   const missing: string[] = [];
   for (let at = path.resolve(dir); !statSync(at, { throwIfNoEntry: false }); at = path.dirname(at)) {
     missing.push(at);
