@@ -3,8 +3,8 @@
 // when the repetition ends (by the controller, or by a batch job's trap). Stale points move to DIR/stale/.
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
-import { readInputFile, readInputText } from "../config/read-input.js";
 import path from "node:path";
+import { readInputFile, readInputText } from "../config/read-input.js";
 import { checkOwnFile, createNewFile, makeDirectory, unguessable, writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { Params, Point } from "./plan.js";
