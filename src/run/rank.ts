@@ -23,13 +23,13 @@ import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
 import { rankProgress } from "../report/progress.js";
 import { formatTable } from "../report/table.js";
-import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+import { makeDirectory, osReason, writeFileAtomic } from "../report/write-atomic.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobSecret } from "./identity.js";
 import { gatherHosts, manifest, packageRevision, startupFacts } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
-import { osReason, prepareOutputPaths } from "./paths.js";
+import { prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
 
 /** In the run directory: each failed rank's flight record, rank<r>.txt. */

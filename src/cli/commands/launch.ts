@@ -60,7 +60,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
   describe: "Start N local ranks of a job (torchrun-style environment)",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .option("nprocs", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Number of ranks to start (required)" })
       .options(RUN_OPTIONS)
       .options(DOCTOR_OPTIONS)

@@ -14,7 +14,7 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
   describe: "Check a job file (schema and graph) without running it",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON)" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .option("world-size", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Also check roots, node layouts and each rank's memory against this many ranks" })
       .option("backend", { type: "string", choices: BACKENDS, default: "auto", describe: "Also check what this backend cannot run (MPI's int counts, shm-only algorithms)" })
       .example("$0 validate jobs/quickstart.json", "")
