@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
 import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
-import { hostPlace, type Topology } from "../comm/topology.js";
+import { hostPlaces, type HostPlace, type Topology } from "../comm/topology.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace, LAUNCHER_PID_ENV, rankForMessages } from "../env/discover.js";
@@ -211,9 +211,8 @@ function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
 }
 
 /** A rank's usage with where it ran: its host's name, the host's index and the rank's index there. */
-function withHost(u: RankUsage, topo: Topology): RankUsage {
-  const { node, localRank } = hostPlace(topo, u.rank);
-  return { ...u, host: topo.hosts[node]!.name, node, local_rank: localRank };
+function withHost(u: RankUsage, { node, localRank }: HostPlace, hosts: Topology["hosts"]): RankUsage {
+  return { ...u, host: hosts[node]!.name, node, local_rank: localRank };
 }
 
 /**
@@ -281,7 +280,8 @@ export async function runRank(r: RunRequest): Promise<number> {
     }, runDir);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     if (place.rank === 0) {
-      await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, opened.topology)) }), runDir, r, log);
+      const places = hostPlaces(opened.topology);
+      await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, places[u.rank]!, opened.topology.hosts)) }), runDir, r, log);
     }
     const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
     if (wrong > 0) {

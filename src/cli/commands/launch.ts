@@ -6,7 +6,7 @@ import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { plural } from "../../config/errors.js";
 import { PACKAGE_ROOT } from "../../version.js";
-import { badInput, integerAtLeast } from "../input.js";
+import { badInput, rankCount } from "../input.js";
 import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
@@ -61,7 +61,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
   builder: (yargs: Argv<object>) =>
     yargs
       .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
-      .option("nprocs", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Number of ranks to start (required)" })
+      .option("nprocs", { alias: "n", requiresArg: true, coerce: rankCount("-n"), describe: "Number of ranks to start, 1 to 65536 (required)" })
       .options(RUN_OPTIONS)
       .options(DOCTOR_OPTIONS)
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
