@@ -26,7 +26,7 @@ export function packageRevision(): string | null {
   return (revision = p.status === 0 ? p.stdout.trim() : null);
 }
 
-const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
+export const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
 
 function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
   const { mpiLibrary } = native();

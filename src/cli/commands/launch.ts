@@ -85,9 +85,9 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }] = await Promise.all([
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }, { finishLaunch }] = await Promise.all([
       import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
-      import("../../run/rank.js"),
+      import("../../run/rank.js"), import("../../run/journal.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // Bad input said once, here, rather than by every rank.
@@ -96,16 +96,19 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const errors = new RankErrors();
+    let runDir: string | undefined;
     const result = await launch({
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
+      onRunDir: argv.job === DOCTOR ? undefined : (dir) => (runDir = dir),
       onLine: (rank, stream, line) => {
         if (stream === "stdout" || !errors.take(rank, line)) process[stream].write(`[${rank}] ${line}\n`);
       },
     }).finally(() => bar?.stop());
+    const unfinished = runDir === undefined ? undefined : await finishLaunch(runDir, result.by, argv.quiet ?? false);
     // What ended the launch first, then each rank's error once, with the ranks that gave it.
-    const lines = [...(result.message ? [result.message] : []), ...errors.lines()];
+    const lines = [...(result.message ? [result.message] : []), ...errors.lines(), ...(unfinished ? [unfinished] : [])];
     process.stderr.write(lines.map((l) => `${l}\n`).join(""));
     process.exitCode = result.exitCode;
   },
