@@ -311,7 +311,7 @@ export async function runRank(r: RunRequest): Promise<number> {
     sayFailure(err, rankForMessages(process.env));
     // Without `runner launch` (mpirun, srun), rank 0 keeps what finished itself, naming the fault it met.
     if (place.rank === 0 && !sofar.launcherFinishes && sofar.journal) {
-      await reportInterrupted(job, cfg, r, log, sofar, { by: firstLine((err as Error).message) }, document).catch((e: Error) => log.error(e.message));
+      await reportInterrupted(job, cfg, r, log, sofar, { by: `the fault rank 0 met (${firstLine((err as Error).message)})` }, document).catch((e: Error) => log.error(e.message));
     }
     throw err;
   } finally {
