@@ -30,14 +30,22 @@ interface Entry {
 }
 
 export class Journal {
-  private constructor(private fd: number | undefined) {}
+  private fd: number | undefined;
 
-  /** Opens a new journal in `runDir` (made by this run: no one else's file to follow or reuse) and writes its head. */
-  static start(runDir: string, head: Head): Journal {
+  /**
+   * Opens a new journal in `runDir` (made by this run: no one else's file to follow or reuse) and writes its
+   * head. A journal that cannot be written (a full disk) is said once to `warn` and dropped: the run goes on,
+   * and its end writes results.json as before.
+   */
+  constructor(runDir: string, head: Head, private readonly warn: (line: string) => void) {
     const { O_WRONLY, O_CREAT, O_EXCL, O_APPEND, O_NOFOLLOW } = constants;
-    const journal = new Journal(openSync(path.join(runDir, JOURNAL), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW, 0o600));
-    journal.line(head);
-    return journal;
+    try {
+      this.fd = openSync(path.join(runDir, JOURNAL), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW, 0o600);
+    } catch (err) {
+      warn(`the finished points are not journalled (${runDir}: ${osReason(err)}): a fault loses them`);
+      return;
+    }
+    this.line(head);
   }
 
   /** A finished point's rows, on disk before the next point starts. */
@@ -53,8 +61,13 @@ export class Journal {
 
   private line(value: Head | Entry): void {
     if (this.fd === undefined) return;
-    writeSync(this.fd, `${JSON.stringify(value)}\n`);
-    fdatasyncSync(this.fd);
+    try {
+      writeSync(this.fd, `${JSON.stringify(value)}\n`);
+      fdatasyncSync(this.fd);
+    } catch (err) {
+      this.close();
+      this.warn(`the finished points are no longer journalled: ${osReason(err)}: a fault loses them`);
+    }
   }
 }
 

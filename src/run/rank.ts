@@ -283,7 +283,8 @@ export async function runRank(r: RunRequest): Promise<number> {
     sofar.hosts = await gatherHosts(opened.bootstrap);
     if (place.rank === 0) {
       sofar.launcherFinishes = tellRunDir(runDir);
-      sofar.journal = Journal.start(runDir, { document: document([], {}), output: cfg.output, iterations: job.iterations, points: sweepPoints(job) });
+      const head = { document: document([], {}), output: cfg.output, iterations: job.iterations, points: sweepPoints(job) };
+      sofar.journal = new Journal(runDir, head, (line) => log.warn(line));
     }
     const usage = startUsage();
     const rows = await executeJob(job, opened, place, r, log, (point, done) => {
