@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { plural } from "../../config/errors.js";
+import { MAX_WORLD } from "../../config/job.js";
 import { PACKAGE_ROOT } from "../../version.js";
 import { badInput, rankCount } from "../input.js";
 import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
@@ -61,7 +62,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
   builder: (yargs: Argv<object>) =>
     yargs
       .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
-      .option("nprocs", { alias: "n", requiresArg: true, coerce: rankCount("-n"), describe: "Number of ranks to start, 1 to 65536 (required)" })
+      .option("nprocs", { alias: "n", requiresArg: true, coerce: rankCount("-n"), describe: `Number of ranks to start, 1 to ${MAX_WORLD} (required)` })
       .options(RUN_OPTIONS)
       .options(DOCTOR_OPTIONS)
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
