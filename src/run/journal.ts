@@ -2,14 +2,14 @@
 // <runDir>/journal.jsonl as the point ends, so that whatever ends the run (a signal, a rank that dies or stops
 // answering, rank 0 itself killed) results.json can be finished with every point that finished: by rank 0,
 // or by `runner launch`, which outlives every rank. Once results.json is whole the journal goes.
-import { closeSync, constants, existsSync, fdatasyncSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fdatasyncSync, readFileSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 import type { RunConfig } from "../config/run-config.js";
 import type { SweepPoint } from "../graph/sweep.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { formatTable } from "../report/table.js";
+import { createNewFile, osReason } from "../report/write-atomic.js";
 import type { Interrupted, ResultDocument, ResultRow } from "../results.js";
-import { osReason } from "./paths.js";
 import { writeResults } from "./write.js";
 
 const JOURNAL = "journal.jsonl";
@@ -38,9 +38,8 @@ export class Journal {
    * and its end writes results.json as before.
    */
   constructor(runDir: string, head: Head, private readonly warn: (line: string) => void) {
-    const { O_WRONLY, O_CREAT, O_EXCL, O_APPEND, O_NOFOLLOW } = constants;
     try {
-      this.fd = openSync(path.join(runDir, JOURNAL), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW, 0o600);
+      this.fd = createNewFile(path.join(runDir, JOURNAL), 0o600);
     } catch (err) {
       warn(`the finished points are not journalled (${runDir}: ${osReason(err)}): a fault loses them`);
       return;
