@@ -27,7 +27,7 @@ const TEST = path.dirname(fileURLToPath(import.meta.url));
 // package.test.js build in.
 const BESIDE = [
   "jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js",
-  "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "large.test.js",
+  "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "large.test.js", "trace-hang.test.js",
 ].map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];

@@ -51,8 +51,11 @@ class Reader {
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
+  /** The offset of the opcode being run, which a message names. */
+  private at = 0;
+
   private fail(detail: string): never {
-    throw new TraceError(this.file, `pickle byte ${this.pos}: ${detail}`);
+    throw new TraceError(this.file, `pickle byte ${this.at}: ${detail}`);
   }
 
   private take(n: number | bigint): Uint8Array {
@@ -136,6 +139,7 @@ class Reader {
 
   read(): PickleValue {
     for (;;) {
+      this.at = this.pos;
       const op = this.u8();
       if (Object.hasOwn(CODE, op)) this.fail(`opcode ${CODE[op]} would import or call code; a flight-recorder dump holds only data, so nothing was run`);
       switch (op) {
