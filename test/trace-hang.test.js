@@ -22,10 +22,10 @@ let folders = 0;
 const NS = 1758580155793872443n;
 
 /** One entry as ProcessGroupNCCL's FlightRecorder writes it (version 2.9's fields). */
-function entry(i, group, desc, name, { seq = 0, p2pSeq = 0, sizes = [[1024]], dtype = "Float", state = "scheduled" } = {}) {
+function entry(i, group, desc, name, { seq = 0, p2pSeq = 0, sizes = [[1024]], dtype = "Float", state = "scheduled", pgId = 0 } = {}) {
   const p2p = /^(send|recv) /.test(name);
   return {
-    record_id: i, pg_id: 0, process_group: new Tuple([group, desc]), thread_name: "python3", thread_id: "1",
+    record_id: i, pg_id: pgId, process_group: new Tuple([group, desc]), thread_name: "python3", thread_id: "1",
     collective_seq_id: seq, p2p_seq_id: p2pSeq, op_id: i, profiling_name: `nccl:${name}`, time_created_ns: NS + BigInt(i),
     input_sizes: sizes, input_dtypes: [dtype], output_sizes: sizes, output_dtypes: [dtype], state,
     time_discovered_started_ns: null, time_discovered_completed_ns: null, retired: false, timeout_ms: 600000, is_p2p: p2p,
@@ -97,6 +97,23 @@ test("a rank whose device stopped (its peers completed what it still holds) is n
   ]));
   assert.deepEqual(d.stopped, [1]);
   assert.match(d.why[0], /rank 1: .* #7: 0, 2 arrived, 1 did not; its 2 pending ops were reached by every peer/);
+});
+
+test("a rank held up behind its own older op (its stream busy) is not named, though a peer waits on it", async () => {
+  // Groups A=[2,3] (pg id 1), B=[1,2] (2), C=[0,1] (3). Rank 3 stopped before A#1; rank 2 queued B#1 behind A#1;
+  // rank 1 blocks on B#1 (a host sync) and never issues C#1, which rank 0 waits in.
+  const cfg = (...names) => Object.fromEntries(names.map(([n, ranks]) => [n, { name: n, desc: `G${n}`, ranks: JSON.stringify(ranks) }]));
+  const st = (pairs) => Object.fromEntries(pairs.map(([id, e, c]) => [id, { last_enqueued_collective: e, last_started_collective: -1, last_completed_collective: c }]));
+  const A = ["10", [2, 3]], B = ["11", [1, 2]], C = ["12", [0, 1]];
+  const op = (i, [n], pgId) => entry(i, n, `G${n}`, "all_reduce", { seq: 1, pgId });
+  const d = await hang(folder([
+    { version: "2.9", pg_config: cfg(C), pg_status: st([[3, 1, 0]]), entries: [op(0, C, 3)] },
+    { version: "2.9", pg_config: cfg(B, C), pg_status: st([[2, 1, 0], [3, 0, 0]]), entries: [op(0, B, 2)] },
+    { version: "2.9", pg_config: cfg(A, B), pg_status: st([[1, 1, 0], [2, 1, 0]]), entries: [op(0, A, 1), op(1, B, 2)] },
+    { version: "2.9", pg_config: cfg(A), pg_status: st([[1, 0, 0]]), entries: [] },
+  ]));
+  assert.deepEqual(d.stopped, [3]);
+  assert.deepEqual(d.stalled.find((s) => s.group === "12").absent, [1]);
 });
 
 test("every member present and none done: the dumps cannot tell, and no rank is named", async () => {
