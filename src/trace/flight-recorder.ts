@@ -2,12 +2,13 @@
 // ProcessGroupNCCL's FlightRecorder writes on a timeout (TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE
 // + rank): a pickle (or, from _dump_fr_trace_json, JSON) of {version, pg_config, pg_status, entries}. The
 // runner's own flight records (run dir's flight/rank<r>.txt) come out in the same form, so `trace hang` reads both.
-import { readdir } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir } from "node:fs/promises";
 import path from "node:path";
 import { DEFAULT_MAX_BYTES, MAX_COLLECTIVES, MAX_FILES, MAX_GROUPS, MAX_WORLD, rankOf } from "./limits.js";
 import { TraceError, quoted } from "./model.js";
 import { looksLikePickle, readPickle, type PickleDict, type PickleValue } from "./pickle.js";
-import { forEachTrace } from "./source.js";
+import { forEachTrace, TRACE_NAME } from "./source.js";
 
 /** One op a rank recorded: a collective (matched by group and collective sequence) or a send/recv. */
 export interface FrOp {
@@ -245,6 +246,34 @@ function decode(bytes: Buffer, file: string, fileRank: number | undefined): FrDu
     throw new TraceError(file, "not a flight-recorder dump: neither a pickle (protocol 2-5) nor JSON nor a runner flight record");
   }
   return fromPyTorch(doc, file, fileRank);
+}
+
+/**
+ * Whether `trace import` was given dumps rather than traces: a folder of `<prefix><rank>` files with no trace
+ * file in it, or a file that opens as a pickle or as a dump's JSON.
+ */
+export async function isDumpInput(paths: readonly string[]): Promise<boolean> {
+  const first = paths[0];
+  if (first === undefined) return false;
+  let entries: string[] | undefined;
+  try {
+    entries = await readdir(first);
+  } catch {
+    entries = undefined;
+  }
+  if (entries) return !entries.some((n) => TRACE_NAME.test(n)) && entries.some((n) => DUMP_NAME.test(n) || RUNNER_NAME.test(n));
+  let head = Buffer.alloc(0);
+  try {
+    const handle = await open(first, constants.O_RDONLY | constants.O_NONBLOCK);
+    try {
+      if ((await handle.stat()).isFile()) head = (await handle.read(Buffer.alloc(256), 0, 256, 0)).buffer;
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return false;
+  }
+  return looksLikePickle(head) || /^\s*\{\s*"(version|pg_config|pg_status|entries|nccl_version|comm_lib_version)"/.test(head.toString("latin1"));
 }
 
 /** Every dump named (files or folders), read, one per rank. */
