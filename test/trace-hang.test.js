@@ -3,12 +3,13 @@
 // stop, the mismatches fr_trace reports, a p2p ring, the runner's own flight records, and a pickle that asks to
 // run code. Touches nothing shared: temp folders only.
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { readDumps } from "../dist/trace/flight-recorder.js";
 import { diagnose, hangText } from "../dist/trace/hang.js";
+import { planGroups } from "../dist/trace/partition.js";
 import { readPickle } from "../dist/trace/pickle.js";
 import { pickle, Tuple } from "./helpers/pickle.js";
 import { REPO, RUNNER, runNode } from "./helpers/ranks.js";
@@ -199,4 +200,45 @@ test("CLI: first line, --json, and a pickle that asks to run code exits 2 in one
   const empty = await runNode([RUNNER, "trace", "hang", path.join(tmp, "nowhere")]);
   assert.equal(empty.code, 2);
   assert.match(empty.stderr, /nowhere: cannot read: no such file or folder/);
+});
+
+test("two process groups of one rank list (tensor and tensor-and-context parallel) make a family that lists each rank once", () => {
+  const tp = { name: "35", ranks: [0, 1] }, cp = { name: "67", ranks: [0, 1] };
+  const trace = (rank) => ({ file: `r${rank}`, rank, groups: [tp, cp, { name: "36", ranks: [2, 3] }], collectives: [] });
+  const plan = planGroups([0, 1, 2, 3].map(trace), 4);
+  assert.equal(plan.familyOf(tp), plan.familyOf(cp));
+  assert.deepEqual(plan.familyRanks(tp), [0, 1, 2, 3]);
+});
+
+test("trace import of a 16-rank dump folder replays what every member holds, with --check at 16 ranks: 0 wrong", async () => {
+  // Tensor-parallel groups of 4 ("35".."38") and tensor-and-context groups of the same ranks ("67".."70"); rank 5
+  // never reached its group's broadcast #12: pg 36 is named, and pg 35's whole window (#10-12) replays.
+  const tp = (r) => Math.floor(r / 4);
+  const cfg = (r) => {
+    const ranks = JSON.stringify([0, 1, 2, 3].map((i) => tp(r) * 4 + i));
+    return { 0: { name: "0", desc: "default_pg", ranks: JSON.stringify(Array.from({ length: 16 }, (_, i) => i)) }, [35 + tp(r)]: { name: String(35 + tp(r)), desc: "TENSOR_MODEL_PARALLEL_GROUP", ranks }, [67 + tp(r)]: { name: String(67 + tp(r)), desc: "TENSOR_AND_CONTEXT_PARALLEL_GROUP", ranks } };
+  };
+  const dumps = Array.from({ length: 16 }, (_, r) => {
+    const g = String(35 + tp(r)), c = String(67 + tp(r));
+    const entries = [
+      entry(1, "0", "default_pg", "all_reduce", { seq: 3, sizes: [[32]] }),
+      entry(2, g, "TENSOR_MODEL_PARALLEL_GROUP", "all_reduce", { seq: 10, sizes: [[64]] }),
+      { ...entry(3, g, "TENSOR_MODEL_PARALLEL_GROUP", "_all_gather_base", { seq: 11, sizes: [[16]], dtype: "BFloat16" }), output_sizes: [[64]] },
+      entry(4, c, "TENSOR_AND_CONTEXT_PARALLEL_GROUP", "all_reduce", { seq: 7, sizes: [[8]], dtype: "Long" }),
+      ...(r === 5 ? [] : [entry(5, g, "TENSOR_MODEL_PARALLEL_GROUP", "broadcast", { seq: 12, sizes: [[1, 48]], dtype: "Long" })]),
+    ];
+    return { version: "2.9", pg_config: cfg(r), pg_status: {}, entries };
+  });
+  const dir = folder(dumps);
+  const job = path.join(tmp, "replay.json");
+  const imp = await runNode([RUNNER, "trace", "import", dir, "-o", job]);
+  assert.equal(imp.code, 0, imp.stderr);
+  assert.match(imp.stdout, /note: pg 36: 1 collective not held by every member \(4: #10-12; 5: #10, 11; 6: #10-12; 7: #10-12\): not replayed/);
+  assert.deepEqual(JSON.parse(readFileSync(job, "utf8")).stages.map((s) => s.op), ["allreduce", "allreduce", "all_gather", "broadcast", "allreduce"]);
+  const json = path.join(tmp, "replay-results.json");
+  const run = await runNode([RUNNER, "launch", "-n", "16", job, "--check", "--iterations", "1", "--warmup", "0", "--out", tmp, "--json", json], {}, 300_000);
+  assert.equal(run.code, 0, run.stderr.slice(-2000));
+  const rows = JSON.parse(readFileSync(json, "utf8")).results;
+  assert.equal(rows.length, 5);
+  for (const row of rows) assert.equal(row.wrong, 0, `${row.stage}: ${row.wrong} wrong`);
 });

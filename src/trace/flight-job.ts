@@ -40,9 +40,9 @@ function collective(op: FrOp, g: TraceGroup, file: string, dropped: Dropped[]): 
 }
 
 /**
- * One RankTrace per dump. Each family of process groups (those that partition the world alike: the tensor-
- * parallel groups) replays the longest window one of its groups holds whole, on all its groups at once, as SPMD
- * ranks run it; families one after another, each in sequence order. Sends and recvs are left out (named).
+ * One RankTrace per dump. Each role of process groups (disjoint groups that partition the world alike: the
+ * tensor-parallel groups) replays the longest window one of its groups holds whole, on all its groups at once,
+ * as SPMD ranks run it; roles one after another, each in sequence order. Sends and recvs are left out (counted).
  */
 export function dumpTraces(dumps: FrDump[]): { traces: RankTrace[]; notes: string[] } {
   const byRank = new Map(dumps.map((d) => [d.rank, d]));
@@ -56,28 +56,34 @@ export function dumpTraces(dumps: FrDump[]): { traces: RankTrace[]; notes: strin
   }));
   const plan = planGroups(base, W);
   const notes: string[] = [];
-  const windows = new Map<string, { g: TraceGroup; ops: FrOp[] }>();
-  for (const g of groups.values()) {
+  // A role: groups of one family that do not overlap (the tensor-parallel groups; the tensor-and-context ones of
+  // the same ranks are another role). Each role replays the longest window one of its groups holds whole.
+  const roles: { family: string; groups: TraceGroup[]; g?: TraceGroup; ops: FrOp[] }[] = [];
+  const sortedGroups = [...groups.values()].sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true }));
+  for (const g of sortedGroups) {
+    const family = plan.familyOf(g);
+    let role = roles.find((x) => x.family === family && x.groups.every((h) => !h.ranks.some((r) => g.ranks.includes(r))));
+    if (!role) roles.push((role = { family, groups: [], ops: [] }));
+    role.groups.push(g);
     const { shared, partial } = sharedWindow(g, byRank);
     if (partial) notes.push(partial);
-    const family = plan.familyOf(g);
-    if (shared.length > (windows.get(family)?.ops.length ?? 0)) windows.set(family, { g, ops: shared });
+    if (shared.length > role.ops.length) Object.assign(role, { g, ops: shared });
   }
   const dropped: Dropped[] = [];
-  const families = [...windows.entries()].sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }));
   const traces = base.map((t) => {
     const collectives: TraceCollective[] = [];
-    for (const [family, w] of families) {
-      const mine = [...groups.values()].find((g) => plan.familyOf(g) === family && g.ranks.includes(t.rank));
+    for (const role of roles) {
+      // A rank in no group of the role runs it in its family's group that holds it: a stage runs in every part.
+      const mine = role.groups.find((g) => g.ranks.includes(t.rank)) ?? sortedGroups.find((g) => plan.familyOf(g) === role.family && g.ranks.includes(t.rank));
       if (!mine) continue;
-      for (const op of w.ops) {
+      for (const op of role.ops) {
         const c = collective(op, mine, t.file, t.rank === dumps[0]!.rank ? dropped : []);
         if (c) collectives.push(c);
       }
     }
     return { ...t, collectives, dropped: t.rank === dumps[0]!.rank ? dropped : [] };
   });
-  for (const [family, w] of families) if (w.ops.length) notes.push(`process groups ${family}: the window of pg ${w.g.name} (#${rankRanges(w.ops.map((o) => o.seq))}, ${w.ops.length} collective${w.ops.length > 1 ? "s" : ""}) replays on every group of the family`);
+  for (const { g, ops, groups: gs } of roles) if (g && gs.length > 1) notes.push(`pg ${g.name}'s window (#${rankRanges(ops.map((o) => o.seq))}, ${ops.length} collective${ops.length > 1 ? "s" : ""}) replays on each of pg ${gs.map((h) => h.name).join(", ")}`);
   const p2p = dumps.reduce((n, d) => n + d.ops.filter((o) => o.p2p).length, 0);
   if (p2p) notes.push(`${p2p} send/recv entries are not replayed (a job's send_recv shifts every rank alike; a pipeline's pairs do not)`);
   return { traces, notes };
