@@ -77,6 +77,16 @@ test("the pickle reader keeps ns timestamps exact (BigInt past 2^53) and negativ
   assert.deepEqual([v.small, v.f, v.s, v.l], [-5, 1.5, "é", [1, null, true]]);
 });
 
+test("hostile pickles end in one line naming the file and byte: too deep, a huge LONG4, cut short, an unknown opcode", () => {
+  const bad = [
+    [Buffer.concat([Buffer.from([0x80, 2]), Buffer.alloc(100, 0x28)]), /pickle byte 66: nesting deeper than 64/],
+    [Buffer.from([0x80, 2, 0x8b, 0xff, 0xff, 0xff, 0x0f]), /pickle byte 2: an integer of 268435455 bytes/],
+    [Buffer.from([0x80, 2, 0x58, 0x10, 0, 0, 0, 0x41]), /pickle byte 2: a length of 16 runs past the end of the file/],
+    [Buffer.from([0x80, 2, 0xfe]), /pickle byte 2: unknown opcode 0xfe/],
+  ];
+  for (const [bytes, message] of bad) assert.throws(() => readPickle(bytes, "f"), (e) => e.exitCode === 2 && message.test(e.message) && !e.message.includes("\n"));
+});
+
 test("a rank that never reached a collective its group waits in is named; a missing dump is named, never blamed", async () => {
   const ar = (r, seq) => entry(r * 10 + seq, "0", "default_pg", "all_reduce", { seq });
   const d = await hang(folder([
@@ -178,6 +188,12 @@ test("the runner's own flight records (flight/rank<r>.txt) are read by the same 
   const d = await hang(dir);
   assert.deepEqual(d.stopped, [1]);
   assert.match(d.why[0], /^rank 1: the job's communicator \(pg world\) allreduce #5: 0, 2 arrived, 1 did not/);
+  // kill -9 of rank 4 (the highest): no record of its own, but its peers' records name it, so it is missing, not blamed.
+  const killed = path.join(tmp, "flight-killed");
+  mkdirSync(killed);
+  for (const r of [0, 1, 2, 3]) writeFileSync(path.join(killed, `rank${r}.txt`), `${head(1)}\n  #9 step 3 allreduce ar 4096 B to ${(r + 1) % 5} from ${(r + 4) % 5}: peer gone after 2.0 ms (started 1.0 s ago)\n`);
+  const k = await hang(killed);
+  assert.deepEqual([k.stopped, k.missingDumps, k.world], [[], [4], 5]);
 });
 
 test("CLI: first line, --json, and a pickle that asks to run code exits 2 in one line and runs nothing", async () => {

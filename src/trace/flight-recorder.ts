@@ -51,6 +51,8 @@ export interface FrDump {
   status: Map<string, FrStatus>;
   ops: FrOp[];
   notes: string[];
+  /** The runner's records: the highest rank a record names (its own or a peer), as they record no world size. */
+  highestRank?: number;
 }
 
 const isDict = (v: unknown): v is PickleDict => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Uint8Array);
@@ -219,9 +221,11 @@ const RUNNER_LINE = /^\s*#(\d+)(?: step -?\d+)? (\S+) (.+?) (\d+) B(?: with ever
  */
 function fromRunner(text: string, file: string, rank: number): FrDump {
   const ops: FrOp[] = [];
+  let highestRank = rank;
   for (const line of text.split("\n").slice(1)) {
     const m = RUNNER_LINE.exec(line);
     if (!m) continue;
+    for (const peers of [m[5], m[6]]) for (const p of peers?.split(",") ?? []) highestRank = Math.max(highestRank, rankOf(p, file, `op #${m[1]}`, "a peer"));
     const bytes = Number(m[4]);
     ops.push({
       order: ops.length, group: "world", name: m[2]!, p2p: false, seq: Number(m[1]),
@@ -229,7 +233,7 @@ function fromRunner(text: string, file: string, rank: number): FrDump {
       state: m[7] === "done" ? "completed" : m[7] === "running" ? "started" : "scheduled",
     });
   }
-  return { file, rank, version: "runner", groups: new Map(), status: new Map(), ops, notes: [] };
+  return { file, rank, version: "runner", groups: new Map(), status: new Map(), ops, notes: [], highestRank };
 }
 
 function decode(bytes: Buffer, file: string, fileRank: number | undefined): FrDump {

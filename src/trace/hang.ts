@@ -47,9 +47,10 @@ export interface Diagnosis {
 function allGroups(dumps: FrDump[]): Map<string, FrGroup> {
   const groups = new Map<string, FrGroup>();
   for (const d of dumps) for (const [name, g] of d.groups) if (!groups.has(name)) groups.set(name, g);
-  if (!groups.has("world")) {
-    const world = Math.max(...dumps.map((d) => d.rank)) + 1;
-    if (dumps.some((d) => d.version === "runner")) groups.set("world", { desc: "the job's communicator", ranks: Array.from({ length: world }, (_, r) => r) });
+  const runner = dumps.filter((d) => d.highestRank !== undefined);
+  if (runner.length && !groups.has("world")) {
+    const world = Math.max(...runner.map((d) => d.highestRank!)) + 1;
+    groups.set("world", { desc: "the job's communicator", ranks: Array.from({ length: world }, (_, r) => r) });
   }
   return groups;
 }

@@ -45,6 +45,7 @@ class Reader {
   private readonly stack: Slot[] = [];
   private readonly memo = new Map<number, PickleValue>();
   private values = 0;
+  private marks = 0;
   private readonly view: DataView;
 
   constructor(private readonly bytes: Uint8Array, private readonly file: string) {
@@ -103,7 +104,7 @@ class Reader {
     if (at < 0) this.fail("no MARK for an opcode that needs one");
     const items = this.stack.splice(at) as PickleValue[];
     items.shift();
-    if (this.stack.filter((s) => s === MARK).length > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH}`);
+    this.marks--;
     return items;
   }
 
@@ -149,7 +150,10 @@ class Reader {
           const v = this.pop();
           return v;
         }
-        case 0x28: this.stack.push(MARK); break;
+        case 0x28:
+          if (++this.marks > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH}`);
+          this.stack.push(MARK);
+          break;
         case 0x7d: this.push(Object.create(null) as PickleDict); break; // EMPTY_DICT
         case 0x5d: case 0x8f: this.push([]); break; // EMPTY_LIST, EMPTY_SET (a set read as a list)
         case 0x29: this.push([]); break; // EMPTY_TUPLE
@@ -168,7 +172,12 @@ class Reader {
         case 0x49: this.push(this.intText(this.line())); break; // INT (also "01"/"00" for True/False)
         case 0x4c: this.push(this.intText(this.line().replace(/L$/, ""))); break; // LONG
         case 0x8a: this.push(signedLE(this.take(this.u8()))); break; // LONG1
-        case 0x8b: this.push(signedLE(this.take(this.u32()))); break; // LONG4
+        case 0x8b: { // LONG4: a dump's integers fit 8 bytes; a long one would cost time quadratic in its length
+          const n = this.u32();
+          if (n > 64) this.fail(`an integer of ${n} bytes (the reader takes up to 64)`);
+          this.push(signedLE(this.take(n)));
+          break;
+        }
         case 0x47: { const p = this.pos; this.take(8); this.push(this.view.getFloat64(p, false)); break; } // BINFLOAT
         case 0x46: this.push(Number(this.line())); break; // FLOAT
         case 0x4e: this.push(null); break;
@@ -191,7 +200,7 @@ class Reader {
         case 0x68: this.memoGet(this.u8()); break; // BINGET
         case 0x6a: this.memoGet(this.u32()); break; // LONG_BINGET
         case 0x67: this.memoGet(Number(this.line())); break; // GET
-        case 0x30: this.stack.pop(); break; // POP
+        case 0x30: if (this.stack.pop() === MARK) this.marks--; break; // POP
         case 0x31: this.popMark(); break; // POP_MARK
         case 0x32: this.push(this.top()); break; // DUP
         default: this.fail(`unknown opcode 0x${op.toString(16).padStart(2, "0")}`);
