@@ -149,6 +149,12 @@ test("fr_trace's mismatches: type, size, dtype and state of one collective acros
     dump(2, [entry(1, "0", "default_pg", "all_reduce", { ...base, sizes: [[2048]] })], [4, 3]),
   ]));
   assert.deepEqual(sizes.mismatches.map((m) => m.kind), ["size"]);
+  // A send and its recv are one op, not a type mismatch; what is sent must be what is received.
+  const pair = await hang(folder([
+    dump(2, [entry(0, "0", "default_pg", "send 0->1", { p2pSeq: 9 })], [9, 8]),
+    dump(2, [entry(1, "0", "default_pg", "recv 1<-0", { p2pSeq: 3, sizes: [[512]] })], [3, 2]),
+  ]));
+  assert.deepEqual(pair.mismatches.map((m) => `${m.kind}: ${m.detail}`), ["size: rank 0: [[1024]], rank 1: [[512]]"]);
 });
 
 test("a p2p ring: sends and recvs pair in order per pair (p2p sequences differ by stage); the rank short of its recvs is named", async () => {

@@ -144,7 +144,9 @@ function p2pEnds(profiling: string, group: FrGroup | undefined, rank: number): {
   if (!m) return undefined;
   const a = Number(m[2]), b = Number(m[4]);
   const [src, dst] = m[3] === "->" ? [a, b] : [b, a];
-  const world = (i: number) => (group ? group.ranks[i] : i);
+  // Group-local indices count the group's ranks in order (fr_trace's Op sorts them too).
+  const sorted = group ? [...group.ranks].sort((x, y) => x - y) : undefined;
+  const world = (i: number) => (sorted ? sorted[i] : i);
   const out = { src: world(src), dst: world(dst) };
   return out.src === undefined || out.dst === undefined || (out.src !== rank && out.dst !== rank) ? undefined : out as { src: number; dst: number };
 }

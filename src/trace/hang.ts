@@ -119,8 +119,11 @@ function waitsBeyond(o: FrOp, m: FrDump, byRank: Map<number, FrDump>, groups: Ma
   return members(o, groups).some((r) => r !== m.rank && standing(byRank.get(r), o, m) === "absent");
 }
 
-/** fr_trace's checks on one op across the members that hold it: type, sizes (where they must agree), dtypes, state. */
-const SAME_SIZES = new Set(["all_reduce", "allreduce", "broadcast", "reduce", "_all_gather_base", "all_gather_into_tensor", "_reduce_scatter_base", "reduce_scatter_tensor", "send", "recv"]);
+/**
+ * fr_trace's checks on one op across the members that hold it (types.py, Op.match): type; input sizes except
+ * all_to_all and scatter, output sizes except all_to_all and gather; dtypes; state.
+ */
+const UNEVEN_IN = /^(all_to_all|alltoall|scatter)/, UNEVEN_OUT = /^(all_to_all|alltoall|gather)/;
 
 function mismatches(dumps: FrDump[]): Mismatch[] {
   const seen = new Map<string, { rank: number; op: FrOp }[]>();
@@ -138,8 +141,16 @@ function mismatches(dumps: FrDump[]): Mismatch[] {
       const other = differ(f);
       if (other) out.push({ group, seq, kind, detail: `rank ${first!.rank}: ${f(first!.op)}, rank ${other.rank}: ${f(other.op)}` });
     };
+    const { name, p2p } = first!.op;
+    if (p2p) {
+      // A send and its recv (fr_trace matches them on ends and sizes, not sequence): what is sent is what is received.
+      add("size", (o) => JSON.stringify(o.name === "send" ? o.inSizes : o.outSizes));
+      add("dtype", (o) => (o.name === "send" ? o.inDtypes : o.outDtypes).join(","));
+      continue;
+    }
     add("type", (o) => o.name);
-    if (!differ((o) => o.name) && SAME_SIZES.has(first!.op.name)) add("size", (o) => JSON.stringify(o.inSizes));
+    const sizes = (o: FrOp) => `${UNEVEN_IN.test(name) ? "" : `in ${JSON.stringify(o.inSizes)} `}${UNEVEN_OUT.test(name) ? "" : `out ${JSON.stringify(o.outSizes)}`}`.trim();
+    if (!differ((o) => o.name)) add("size", sizes);
     add("dtype", (o) => o.inDtypes.join(","));
     add("state", (o) => o.state);
   }
