@@ -3,12 +3,12 @@
 // + rank): a pickle (or, from _dump_fr_trace_json, JSON) of {version, pg_config, pg_status, entries}. The
 // runner's own flight records (run dir's flight/rank<r>.txt) come out in the same form, so `trace hang` reads both.
 import { constants } from "node:fs";
-import { open, readdir } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import path from "node:path";
 import { DEFAULT_MAX_BYTES, MAX_COLLECTIVES, MAX_FILES, MAX_GROUPS, MAX_WORLD, rankOf } from "./limits.js";
 import { TraceError, quoted } from "./model.js";
 import { looksLikePickle, readPickle, type PickleDict, type PickleValue } from "./pickle.js";
-import { forEachTrace, TRACE_NAME } from "./source.js";
+import { folderEntries, forEachTrace, TRACE_NAME } from "./source.js";
 
 /** One op a rank recorded: a collective (matched by group and collective sequence) or a send/recv. */
 export interface FrOp {
@@ -65,14 +65,7 @@ const RUNNER_NAME = /^rank(\d{1,6})\.txt$/;
 export async function dumpFiles(paths: readonly string[]): Promise<string[]> {
   const files: string[] = [];
   for (const p of paths) {
-    let names: string[] | undefined;
-    try {
-      names = (await readdir(p, { withFileTypes: true })).filter((e) => !e.isDirectory()).map((e) => e.name);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") throw new TraceError(p, "cannot read: no such file or folder");
-      if (code !== "ENOTDIR") throw new TraceError(p, `cannot read: ${(error as Error).message}`);
-    }
+    const names = (await folderEntries(p))?.filter((e) => !e.isDirectory()).map((e) => e.name);
     if (!names) {
       files.push(p);
       continue;
@@ -261,12 +254,7 @@ function decode(bytes: Buffer, file: string, fileRank: number | undefined): FrDu
 export async function isDumpInput(paths: readonly string[]): Promise<boolean> {
   const first = paths[0];
   if (first === undefined) return false;
-  let entries: string[] | undefined;
-  try {
-    entries = await readdir(first);
-  } catch {
-    entries = undefined;
-  }
+  const entries = (await folderEntries(first).catch(() => undefined))?.map((e) => e.name);
   if (entries) return !entries.some((n) => TRACE_NAME.test(n)) && entries.some((n) => DUMP_NAME.test(n) || RUNNER_NAME.test(n));
   let head = Buffer.alloc(0);
   try {
