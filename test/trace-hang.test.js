@@ -127,6 +127,18 @@ test("a rank held up behind its own older op (its stream busy) is not named, tho
   assert.deepEqual(d.stalled.find((s) => s.group === "12").absent, [1]);
 });
 
+test("a rank whose pending op the records cannot place (a recv from a rank with nothing pending) is not named", async () => {
+  // Rank 2 stopped; rank 1 waits in a recv from it (pipeline group "9" = [1, 2]) and so never reached world #5.
+  const st = (pairs) => Object.fromEntries(pairs.map(([id, e, c]) => [id, { last_enqueued_collective: e, last_started_collective: -1, last_completed_collective: c }]));
+  const world = { name: "0", desc: "default_pg", ranks: "[0, 1, 2]" }, pp = { name: "9", desc: "PIPELINE_MODEL_PARALLEL_GROUP", ranks: "[1, 2]" };
+  const d = await hang(folder([
+    { version: "2.9", pg_config: { 0: world }, pg_status: st([[0, 5, 4]]), entries: [entry(0, "0", "default_pg", "all_reduce", { seq: 5 })] },
+    { version: "2.9", pg_config: { 0: world, 9: pp }, pg_status: st([[0, 4, 4], [1, 7, 6]]), entries: [entry(0, "9", "PIPELINE_MODEL_PARALLEL_GROUP", "recv 0<-1", { p2pSeq: 7, pgId: 1 })] },
+    { version: "2.9", pg_config: { 0: world, 9: pp }, pg_status: st([[0, 4, 4], [1, 6, 6]]), entries: [] },
+  ]));
+  assert.deepEqual(d.stopped, [2]);
+});
+
 test("every member present and none done: the dumps cannot tell, and no rank is named", async () => {
   const ar = (r) => entry(r, "0", "default_pg", "all_reduce", { seq: 3 });
   const d = await hang(folder([dump(2, [ar(0)], [3, 2]), dump(2, [ar(1)], [3, 2])]));

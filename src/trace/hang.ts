@@ -94,7 +94,8 @@ function standing(m: FrDump | undefined, op: FrOp, r: FrDump): Standing {
   return s.enqueued >= op.seq ? "passed" : "absent";
 }
 
-interface Edge { to: number; op: FrOp; why: "absent" | "busy" }
+/** `unknown`: the records cannot tell where `to` stands, so the rank waiting cannot be shown to wait on no one. */
+interface Edge { to: number; op: FrOp; why: "absent" | "busy" | "unknown" }
 
 /** Whom rank `d` waits on: members absent from one of its pending ops, or present with older work pending. */
 function waitsOn(d: FrDump, byRank: Map<number, FrDump>, groups: Map<string, FrGroup>): Edge[] {
@@ -104,7 +105,7 @@ function waitsOn(d: FrDump, byRank: Map<number, FrDump>, groups: Map<string, FrG
       if (r === d.rank) continue;
       const m = byRank.get(r);
       const s = standing(m, op, d);
-      if (s === "absent") edges.push({ to: r, op, why: "absent" });
+      if (s === "absent" || s === "unknown") edges.push({ to: r, op, why: s });
       if (s === "pending") {
         const own = counterpart(m!, op, d)!;
         if (m!.ops.some((o) => o.order < own.order && o.state !== "completed" && waitsBeyond(o, m!, byRank, groups))) edges.push({ to: r, op, why: "busy" });
@@ -217,18 +218,26 @@ export function diagnose(dumps: FrDump[]): Diagnosis {
   const world = Math.max(...[...groups.values()].flatMap((g) => g.ranks), ...dumps.map((d) => d.rank)) + 1;
   const missingDumps = Array.from({ length: world }, (_, r) => r).filter((r) => !byRank.has(r));
   const edges = new Map(dumps.map((d) => [d.rank, waitsOn(d, byRank, groups)]));
-  const waitedOn = new Map<number, Edge[]>();
-  for (const [from, es] of edges) for (const e of es) waitedOn.set(e.to, [...(waitedOn.get(e.to) ?? []), { ...e, to: from }]);
-  // A rank without a dump cannot be shown to wait on no one: it is named among the missing, never as stopped.
+  const waitedOn = new Map<number, Edge[]>(), unknownTo = new Map<number, Edge[]>();
+  for (const [from, es] of edges) for (const e of es) {
+    const into = e.why === "unknown" ? unknownTo : waitedOn;
+    into.set(e.to, [...(into.get(e.to) ?? []), { ...e, to: from }]);
+  }
+  // Named: ranks waited on that wait on no one, shown by their own record (a rank without a dump cannot be).
   const stopped = [...waitedOn.keys()].filter((r) => byRank.has(r) && (edges.get(r) ?? []).length === 0).sort((a, b) => a - b);
   const why = stopped.map((r) => whyStopped(r, waitedOn.get(r)!, byRank, groups));
+  for (const [r, es] of [...unknownTo].filter(([r]) => !byRank.has(r)).sort(([a], [b]) => a - b)) {
+    const op = es[0]!.op;
+    why.push(`rank ${r}: no dump, and ranks ${[...new Set(es.map((e) => e.to))].sort((a, b) => a - b).join(", ")} wait for it (${label(op.group, groups)} ${op.name} #${op.seq}): the records cannot show whether it stopped`);
+  }
   const stalledNames = [...new Set(dumps.flatMap((d) => pendingOps(d).map((o) => o.group)))];
   const stalled = stalledNames.map((n) => stalledGroup(n, dumps, byRank, groups)).filter((s): s is StalledGroup => !!s);
   // The groups that hold a stopped rank first (those it never reached before those it holds up), then the rest.
   const rankOf = (s: StalledGroup) => (s.absent.some((r) => stopped.includes(r)) ? 0 : s.ranks.some((r) => stopped.includes(r)) ? 1 : 2);
   stalled.sort((a, b) => rankOf(a) - rankOf(b) || a.group.localeCompare(b.group, undefined, { numeric: true }));
   const notes = [...new Set(dumps.flatMap((d) => d.notes.map((n) => `${d.file}: ${n}`)))];
-  const cycle = stopped.length === 0 ? findCycle(edges) : undefined;
+  const known = new Map([...edges].map(([r, es]) => [r, es.filter((e) => e.why !== "unknown")]));
+  const cycle = stopped.length === 0 ? findCycle(known) : undefined;
   return { stopped, why, world, missingDumps, stalled, mismatches: mismatches(dumps), cycle, notes };
 }
 
