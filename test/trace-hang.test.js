@@ -66,6 +66,8 @@ test("the real dumps (../shared/fr-dumps) name exactly the ranks the harness bro
   }
   const d = await hang(path.join(DUMPS, "gpu_error_2nd"));
   assert.match(d.why[0], /^rank 9: .* 9 did not; its 20 pending ops were reached by every peer/);
+  // The first table: the tensor-parallel group where rank 9 never reached #87761 that 8, 10 and 11 hold.
+  assert.deepEqual([d.stalled[0].group, d.stalled[0].seq, d.stalled[0].arrived, d.stalled[0].absent], ["37", 87761, [8, 10, 11], [9]]);
   const lock = await hang(path.join(DUMPS, "lock_gil_2nd"));
   assert.match(lock.why[0], /^rank 10: EXPERT_MODEL_PARALLEL_GROUP \(pg 73\) all_to_all #20947: 8, 9, 11 arrived, 10 did not; it has no work pending/);
 });

@@ -190,13 +190,15 @@ function label(g: string, groups: Map<string, FrGroup>): string {
   return desc ? `${desc} (pg ${g})` : `pg ${g}`;
 }
 
-/** A stalled group's first pending op (lowest sequence), who reached it and each member's standing. */
+/** A stalled group's op it waits at, who reached it and each member's standing. */
 function stalledGroup(name: string, dumps: FrDump[], byRank: Map<number, FrDump>, groups: Map<string, FrGroup>): StalledGroup | undefined {
   const held = (p2p: boolean) => dumps.flatMap((d) => pendingOps(d).filter((o) => o.group === name && o.p2p === p2p).map((op) => ({ op, d })));
   const pend = held(false);
-  const lowest = (pend.length ? pend : held(true)).reduce<{ op: FrOp; d: FrDump } | undefined>((a, h) => (!a || h.op.seq < a.op.seq ? h : a), undefined);
-  if (!lowest) return undefined;
-  const { op: first, d: holder } = lowest;
+  const ordered = (pend.length ? pend : held(true)).sort((a, b) => a.op.seq - b.op.seq);
+  // The op the group waits at: the lowest one a member never reached, else the lowest pending one.
+  const at = ordered.find((h) => members(h.op, groups).some((r) => r !== h.d.rank && standing(byRank.get(r), h.op, h.d) === "absent")) ?? ordered[0];
+  if (!at) return undefined;
+  const { op: first, d: holder } = at;
   const g = groups.get(name) ?? { desc: "", ranks: [] };
   const ranks = first.p2p ? [first.src!, first.dst!] : g.ranks;
   const rows = ranks.map((r) => {
@@ -234,7 +236,7 @@ export function diagnose(dumps: FrDump[]): Diagnosis {
   const stalled = stalledNames.map((n) => stalledGroup(n, dumps, byRank, groups)).filter((s): s is StalledGroup => !!s);
   // The groups that hold a stopped rank first (those it never reached before those it holds up), then the rest.
   const rankOf = (s: StalledGroup) => (s.absent.some((r) => stopped.includes(r)) ? 0 : s.ranks.some((r) => stopped.includes(r)) ? 1 : 2);
-  stalled.sort((a, b) => rankOf(a) - rankOf(b) || a.group.localeCompare(b.group, undefined, { numeric: true }));
+  stalled.sort((a, b) => rankOf(a) - rankOf(b) || Number(a.p2p) - Number(b.p2p) || a.group.localeCompare(b.group, undefined, { numeric: true }));
   const notes = [...new Set(dumps.flatMap((d) => d.notes.map((n) => `${d.file}: ${n}`)))];
   const known = new Map([...edges].map(([r, es]) => [r, es.filter((e) => e.why !== "unknown")]));
   const cycle = stopped.length === 0 ? findCycle(known) : undefined;
