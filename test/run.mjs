@@ -26,8 +26,9 @@ const TEST = path.dirname(fileURLToPath(import.meta.url));
 // The aarch64 cross build stays with the rest, first: it configures native/build, which native.test.js and
 // package.test.js build in.
 const BESIDE = [
-  "jobs.test.js", "docs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js",
-  "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "security-files.test.js", "large.test.js",
+  "jobs.test.js", "docs.test.js", "trace.test.js", "trace-hostile.test.js", "trace-hang.test.js", "collectives.test.js", "onebit.test.js",
+  "tcp.test.js", "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "security-files.test.js",
+  "large.test.js",
 ].map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];

@@ -239,7 +239,7 @@ export const groupSpecSchema = z.union([
 /** Where an imported job came from (`runner trace import`; DESIGN.md, "Trace import"). */
 export const sourceSchema = z.strictObject({
   files: z.array(z.string()).min(1),
-  format: z.enum(["pytorch-et", "kineto", "chakra"]),
+  format: z.enum(["pytorch-et", "kineto", "chakra", "flight-recorder"]),
   /** The trace's own schema version (ET `schema`, Kineto `schemaVersion`). */
   schema: z.string(),
   worldSize: z.int().min(1),

@@ -292,11 +292,15 @@ function bytesOf(c: TraceCollective): number {
   return Math.max(c.inCount, c.outCount) * size;
 }
 
+const FORMAT_NAMES: Record<RankTrace["format"], string> = {
+  "pytorch-et": "PyTorch Execution Trace", kineto: "Kineto trace", chakra: "Chakra trace", "flight-recorder": "flight-recorder dump",
+};
+
 function summarize(
   job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
   jobGroup: (g: TraceGroup) => string | undefined,
 ): string[] {
-  const lines = traces.map((t) => `${t.file}: ${t.format === "kineto" ? "Kineto trace" : t.format === "chakra" ? "Chakra trace" : "PyTorch Execution Trace"}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
+  const lines = traces.map((t) => `${t.file}: ${FORMAT_NAMES[t.format]}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
   lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
   const byOp = new Map<string, { n: number; bytes: number }>();
   for (const m of merged) {

@@ -20,18 +20,23 @@ export interface TraceBytes {
   chunks: AsyncIterable<Buffer>;
 }
 
+/** A folder's entries; undefined where `p` is a file; one line (exit 2) where it cannot be read. */
+export async function folderEntries(p: string): Promise<Dirent[] | undefined> {
+  try {
+    return await readdir(p, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw new TraceError(p, "cannot read: no such file or folder");
+    if (code !== "ENOTDIR") throw new TraceError(p, `cannot read: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
 /** The files named: a folder stands for its trace files (sorted), each of which must be a regular file. */
 export async function traceFiles(paths: readonly string[]): Promise<string[]> {
   const files: string[] = [];
   for (const p of paths) {
-    let entries: Dirent[] | undefined;
-    try {
-      entries = await readdir(p, { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") throw new TraceError(p, "cannot read: no such file or folder");
-      if (code !== "ENOTDIR") throw new TraceError(p, `cannot read: ${(error as Error).message}`);
-    }
+    const entries = await folderEntries(p);
     if (!entries) {
       files.push(p);
       continue;

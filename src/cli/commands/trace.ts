@@ -3,6 +3,7 @@
 import type { Argv, CommandModule } from "yargs";
 import { parseSize } from "../../config/size.js";
 import { DEFAULT_MAX_BYTES, MAX_WORLD } from "../../trace/limits.js";
+import { hangCommand } from "./trace-hang.js";
 
 export interface TraceImportArgs {
   traces: string[];
@@ -89,7 +90,7 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
 
 export const traceCommand: CommandModule<object, object> = {
   command: "trace <command>",
-  describe: "Replay real training steps: import PyTorch Execution Traces, Kineto and Chakra traces as job files; export jobs as Chakra traces",
-  builder: (yargs: Argv<object>) => yargs.command(importCommand).command(exportCommand).demandCommand(1, "give a trace command: import, export"),
+  describe: "Replay real training steps: import PyTorch Execution Traces, Kineto and Chakra traces as job files; export jobs as Chakra traces; name the ranks that stopped a hung job",
+  builder: (yargs: Argv<object>) => yargs.command(importCommand).command(exportCommand).command(hangCommand).demandCommand(1, "give a trace command: import, export, hang"),
   handler: () => {},
 };
