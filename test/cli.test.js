@@ -146,7 +146,12 @@ test("bad input: one line naming file and JSON path, exit code 2, no rank starte
 });
 
 test("bad flags and environment are one-line errors with exit code 2", async () => {
-  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /Unknown argument: iteratons/);
+  // A mistyped option is named as typed, with the option it was most likely meant to be.
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /^runner: unknown option --iteratons \(did you mean --iterations\?\) \(see --help\)$/);
+  assertOneLineError(await runNode([RUNNER, "--iteration", "5", QUICKSTART]), /^runner: unknown option --iteration \(did you mean --iterations\?\)/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--chek"]), /^runner: unknown option --chek \(did you mean --check\?\)/);
+  assertOneLineError(await runNode([RUNNER, "doctor", "--szie", "4"]), /^runner: unknown option --szie \(did you mean --size\?\)/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--ab", "--zzzzzz"]), /^runner: unknown options --ab, --zzzzzz \(see --help\)$/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /^runner: --backend "carrier-pigeon": expected one of "auto", "shm", .*"hccl"/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART], { RANK: "1" }), /environment: RANK=1 is set but WORLD_SIZE, MASTER_ADDR, MASTER_PORT are missing/);
@@ -201,7 +206,7 @@ test("a wrong word or number names the option, what was given and what fits", as
   assertOneLineError(await runNode([RUNNER, "launch", QUICKSTART]), /^runner: launch: give the number of ranks to start: -n N$/);
   // The README's names only: -N is not -n, and "nprocs" is a name the README never uses.
   const upper = await runNode([RUNNER, "launch", "-N", "2", QUICKSTART]);
-  assertOneLineError(upper, /^runner: Unknown argument: N/);
+  assertOneLineError(upper, /^runner: unknown option -N \(did you mean -n\?\)/);
   assert.doesNotMatch(upper.stderr, /nprocs/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--json", "/proc/x.json"]), /^runner: --json \/proc\/x\.json: cannot write in \/proc: /);
 });

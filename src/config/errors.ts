@@ -88,9 +88,10 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-function closest(word: string, candidates: readonly string[]): string | undefined {
+/** The candidate a mistyped word was most likely meant to be (at most `edits` away, case aside), if any. */
+export function closest(word: string, candidates: readonly string[], edits = Math.max(2, Math.floor(word.length / 3))): string | undefined {
   let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  let bestDistance = edits + 1;
   for (const candidate of candidates) {
     const distance = editDistance(word.toLowerCase(), candidate.toLowerCase());
     if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
