@@ -211,6 +211,20 @@ test("a wrong word or number names the option, what was given and what fits", as
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--json", "/proc/x.json"]), /^runner: --json \/proc\/x\.json: cannot write in \/proc: /);
 });
 
+test("every script in scripts/ and bench/ that reads options: --help prints its usage (exit 0), a wrong option one line (exit 2)", async () => {
+  const scripts = ["scripts", "bench"].flatMap((d) => readdirSync(path.join(REPO, d)).filter((f) => f.endsWith(".mjs")).map((f) => path.join(d, f)));
+  const reading = scripts.filter((f) => /\b(parseArgs|scriptArgs)\(|process\.argv\.slice\(2\)/.test(readFileSync(path.join(REPO, f), "utf8")));
+  const own = reading.filter((f) => f !== "scripts/args.mjs" && f !== "bench/run.mjs"); // bench/run.mjs: yargs, its own --help
+  assert.deepEqual(own.filter((f) => !readFileSync(path.join(REPO, f), "utf8").includes("scriptArgs(import.meta.url")), [], "through scripts/args.mjs");
+  for (const f of own) {
+    const help = await runNode([f, "--help"]);
+    assert.equal(help.code, 0, `${f} --help: ${help.stderr}`);
+    assert.match(help.stdout, /^ {2}node /m, `${f} --help shows how to run it`);
+    assertOneLineError(await runNode([f, "--bogus"]), new RegExp(`^${f}: Unknown option '--bogus' \\(options: .*; see --help\\)$`));
+  }
+  assert.ok(own.includes("scripts/scale.mjs") && own.length >= 6, own.join(" "));
+});
+
 /** A one-rank job of one broadcast, unchecked: a second's run. */
 function tinyJob(dir, extra = {}) {
   const file = path.join(dir, "tiny.json");
