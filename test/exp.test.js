@@ -335,7 +335,7 @@ async function compareChecks(c, tmp) {
   assert.equal((await exp(["report", "--dir", slower, "--baseline", base])).code, 0);
   const html = readFileSync(path.join(slower, "report.html"), "utf8");
   assert.match(html, /<h1>Campaign slower<\/h1>\n<p class="headline regression">Against the baseline: FAIL: 4 regressions, 0 improvements, 0 missing, 1 failed/);
-  assert.equal((html.match(/<tr><td>regression<\/td><td>busbw<\/td>/g) ?? []).length, 4);
+  assert.equal((html.match(/<tr><td>regression<\/td><td>busbw@fastest<\/td>/g) ?? []).length, 4);
   const crowdedRow = /<tr><td>oversubscribed<\/td><td><\/td><td>job=tiny backend=shm world_size=3 hosts=1 variant=base executor=&quot;local&quot;<\/td><td><\/td><td><\/td><td>3 ranks on \d cores \(.+\): measure with ranks &lt;= cores<\/td><\/tr>/;
   if (os.availableParallelism() < 3) assert.match(html, crowdedRow);
   else assert.doesNotMatch(html, /oversubscribed/);
