@@ -225,6 +225,20 @@ test("every script in scripts/ and bench/ that reads options: --help prints its 
   assert.ok(own.includes("scripts/scale.mjs") && own.length >= 6, own.join(" "));
 });
 
+test("a relative SPMD_BUILD_DIR is taken from the package root, whatever the folder; one that holds no addon is named, exit 2", () => {
+  const dir = tmp();
+  try {
+    const run = (buildDir) => spawnSync(process.execPath, [RUNNER, tinyJob(dir), "--out", dir, "--quiet"], { cwd: dir, encoding: "utf8", env: { ...process.env, SPMD_BUILD_DIR: buildDir } });
+    const built = run("native/build");
+    assert.equal(built.status, 0, built.stderr);
+    const missing = run("native/build-nosuch");
+    assertOneLineError({ code: missing.status, stderr: missing.stderr },
+      new RegExp(`^runner: SPMD_BUILD_DIR=native/build-nosuch: no addon built in ${REPO.replaceAll("/", "\\/")}\\/native\\/build-nosuch; build it with \`SPMD_BUILD_DIR=native/build-nosuch node runner build\`, or unset SPMD_BUILD_DIR$`));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** A one-rank job of one broadcast, unchecked: a second's run. */
 function tinyJob(dir, extra = {}) {
   const file = path.join(dir, "tiny.json");
