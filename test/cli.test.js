@@ -248,12 +248,13 @@ function tinyJob(dir, extra = {}) {
   return file;
 }
 
-test("one rank: '1 rank', a broadcast that moves nothing reports 0 bytes and 0 busbw, and an unchecked run says so", async () => {
+test("one rank: '1 rank', a broadcast that moves nothing reports 0 bytes and 0 busbw, an unchecked run says so, and no token warning", async () => {
   const dir = tmp();
   try {
     const json = path.join(dir, "r.json");
-    const p = await runNode([RUNNER, tinyJob(dir), "--out", dir, "--json", json]);
+    const p = await runNode([RUNNER, tinyJob(dir), "--out", dir, "--json", json], { SPMD_RUNNER_TOKEN: "" });
     assert.equal(p.code, 0, p.stderr);
+    assert.doesNotMatch(p.stderr, /SPMD_RUNNER_TOKEN/, "a rank alone meets no one: its derived secret exposes nothing");
     assert.match(p.stdout, /job tiny, 1 rank, backend/);
     assert.match(p.stdout, /# Out of bounds values : N\/A \(not checked\)/);
     const [row] = JSON.parse(readFileSync(json, "utf8")).results;

@@ -245,8 +245,10 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     await agree(boot, o.place.rank, o.fingerprint);
     const met = await meet(boot, o.place);
     const topo = met.topo;
-    // Once per job: rank 0 says it, the other ranks' lines would repeat it.
-    warnings = [...met.warnings, ...(secret.source === "derived" && o.place.rank === 0 ? [DERIVED_SECRET_WARNING] : [])];
+    // Once per job: rank 0 says it, the other ranks' lines would repeat it; a rank alone meets no one, so
+    // its derived secret exposes nothing.
+    const exposed = secret.source === "derived" && o.place.rank === 0 && o.place.size > 1;
+    warnings = [...met.warnings, ...(exposed ? [DERIVED_SECRET_WARNING] : [])];
     topology = { ...topo };
     if (plan.backend === "nccl" || plan.backend === "hccl") {
       comm = await startLibrary(plan.backend, boot, o.place, topo, input.env, o.timeoutMs);
