@@ -8,6 +8,7 @@ import { plural } from "../../config/errors.js";
 import { PACKAGE_ROOT } from "../../version.js";
 import { badInput, integerAtLeast } from "../input.js";
 import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
+import { checkDoctorWorld } from "../../doctor/run.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
 /** The job name that launches `runner doctor` instead of a job file. */
@@ -72,6 +73,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
         if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
         if (argv.job === DOCTOR && argv.check !== undefined) throw badInput("--check is not an option of doctor");
+        if (argv.job === DOCTOR) checkDoctorWorld(argv.nprocs);
         const stray = argv._.slice(1);
         if (stray.length > 0) {
           throw badInput(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
