@@ -163,6 +163,17 @@ test("bad flags and environment are one-line errors with exit code 2", async () 
   );
 });
 
+test("runner launch checks the backend, --iface, --out and --json before it starts any rank: one line, exit 2", async () => {
+  const info = (await runNode([RUNNER, "info"])).stdout;
+  const launch = (...flags) => runNode([RUNNER, "launch", "-n", "2", QUICKSTART, "--quiet", ...flags]);
+  // Each rank said these itself (2-4 lines), and a nccl rank's end reached the other as "connection ... lost".
+  assertOneLineError(await launch("--backend", "mpi"), /^runner: backend mpi: needs an MPI launcher \(mpirun, mpiexec or srun --mpi=pmix\); this process was started by runner launch$/);
+  if (/^nccl: not loadable/m.test(info)) assertOneLineError(await launch("--backend", "nccl"), /^runner: nccl: cannot load libnccl\.so\.2: /);
+  assertOneLineError(await launch("--iface", "nosuch0"), /^runner: tcp\.iface "nosuch0": no interface matches it with a usable address \(here: lo /);
+  assertOneLineError(await launch("--out", "/proc/foo"), /^runner: --out \/proc\/foo: cannot create the directory: /);
+  assertOneLineError(await launch("--json", "/proc/x/y.json"), /^runner: --json \/proc\/x\/y\.json: cannot create the directory \/proc\/x: /);
+});
+
 test("a rank from another job cannot join: the rendezvous rejects its token", async () => {
   const dir = tmp();
   try {

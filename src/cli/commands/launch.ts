@@ -87,13 +87,13 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }] = await Promise.all([
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkLaunch }] = await Promise.all([
       import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
       import("../../run/rank.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // Bad input said once, here, rather than by every rank.
-    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs, localRank: 0 });
+    if (argv.job !== DOCTOR) checkLaunch(runRequest(argv.job, argv), argv.nprocs);
     warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
