@@ -5,7 +5,7 @@ import { existsSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
-import { mpiNotBuiltNote, openCommunicator, planStart, type OpenCommunicator } from "../comm/open.js";
+import { mpichCrowdedNote, mpiNotBuiltNote, openCommunicator, planStart, type OpenCommunicator } from "../comm/open.js";
 import { listenPlan } from "../comm/tcp-address.js";
 import { checkLibrary } from "../comm/vendor-library.js";
 import { hostPlace, type Topology } from "../comm/topology.js";
@@ -276,6 +276,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   const opened = await open(job, r.job, cfg, place, log);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
+  const crowded = place.rank === 0 ? mpichCrowdedNote(opened.comm.backend, native().mpiLibrary, place.localSize, os.availableParallelism()) : undefined;
+  if (crowded) log.warn(crowded);
   const sofar: SoFar = { finished: [], rows: [] };
   const document = (rows: ResultRow[], more: Partial<ResultDocument>): ResultDocument => ({
     version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
