@@ -9,7 +9,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
-import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
+import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type Marker, type PointRecord, type RunRecord } from "./campaign.js";
 import { repetitionCommand, shellQuote, shellWord } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -112,6 +112,14 @@ interface Session {
   lock: RunRecord;
 }
 
+/** The line a repetition's end gets (without a progress bar), however it ran: "exp: [3/8] 1a2b... rep 2: done". */
+function sayRepetition(s: Session, n: number, task: Task, marker: Pick<Marker, "exit_code" | "tail">): void {
+  const log = path.join(repDir(s.opts.dir, task.point.id, task.rep), "log.txt");
+  const how = marker.exit_code === 0 ? "done" : `FAILED (exit ${marker.exit_code}; ${diskFull(marker.tail ?? "")}${log})`;
+  if (s.bar) s.bar.update(n, s.tasks.length);
+  else s.say(`exp: [${n}/${s.tasks.length}] ${task.point.id} ${describeParams(task.point.params)} rep ${task.rep}: ${how}`);
+}
+
 /** One repetition after another on this machine (local launcher or mpirun); how many failed, and the signal that stopped it. */
 async function runHere(s: Session): Promise<Outcome> {
   let killChild: ((sig: NodeJS.Signals) => void) | undefined;
@@ -141,8 +149,7 @@ async function runHere(s: Session): Promise<Outcome> {
         failed++;
         writeMarker(s.opts.dir, point.id, rep, { state: "failed", exit_code: code, started, ended, tail });
       }
-      if (s.bar) s.bar.update(n + 1, s.tasks.length);
-      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${code === 0 ? "done" : `FAILED (exit ${code}; ${diskFull(tail)}${log})`}`);
+      sayRepetition(s, n + 1, { point, rep }, { exit_code: code, tail });
       if (code !== 0 && s.opts.failFast) break;
     }
   } finally {
@@ -173,13 +180,22 @@ async function runSlurm(s: Session): Promise<Outcome> {
     cancel(ids);
   });
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
+  // Each repetition said as its marker appears, in the order they end, as runHere says them.
+  const said = new Set<Task>();
+  const sayEnded = () => {
+    for (const t of s.tasks) {
+      const m = said.has(t) ? undefined : readMarker(s.opts.dir, t.point.id, t.rep);
+      if (m) sayRepetition(s, said.add(t).size, t, m);
+    }
+  };
   try {
     while (activeJobs(ids).length && !signals.stopped()) {
-      s.bar?.update(marked().length, s.tasks.length);
+      sayEnded();
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
     // Cancelled: the jobs' traps clear the repetitions they interrupt once SLURM has signalled them.
     if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
+    else sayEnded();
   } finally {
     signals.release();
   }
@@ -226,6 +242,7 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
     return signalCode(outcome.stop);
   }
   if (outcome.failed) say(`exp: ${outcome.failed} repetition${outcome.failed === 1 ? "" : "s"} failed (runner exp status shows their logs)`);
+  else say(`exp: every repetition done, in ${opts.dir}`);
   return outcome.failed ? 1 : 0;
 }
 
