@@ -432,11 +432,11 @@ function load(): { module: NativeModule; source: AddonSource } {
       return { module: require(source.path) as NativeModule, source };
     } catch (err) {
       // The loader's reason, e.g. "libmpi.so.40: cannot open shared object file": one line of it is enough.
-      refused.push(`the addon ${source.origin} (${source.path}) does not load: ${String((err as Error).message).split("\n")[0]}`);
+      refused.push(`the addon ${source.origin} does not load: ${String((err as Error).message).split("\n")[0]}`);
     }
   }
   if (GIVEN_BUILD_DIR) {
-    const why = refused[0] ?? `no addon built in ${BUILD_DIR}`;
+    const why = refused.length ? `${refused[0]} (${BUILD_DIR})` : `no addon built in ${BUILD_DIR}`;
     throw new AddonMissingError(`SPMD_BUILD_DIR=${GIVEN_BUILD_DIR}: ${why}; build it with \`SPMD_BUILD_DIR=${GIVEN_BUILD_DIR} ${buildCommandLine()}\`, or unset SPMD_BUILD_DIR`);
   }
   const why = refused.length ? refused.join("; ") : `no native addon built or packed for ${PLATFORM}`;
