@@ -234,6 +234,15 @@ test("every script in scripts/ and bench/ that reads options: --help prints its 
     assertOneLineError(await runNode([f, "--bogus"]), new RegExp(`^${f}: Unknown option '--bogus' \\(options: .*; see --help\\)$`));
   }
   assert.ok(own.includes("scripts/scale.mjs") && own.length >= 6, own.join(" "));
+  // The shell scripts: --help through scripts/usage.sh, before anything runs (gpu-pack.sh made a folder "--help").
+  const shells = ["scripts", "scripts/slurm", "bench/verdicts"].flatMap((d) => readdirSync(path.join(REPO, d)).filter((f) => f.endsWith(".sh") && f !== "usage.sh").map((f) => path.join(d, f)));
+  assert.deepEqual(shells.filter((f) => !/^\. "\$\(dirname "\$0"\)\/(\.\.\/)*(scripts\/)?usage\.sh" "\$@"$/m.test(readFileSync(path.join(REPO, f), "utf8"))), [], "through scripts/usage.sh");
+  for (const f of shells) {
+    const help = spawnSync("bash", [f, "--help"], { cwd: REPO, encoding: "utf8" });
+    assert.equal(help.status, 0, `${f} --help: ${help.stderr}`);
+    assert.equal(help.stdout.split("\n")[0], readFileSync(path.join(REPO, f), "utf8").split("\n")[1].replace(/^# /, ""), `${f} --help prints its header`);
+  }
+  assert.ok(shells.length >= 4, shells.join(" "));
 });
 
 test("a relative SPMD_BUILD_DIR is taken from the package root, whatever the folder; one that holds no addon is named, exit 2", () => {
