@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Measures how much concurrent streams overlap on a shaped tcp link between network-namespace hosts and
-// prints the Markdown table docs/PERFORMANCE.md records (README, "Streams, groups and overlap"):
+// prints the Markdown table docs/PERFORMANCE.md records (docs/jobs.md, "Streams, groups and overlap"):
 // 1. a link-bound all_gather on one stream beside a compute stage on another (2 hosts, 1 rank each);
 // 2. tensor-parallel allreduce inside each host (shm) beside data-parallel allreduce across hosts (the shaped
 //    tcp link): two groups whose links do not touch (2 hosts, 2 ranks each; split host / split across from

@@ -209,9 +209,9 @@ test("a wrong word or number names the option, what was given and what fits", as
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--log-level", "verbose"]), /^runner: --log-level "verbose": expected one of "error", "warn", "info", "debug"/);
   assertOneLineError(await runNode([RUNNER, "lauch", "-n", "2", QUICKSTART]), /^runner: lauch is not a command \(did you mean launch\?\)/);
   assertOneLineError(await runNode([RUNNER, "frobnicate"]), /^runner: frobnicate is not a command \(commands: run, launch, validate, info, compare, doctor, exp, build, trace\)/);
-  assertOneLineError(await runNode([RUNNER, "validate", "-n", "0", QUICKSTART]), /^runner: -n: expected an integer >= 1, got 0/);
-  assertOneLineError(await runNode([RUNNER, "validate", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
-  assertOneLineError(await runNode([RUNNER, "launch", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "0", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got 0/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got abc/);
+  assertOneLineError(await runNode([RUNNER, "launch", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got abc/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "many"]), /^runner: --iterations: expected an integer >= 1, got many/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--timeout", "0"]), /^runner: --timeout: expected seconds > 0, got 0/);
   assertOneLineError(await runNode([RUNNER, "launch", QUICKSTART]), /^runner: launch: give the number of ranks to start: -n N$/);

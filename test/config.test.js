@@ -305,7 +305,7 @@ test("loadJob reads files and reports unreadable ones", () => {
   assert.equal(loadJob(file).name, "t");
   const missing = join(dir, "nope.json");
   assert.throws(() => loadJob(missing), { message: `${missing}: cannot read file: ENOENT: no such file or directory` });
-  assert.throws(() => loadJob(dir), { message: `${dir}: cannot read file: EISDIR: illegal operation on a directory` });
+  assert.throws(() => loadJob(dir), { message: `${dir}: not a regular file (a folder): only regular files are read` });
 });
 
 test("run configuration: defaults, overrides and errors", () => {

@@ -2,6 +2,7 @@
 // report (drawn in headless Chromium), compare, stale points after a job edit, SIGINT during a run, bad files.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -197,7 +198,7 @@ async function reportChecks(c, tmp) {
     if (!existsSync(file)) continue;
     const doc = JSON.parse(readFileSync(file, "utf8"));
     Object.assign(doc.manifest.env, { OMPI_MCA_orte_hnp_uri: `${id};tcp://10.0.0.1:4242`, SLURM_JOBID: id, NOTE: `<img src=x onerror=alert(1)> ${id}` });
-    writeFileSync(file, JSON.stringify(doc));
+    rewriteResults(path.dirname(file), doc);
   }
   assert.equal((await exp(["report", "--dir", launched])).code, 0);
   const differs = readFileSync(path.join(launched, "report.html"), "utf8").split("<h2>What differs")[1].split("<details>")[0];
@@ -206,6 +207,14 @@ async function reportChecks(c, tmp) {
   const md = readFileSync(path.join(launched, "report.md"), "utf8");
   assert.match(md, /\\<img src=x onerror=alert\\\(1\\\)\\>/);
   assert.doesNotMatch(md, /(^|[^\\])<img/m, "no unescaped HTML");
+}
+
+/** A repetition's results replaced as if its run had left them: its marker's hash follows (campaign.ts, readMarker). */
+function rewriteResults(rep, doc) {
+  const text = JSON.stringify(doc);
+  writeFileSync(path.join(rep, "results.json"), text);
+  const marker = JSON.parse(readFileSync(path.join(rep, "marker.json"), "utf8"));
+  writeFileSync(path.join(rep, "marker.json"), JSON.stringify({ ...marker, results_sha256: createHash("sha256").update(text).digest("hex") }));
 }
 
 /**
@@ -229,8 +238,8 @@ function copyWith(c, tmp, name, factor, edit = () => {}) {
       }
       edit(doc, rep);
       mkdirSync(path.join(point, `rep-${rep}`), { recursive: true });
-      writeFileSync(path.join(point, `rep-${rep}`, "results.json"), JSON.stringify(doc));
       if (rep > 1) cpSync(path.join(point, "rep-1", "marker.json"), path.join(point, `rep-${rep}`, "marker.json"));
+      rewriteResults(path.join(point, `rep-${rep}`), doc);
     }
     const record = JSON.parse(readFileSync(path.join(point, "point.json"), "utf8"));
     writeFileSync(path.join(point, "point.json"), JSON.stringify({ ...record, repetitions: 3 }));

@@ -1,8 +1,8 @@
 // `exp report`: one self-contained HTML file (and its Markdown twin) for the whole campaign: what differs
 // between points, every row in a sortable table, busbw by size per op, scaling, the crossover table, and the
 // changes against a baseline.
-import { readFileSync } from "node:fs";
 import path from "node:path";
+import { readInputText } from "../config/read-input.js";
 import { formatSize } from "../config/size.js";
 import { repetitionMetric } from "../metrics/verdict.js";
 import { escape as escapeHtml } from "../report/html.js";
@@ -33,7 +33,7 @@ function pointFacts(dir: string, db: Database): Map<string, Map<string, string>>
     }
     if (p.rep !== null) {
       try {
-        const m = (JSON.parse(readFileSync(path.join(repDir(dir, p.point_id, p.rep), "results.json"), "utf8")) as ResultDocument).manifest;
+        const m = (JSON.parse(readInputText(path.join(repDir(dir, p.point_id, p.rep), "results.json"))) as ResultDocument).manifest;
         for (const k of ["runner", "git", "node", "library"] as const) f.set(`manifest.${k}`, String(m?.[k] ?? ""));
         f.set("manifest.addon", JSON.stringify(m?.addon ?? null));
         f.set("manifest.hosts", (m?.hosts ?? []).map((h) => h.name).join(","));

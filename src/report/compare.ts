@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
+import { readInputText } from "../config/read-input.js";
 import { apartRepetitions, coreRoundTrip, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, sideMachines, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
@@ -39,12 +39,7 @@ interface Entry {
 }
 
 export function loadResults(file: string): ResultsFile {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ConfigError(file, "", `cannot read file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-  }
+  const text = readInputText(file);
   let data: unknown;
   try {
     data = JSON.parse(text);

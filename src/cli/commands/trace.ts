@@ -72,7 +72,7 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
   describe: "Write a job as Chakra execution traces (one <name>.<rank>.et per rank), as ASTRA-sim and PARAM read them",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "The job file (hand-written or imported)" })
+      .positional("job", { type: "string", demandOption: true, describe: "The job file (hand-written or imported) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .option("output", { alias: "o", type: "string", demandOption: true, describe: "The folder for the .et files" })
       .option("world", { type: "number", describe: "The world size, for a job that records none" })
       .check((argv) => {
