@@ -10,14 +10,10 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const RUNNER = path.join(REPO, "runner");
-const USAGE = `usage: node scripts/gen-docs.mjs [--check]
-  Writes docs/cli.md (from the built runner's --help) and docs/job-format.md (from schema/*.schema.json).
-  --check  write nothing; exit 1 naming the files that differ from what the code generates
-  --help   this text`;
 
 // `--help` wraps at the terminal's width; piped it takes yargs' 100 columns (src/cli/index.ts), so the same
 // build prints the same text wherever it runs.
@@ -161,8 +157,7 @@ export function jobReference() {
 export const TARGETS = { "docs/cli.md": cliReference, "docs/job-format.md": jobReference };
 
 function main() {
-  const { values } = parseArgs({ options: { check: { type: "boolean" }, help: { type: "boolean" } } });
-  if (values.help) return console.log(USAGE);
+  const { values } = scriptArgs(import.meta.url, { check: { type: "boolean" } });
   if (!existsSync(path.join(REPO, "dist/cli/index.js")) || !existsSync(path.join(REPO, "schema/job.schema.json"))) {
     throw Object.assign(new Error("gen-docs: nothing built to read (dist/, schema/); run npm run build:ts first"), { exitCode: 2 });
   }
@@ -183,7 +178,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   try {
     main();
   } catch (err) {
-    console.error(err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" || err.code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL" ? `gen-docs: ${err.message} (see --help)` : err.message);
+    console.error(err.message);
     process.exitCode = err.exitCode ?? 2;
   }
 }

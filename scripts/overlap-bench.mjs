@@ -8,13 +8,11 @@
 // Each is run on two streams and, for contrast, on one. Needs root.
 //   node scripts/overlap-bench.mjs [--rate 1gbit] [--iterations 10] [--warmup 2]
 import { readFileSync, rmSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 import { prepareJob } from "../test/helpers/matrix.js";
 import { netnsUnavailable, runSpread, withHosts } from "../test/helpers/netns.js";
 
-const { values } = parseArgs({
-  options: { rate: { type: "string", default: "1gbit" }, iterations: { type: "string", default: "10" }, warmup: { type: "string", default: "2" } },
-});
+const { values } = scriptArgs(import.meta.url, { rate: { type: "string", default: "1gbit" }, iterations: { type: "string", default: "10" }, warmup: { type: "string", default: "2" } });
 const missing = netnsUnavailable();
 if (missing) {
   console.error(`overlap-bench: ${missing}`);

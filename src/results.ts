@@ -149,6 +149,11 @@ export interface DoctorResult {
   best_gbps: (number | null)[];
   /** What the whole network is judged against: --expect, the slowest NIC's speed, or nothing. */
   reference: DoctorReference;
+  /**
+   * Where ranks outnumbered a host's cores ("3 ranks on 2 cores (vm)", metrics/verdict.ts): latency_us then
+   * times the scheduler's slices, so it is recorded but neither shown nor judged.
+   */
+  oversubscribed?: string;
 }
 
 /** A NIC as sysfs reports it: its name and speed, Mbit/s. */

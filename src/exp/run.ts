@@ -9,7 +9,7 @@ import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
 import { createNewFile, makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
-import { clearRunRecord, endRepetition, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
+import { clearRunRecord, endRepetition, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMeasures, writePointRecord, writeRunRecord, type CheckedMarker, type PointRecord, type RunRecord } from "./campaign.js";
 import { repetitionCommand, shellQuote, shellWord } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -103,6 +103,14 @@ interface Session {
   lock: RunRecord;
 }
 
+/** The line a repetition's end gets (without a progress bar), however it ran: "exp: [3/8] 1a2b... rep 2: done". */
+function sayRepetition(s: Session, n: number, task: Task, marker: Pick<CheckedMarker, "state" | "exit_code" | "tail">): void {
+  const log = path.join(repDir(s.opts.dir, task.point.id, task.rep), "log.txt");
+  const how = marker.state === "done" ? "done" : `FAILED (exit ${marker.exit_code}; ${diskFull(marker.tail ?? "")}${log})`;
+  if (s.bar) s.bar.update(n, s.tasks.length);
+  else s.say(`exp: [${n}/${s.tasks.length}] ${task.point.id} ${describeParams(task.point.params)} rep ${task.rep}: ${how}`);
+}
+
 /** One repetition after another on this machine (local launcher or mpirun); how many failed, and the signal that stopped it. */
 async function runHere(s: Session): Promise<Outcome> {
   let killChild: ((sig: NodeJS.Signals) => void) | undefined;
@@ -127,8 +135,7 @@ async function runHere(s: Session): Promise<Outcome> {
       if (signals.stopped()) break; // ended by our signal: neither done nor failed
       const marker = endRepetition(dir, code, started);
       if (marker.state !== "done") failed++;
-      if (s.bar) s.bar.update(n + 1, s.tasks.length);
-      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${marker.state === "done" ? "done" : `FAILED (exit ${code}; ${diskFull(marker.tail ?? "")}${log})`}`);
+      sayRepetition(s, n + 1, { point, rep }, marker);
       if (marker.state !== "done" && s.opts.failFast) break;
     }
   } finally {
@@ -159,13 +166,22 @@ async function runSlurm(s: Session): Promise<Outcome> {
     cancel(ids);
   });
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
+  // Each repetition said as its marker appears, in the order they end, as runHere says them.
+  const said = new Set<Task>();
+  const sayEnded = () => {
+    for (const t of s.tasks) {
+      const m = said.has(t) ? undefined : readMarker(s.opts.dir, t.point.id, t.rep);
+      if (m) sayRepetition(s, said.add(t).size, t, m);
+    }
+  };
   try {
     while (activeJobs(ids).length && !signals.stopped()) {
-      s.bar?.update(marked().length, s.tasks.length);
+      sayEnded();
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
     // Cancelled: the jobs' traps clear the repetitions they interrupt once SLURM has signalled them.
     if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
+    else sayEnded();
   } finally {
     signals.release();
   }
@@ -212,6 +228,7 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
     return signalCode(outcome.stop);
   }
   if (outcome.failed) say(`exp: ${outcome.failed} repetition${outcome.failed === 1 ? "" : "s"} failed (runner exp status shows their logs)`);
+  else say(`exp: every repetition done, in ${opts.dir}`);
   return outcome.failed ? 1 : 0;
 }
 

@@ -5,8 +5,10 @@ import { existsSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
-import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
+import { mpichCrowdedNote, mpiNotBuiltNote, openCommunicator, planStart, type OpenCommunicator } from "../comm/open.js";
+import { listenPlan } from "../comm/tcp-address.js";
 import { hostPlaces, type HostPlace, type Topology } from "../comm/topology.js";
+import { checkLibrary } from "../comm/vendor-library.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace, LAUNCHER_PID_ENV, rankForMessages } from "../env/discover.js";
@@ -251,6 +253,22 @@ export function checkRun(r: RunRequest, place: Pick<Place, "size" | "localSize" 
   return { job, cfg, memory: checkPlaceMemory(job, r.job, place, r.dumpDir).plan };
 }
 
+/**
+ * checkRun for `runner launch`'s `nprocs` local ranks, and what else it can tell before starting any (the
+ * README promises the flags are checked first): that the backend starts under it (mpi needs an MPI launcher,
+ * nccl and hccl their library), that --iface names an interface here, and that --out and --json can be
+ * written. Each rank said these itself, 2-4 lines, and a nccl rank's end reached the others as "connection
+ * ... lost".
+ */
+export function checkLaunch(r: RunRequest, nprocs: number): void {
+  const place: Place = { rank: 0, size: nprocs, localRank: 0, localSize: nprocs, launcher: "runner launch", master: { addr: "127.0.0.1", port: 0 } };
+  const { job, cfg, memory } = checkRun(r, place);
+  const plan = planStart({ requested: cfg.backend, place, env: process.env, built: native().backends, master: place.master!, device: job.device });
+  if (plan.backend === "nccl" || plan.backend === "hccl") checkLibrary(plan.backend, process.env);
+  if (cfg.tcp.iface !== undefined) listenPlan(cfg.tcp.iface);
+  prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
   const place = discoverPlace(process.env);
@@ -265,6 +283,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   const opened = await open(job, r.job, cfg, place, log);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
+  const crowded = place.rank === 0 ? mpichCrowdedNote(opened.comm.backend, native().mpiLibrary, place.localSize, os.availableParallelism()) : undefined;
+  if (crowded) log.warn(crowded);
   const sofar: SoFar = { finished: [], rows: [] };
   const document = (rows: ResultRow[], more: Partial<ResultDocument>): ResultDocument => ({
     version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,

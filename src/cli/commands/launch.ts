@@ -9,6 +9,7 @@ import { MAX_WORLD } from "../../config/job.js";
 import { PACKAGE_ROOT } from "../../version.js";
 import { badInput, rankCount } from "../input.js";
 import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
+import { checkDoctorWorld } from "../../doctor/run.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
 /** The job name that launches `runner doctor` instead of a job file. */
@@ -73,6 +74,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
         if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
         if (argv.job === DOCTOR && argv.check !== undefined) throw badInput("--check is not an option of doctor");
+        if (argv.job === DOCTOR) checkDoctorWorld(argv.nprocs);
         const stray = argv._.slice(1);
         if (stray.length > 0) {
           throw badInput(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
@@ -86,13 +88,13 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }, { finishLaunch }] = await Promise.all([
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkLaunch }, { finishLaunch }] = await Promise.all([
       import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
       import("../../run/rank.js"), import("../../run/journal.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // Bad input said once, here, rather than by every rank.
-    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs, localRank: 0 });
+    if (argv.job !== DOCTOR) checkLaunch(runRequest(argv.job, argv), argv.nprocs);
     warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
