@@ -618,12 +618,17 @@ async function dial(opts: DialOptions, address: string, deadline: number, gone: 
   }
 }
 
-/** Where parked answers arrive: a listener on every interface, on a port the kernel picks. */
-function openInbox(): Promise<net.Server> {
+/**
+ * Where parked answers arrive, on a port the kernel picks: on loopback where the store is on loopback (it
+ * dials back the address this rank's connection came from, which is then 127.0.0.1 or ::1), so no stranger
+ * elsewhere can reach it; else on every interface, as which address the store sees is known only later.
+ */
+function openInbox(storeHost: string): Promise<net.Server> {
   const inbox = net.createServer();
+  const host = net.isIPv4(storeHost) && storeHost.startsWith("127.") ? "127.0.0.1" : storeHost === "::1" ? "::1" : undefined;
   return new Promise((resolve, reject) => {
     inbox.once("error", (err) => reject(new Error(`rendezvous: cannot listen for the store's answers: ${err.message}`)));
-    inbox.listen(0, () => {
+    inbox.listen({ port: 0, host }, () => {
       inbox.removeAllListeners("error");
       inbox.on("error", () => {});
       resolve(inbox.unref());
@@ -669,7 +674,7 @@ export class StoreClient {
   }
 
   static async connect(opts: { host: string; port: number; token: string; rank: number; timeoutMs: number }): Promise<StoreClient> {
-    const inbox = await openInbox();
+    const inbox = await openInbox(opts.host);
     const client = new StoreClient(inbox, { ...opts, replyPort: (inbox.address() as net.AddressInfo).port }, formatAddress(opts.host, opts.port), opts.timeoutMs);
     try {
       // The first handshake tells at once whether rank 0 is there and takes this job's token.
