@@ -263,6 +263,8 @@ export class StoreServer {
   private readonly waitersByKey = new Map<string, Set<Waiter>>();
   private readonly connections = new Set<Connection>();
   private readonly unauthenticated = new Unproven<Connection>((conn, why) => this.drop(conn, why));
+  /** Connections closed before they proved the token: how many, and the first few hosts they came from. */
+  private readonly strangers = { count: 0, hosts: new Set<string>() };
   private readonly courier: Courier;
   private closing = false;
   private allClosed?: () => void;
@@ -355,7 +357,7 @@ export class StoreServer {
       } catch (err) {
         // Anything before authentication gets the same answer, so a stranger learns nothing.
         const detail = err instanceof Error ? err.message : String(err);
-        if (!conn.authenticated) this.refused(`rendezvous: refused a connection from ${conn.peer}: ${detail}`);
+        if (!conn.authenticated) this.refuse(conn, detail);
         this.reject(
           conn,
           conn.authenticated
@@ -366,9 +368,23 @@ export class StoreServer {
     });
   }
 
+  /** Counts and logs a connection closed before it proved itself. */
+  private refuse(conn: Connection, why: string): void {
+    this.strangers.count++;
+    if (this.strangers.hosts.size < 3) this.strangers.hosts.add(conn.socket.remoteAddress ?? "?");
+    this.refused(`rendezvous: refused a connection from ${conn.peer}: ${why}`);
+  }
+
+  /** For a failed rendezvous's message: "; meanwhile rank 0's store closed N connections ...", or "". */
+  strangersNote(): string {
+    const { count, hosts } = this.strangers;
+    if (count === 0) return "";
+    return `; meanwhile rank 0's store closed ${count} connection${count === 1 ? "" : "s"} that never proved the job's secret, from ${[...hosts].join(", ")}`;
+  }
+
   /** Closes a connection that has not proved itself, without a word to it. */
   private drop(conn: Connection, why: string): void {
-    this.refused(`rendezvous: refused a connection from ${conn.peer}: ${why}`);
+    this.refuse(conn, why);
     this.forget(conn);
     conn.socket.destroy();
   }
