@@ -17,7 +17,7 @@ import { StoreClient } from "../dist/comm/store.js";
 import { fingerprint, jobSecret } from "../dist/run/identity.js";
 import { resolveRun } from "../dist/run/request.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
-import { freePort, REPO, RUNNER, rankEnv, runNode } from "./helpers/ranks.js";
+import { envForMpi, freePort, REPO, RUNNER, rankEnv, runNode } from "./helpers/ranks.js";
 import { requiredTest } from "./helpers/required.js";
 import { withTempDir } from "./helpers/tmp.js";
 
@@ -52,7 +52,7 @@ const AS_STRANGER = process.getuid?.() === 0 && !spawnSync("setpriv", ["--versio
 async function startStranger(file, world) {
   const { job, cfg } = resolveRun({ job: file, backend: "tcp" });
   const key = keyFor(jobSecret(job, world, {}), "tcp transport", fingerprintDigest(fingerprint(job, cfg))).toString("hex");
-  const [program, ...args] = [...AS_STRANGER, process.execPath, path.join(REPO, "test/helpers/stranger.mjs"), key, String(world)];
+  const [program, ...args] = [...AS_STRANGER, process.execPath, path.join(REPO, "test/helpers/stranger.mjs"), "forge", key, String(world)];
   const child = spawn(program, args, { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
@@ -188,10 +188,13 @@ function rootMissing() {
 }
 const rootTest = requiredTest("security.test.js", rootMissing());
 
-/** Runs `script` under sh in a mount namespace of its own (where it mounts a /dev/shm of its own), with $0 this Node. */
-function inPrivateShm(script) {
+/**
+ * Runs `script` under sh in a namespace of its own, with $0 this Node: `-m` mounts (a /dev/shm of its own), `-n`
+ * a network (only loopback: the stranger there sees no listener but the job's, and no other job sees it).
+ */
+function unshared(kind, script, env = process.env) {
   return new Promise((resolve) => {
-    const child = spawn("unshare", ["-m", "sh", "-c", script, process.execPath], { cwd: REPO });
+    const child = spawn("unshare", [kind, "sh", "-c", script, process.execPath], { cwd: REPO, env });
     let stdout = "", stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
@@ -199,11 +202,45 @@ function inPrivateShm(script) {
   });
 }
 
+// Issue 63: a stranger holding 100 connections on every listener the job opens (helpers/stranger.mjs crowd),
+// half idle and half with half a Hello sent, once locked the ranks out of each other: 64 unproven connections
+// filled a rank's listener, which then closed every newcomer, the ranks' own dials included (rc 1 after the
+// deadline, every rank "another job's key or runner version?"). Now the oldest unproven connection makes room
+// and each has 3 s: under a 5 s deadline for every op and start-up step, the job passes with 0 wrong.
+async function crowdedRun(dir, label, launch, env) {
+  chmodSync(dir, 0o755);
+  const job = writeJob(dir);
+  const out = path.join(dir, "out"), crowd = path.join(dir, "crowd.out");
+  const script = [
+    "ip link set lo up",
+    `(${AS_STRANGER.join(" ")} "$0" test/helpers/stranger.mjs crowd 100 > ${crowd} &)`,
+    `until grep -q ready ${crowd}; do sleep 0.05; done`,
+    `start=$(date +%s%N); ${launch} ${job} --backend tcp --timeout 5 --out ${out}; echo "rc=$?"; echo "ms=$((($(date +%s%N) - start) / 1000000))"`,
+    `pkill -u nobody -f "stranger.mjs crowd"`,
+  ].join(" && ");
+  const run = await unshared("-n", script, env);
+  const crowded = readFileSync(crowd, "utf8").split("\n").slice(1).filter(Boolean).map((l) => JSON.parse(l));
+  assert.match(run.stdout, /^rc=0$/m, run.stderr);
+  const doc = results(out);
+  assert.ok(doc.results.every((row) => (row.wrong ?? 0) === 0), JSON.stringify(doc.results.map((row) => row.wrong)));
+  assert.ok(crowded.some((l) => l.kind === "tcp"), `the stranger crowded no rank's endpoint: ${JSON.stringify(crowded)}`);
+  console.log(`# ${label}: ${/^ms=(\d+)/m.exec(run.stdout)[1]} ms with these listeners crowded: ${crowded.map((l) => l.kind).join(" ")}`);
+}
+
+rootTest("runner launch -n 4 on tcp with 100 idle and half-sent connections on every listener: rc 0, 0 wrong, no op waits 5 s", T, () =>
+  withTempDir("spmd-sec-", (dir) => crowdedRun(dir, "runner launch", `"$0" ${RUNNER} launch -n 4`, process.env)));
+
+mpiTest("under mpirun -np 4 on tcp with 100 idle and half-sent connections on every rank's listener: rc 0, 0 wrong, no op waits 5 s", () =>
+  withTempDir("spmd-sec-", async (dir) => {
+    if (rootMissing()) assert.fail(`needs root for the network namespace and user nobody: ${rootMissing()}`);
+    await crowdedRun(dir, "mpirun", `mpirun --allow-run-as-root --oversubscribe -np 4 "$0" ${RUNNER}`, envForMpi());
+  }), T);
+
 rootTest("/dev/shm with 2 MB free: exit 1, one line naming /dev/shm with the bytes asked and free, no SIGBUS, nothing left there", T, () =>
   withTempDir("spmd-sec-", async (dir) => {
     const job = writeJob(dir);
     const script = `mount -t tmpfs -o size=2m tmpfs /dev/shm && "$0" ${RUNNER} launch -n 4 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm)]"`;
-    const run = await inPrivateShm(script);
+    const run = await unshared("-m", script);
     assert.match(run.stdout, /^rc=1$/m, run.stderr);
     assert.match(run.stdout, /^left=\[\]$/m);
     assert.doesNotMatch(run.stderr, /SIGBUS/);
@@ -230,7 +267,7 @@ rootTest("stale segments: a launch removes those whose creator is gone and that 
       `ln -s /dev/shm/${names.alive} /dev/shm/${odd.link}`, old(odd.link), `mkfifo -m 600 /dev/shm/${odd.fifo}`, old(odd.fifo), `mkdir /dev/shm/${odd.dir}`, old(odd.dir),
       `"$0" ${RUNNER} launch -n 2 ${job} --out ${dir}/out; echo "rc=$?"; echo "left=[$(ls -A /dev/shm | tr '\\n' ' ')]"`,
     ].join(" && ");
-    const run = await inPrivateShm(script);
+    const run = await unshared("-m", script);
     assert.match(run.stdout, /^rc=0$/m, run.stderr);
     const left = /^left=\[(.*)\]$/m.exec(run.stdout)?.[1].split(" ").filter(Boolean).sort();
     assert.deepEqual(left, [names.alive, names.fresh, names.other, ...Object.values(odd)].sort(), run.stdout);

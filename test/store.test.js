@@ -482,6 +482,22 @@ describe("rendezvous", () => {
     }
   });
 
+  test("rank 0 that meets only strangers says so: the connections that never proved the job's secret, and from where (#63)", T, async () => {
+    const port = await unusedPort();
+    const r0 = rendezvous({ rank: 0, size: 2, addr: "127.0.0.1", port, token: TOKEN, timeoutMs: 1000 });
+    // Two strangers in place of rank 1: a frame too long for a HELLO, and a HELLO under another token.
+    const knock = (bytes) =>
+      new Promise((resolve) => {
+        const s = net.createConnection({ host: "127.0.0.1", port }, () => s.write(bytes)).on("error", () => setTimeout(() => resolve(knock(bytes)), 20));
+        s.on("close", resolve).resume();
+      });
+    await Promise.all([knock(Buffer.from([0, 0, 4, 0, 1])), knock(Buffer.alloc(90, 1))]);
+    await assert.rejects(r0, (err) => {
+      assert.match(err.message, /not arrived: rank 1; meanwhile rank 0's store closed 2 connections that never proved the job's secret, from 127\.0\.0\.1$/);
+      return true;
+    });
+  });
+
   test("a busy port is reported clearly", T, async () => {
     const blocker = await StoreServer.listen({ host: "127.0.0.1", port: 0, token: "other" });
     try {

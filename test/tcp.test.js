@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
 import { test } from "node:test";
-import { listenPlan, peerAddress } from "../dist/comm/tcp-address.js";
+import { bindAddress, listenPlan, peerAddress } from "../dist/comm/tcp-address.js";
 import { linkCounts, topologyOf } from "../dist/comm/topology.js";
 import { bigJob, prepareJob, slicedRingJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { runRanks } from "./helpers/ranks.js";
@@ -69,6 +69,16 @@ test("tcp addresses: --iface by prefix, =exact, ^excluded or address; dialled in
   assert.equal(peerAddress(peer(["192.0.2.9/24"]), 1, true, mine), "127.0.0.1", "the same host: loopback");
   assert.equal(peerAddress(peer([], "10.1.0.7"), 1, false, mine), "10.1.0.7", "bound to one address: that one");
   assert.throws(() => peerAddress(peer([]), 3, false, mine), { message: /rank 3 runs on another host that has no address but loopback/ });
+});
+
+test("tcp listeners bind where the job's ranks dial them: loopback on one host, the address the other hosts share a subnet with, --iface's", () => {
+  const plan = { bind: "::", addresses: [{ address: "192.0.2.2", prefix: 24 }, { address: "10.1.0.5", prefix: 16 }, { address: "fd00::2", prefix: 64 }] };
+  const host = (...addresses) => addresses.map((a) => ({ address: a.split("/")[0], prefix: Number(a.split("/")[1]) }));
+  assert.equal(bindAddress(plan, []), "127.0.0.1", "every rank on this host");
+  assert.equal(bindAddress(plan, [host("10.1.7.7/16"), host("10.1.8.8/16", "203.0.113.1/24")]), "10.1.0.5", "every other host dials it in 10.1/16");
+  assert.equal(bindAddress(plan, [host("198.51.100.7/24")]), "192.0.2.2", "no shared subnet: the first, as peerAddress dials");
+  assert.equal(bindAddress(plan, [host("10.1.7.7/16"), host("fd00::9/64")]), "::", "hosts that dial different addresses: every interface");
+  assert.equal(bindAddress({ ...plan, bind: "10.1.0.5" }, [host("fd00::9/64")]), "10.1.0.5", "--iface wins");
 });
 
 test("tcp addresses: an IPv4-mapped IPv6 address (::ffff:a.b.c.d) is its IPv4 address", () => {

@@ -57,6 +57,8 @@ export async function rendezvous(opts: RendezvousOptions): Promise<Rendezvous> {
     await store.barrier(JOINED, opts.size, opts.timeoutMs);
   } catch (err) {
     store?.close();
+    // Rank 0 says what came instead of the ranks it waited for.
+    if (server && err instanceof Error) err.message += server.strangersNote();
     if (server) await grace();
     await server?.close();
     throw err;

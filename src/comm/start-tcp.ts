@@ -7,7 +7,7 @@ import { native, type NativeCommunicator, type NativeTcpEndpoint } from "./nativ
 import { segmentTag, type JobSecret } from "./secret.js";
 import { segmentName } from "./shm-names.js";
 import { allOrNone } from "./startup.js";
-import { listenPlan, peerAddress, type ListenPlan, type Published } from "./tcp-address.js";
+import { bindAddress, listenPlan, peerAddress, type Candidate, type ListenPlan, type Published } from "./tcp-address.js";
 import type { Topology } from "./topology.js";
 
 export interface TcpStartOptions {
@@ -23,21 +23,32 @@ export interface TcpStartOptions {
   sharesCores: boolean;
 }
 
-function openEndpoint(plan: ListenPlan, peers: number): NativeTcpEndpoint {
+function openEndpoint(bind: string, peers: number): NativeTcpEndpoint {
   const { TcpEndpoint } = native();
   try {
-    return new TcpEndpoint({ address: plan.bind, peers });
+    return new TcpEndpoint({ address: bind, peers });
   } catch (err) {
     // A host without IPv6 cannot bind "::"; IPv4's wildcard then serves the same purpose.
-    if (plan.bind !== "::") throw err;
+    if (bind !== "::") throw err;
     return new TcpEndpoint({ address: "0.0.0.0", peers });
   }
+}
+
+/**
+ * Where this rank listens (bindAddress). Across hosts the ranks first exchange their hosts' addresses; within
+ * one there is nothing to exchange: loopback.
+ */
+async function chooseBind(boot: Bootstrap, rank: number, topo: Topology, plan: ListenPlan): Promise<string> {
+  if (topo.hosts.length === 1) return bindAddress(plan, []);
+  const all = (await allOrNone(boot, "tcp/addresses", () => JSON.stringify(plan.addresses))).map((s) => JSON.parse(s) as Candidate[]);
+  const others = topo.hosts.filter((_, h) => h !== topo.hostOf[rank]).map((h) => all[h.ranks[0]!]!);
+  return bindAddress(plan, others);
 }
 
 export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o: TcpStartOptions): Promise<NativeCommunicator> {
   const { rank, size } = place;
   const plan = listenPlan(o.iface);
-  const endpoint = openEndpoint(plan, 2 * size);
+  const endpoint = openEndpoint(await chooseBind(boot, rank, topo, plan), 2 * size);
   const here = topo.hosts[topo.hostOf[rank]!]!.ranks;
   const local = o.shmWithinHosts && here.length > 1 ? here : undefined;
   const { Communicator } = native();

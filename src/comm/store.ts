@@ -51,8 +51,47 @@ const AUTH_DEADLINE_MS = 3000;
 /**
  * Connections still proving themselves, at most: a new one past this closes the oldest, so that a flood of
  * idle connections cannot exhaust rank 0's descriptors, and a rank's handshake (a round trip) gets through.
+ * The tcp backend's listeners hold the same (backends/tcp/connector.cc).
  */
 const MAX_UNAUTHENTICATED = 256;
+
+/**
+ * Connections still proving they hold the token, oldest first: each has AUTH_DEADLINE_MS, and one past
+ * MAX_UNAUTHENTICATED closes the oldest, never the newcomer. `drop(item, why)` closes one; it is no longer
+ * counted by then.
+ */
+class Unproven<T> {
+  private readonly deadlines = new Map<T, NodeJS.Timeout>();
+
+  constructor(private readonly drop: (item: T, why: string) => void) {}
+
+  get size(): number {
+    return this.deadlines.size;
+  }
+
+  add(item: T): void {
+    if (this.deadlines.size >= MAX_UNAUTHENTICATED) {
+      this.close(this.deadlines.keys().next().value!, `crowded out by ${MAX_UNAUTHENTICATED} newer connections that had not proved themselves`);
+    }
+    this.deadlines.set(item, setTimeout(() => this.close(item, `no handshake within ${AUTH_DEADLINE_MS / 1000} s`), AUTH_DEADLINE_MS).unref());
+  }
+
+  /** Proved, or gone: no longer counted. */
+  delete(item: T): void {
+    clearTimeout(this.deadlines.get(item));
+    this.deadlines.delete(item);
+  }
+
+  /** Closes every one: nothing is owed to them (the process leaves, and they must not keep it). */
+  closeAll(why: string): void {
+    for (const item of [...this.deadlines.keys()]) this.close(item, why);
+  }
+
+  private close(item: T, why: string): void {
+    this.delete(item);
+    this.drop(item, why);
+  }
+}
 
 interface Connection {
   readonly socket: net.Socket;
@@ -60,8 +99,6 @@ interface Connection {
   authenticated: boolean;
   /** What this connection's HELLO must cover. */
   readonly nonce: Buffer;
-  /** Closes it if it has not proved itself by then. */
-  deadline?: NodeJS.Timeout;
   rank: number;
   /** Where parked answers go: the client's address and the port its HELLO named (none: port 0). */
   replyTo?: ReplyTarget;
@@ -225,8 +262,9 @@ export class StoreServer {
   private readonly values = new Map<string, Buffer>();
   private readonly waitersByKey = new Map<string, Set<Waiter>>();
   private readonly connections = new Set<Connection>();
-  /** Connections still proving themselves, oldest first. */
-  private readonly unauthenticated = new Set<Connection>();
+  private readonly unauthenticated = new Unproven<Connection>((conn, why) => this.drop(conn, why));
+  /** Connections closed before they proved the token: how many, and the first few hosts they came from. */
+  private readonly strangers = { count: 0, hosts: new Set<string>() };
   private readonly courier: Courier;
   private closing = false;
   private allClosed?: () => void;
@@ -272,10 +310,7 @@ export class StoreServer {
   async close(): Promise<void> {
     this.closing = true;
     // Connections that never proved themselves are no rank's: nothing is owed to them.
-    for (const conn of [...this.unauthenticated]) {
-      this.forget(conn);
-      conn.socket.destroy();
-    }
+    this.unauthenticated.closeAll("the store closed");
     for (const waiters of this.waitersByKey.values()) for (const w of waiters) clearTimeout(w.timer);
     this.waitersByKey.clear();
     // Still listening meanwhile, so that a waiting rank's check does not take rank 0 for gone before its
@@ -303,7 +338,8 @@ export class StoreServer {
       replies: [],
     };
     this.connections.add(conn);
-    this.awaitProof(conn);
+    // Until it proves itself the connection does not count toward MAX_CONNECTIONS.
+    this.unauthenticated.add(conn);
     const reader = new FrameReader(Math.min(MAX_HELLO_FRAME_BYTES, this.maxFrameBytes));
     socket.setNoDelay(true);
     socket.write(encodeMessage({ type: "challenge", nonce: conn.nonce }));
@@ -321,7 +357,7 @@ export class StoreServer {
       } catch (err) {
         // Anything before authentication gets the same answer, so a stranger learns nothing.
         const detail = err instanceof Error ? err.message : String(err);
-        if (!conn.authenticated) this.refused(`rendezvous: refused a connection from ${conn.peer}: ${detail}`);
+        if (!conn.authenticated) this.refuse(conn, detail);
         this.reject(
           conn,
           conn.authenticated
@@ -332,19 +368,23 @@ export class StoreServer {
     });
   }
 
-  /** Until it proves itself the connection does not count toward MAX_CONNECTIONS, and has AUTH_DEADLINE_MS. */
-  private awaitProof(conn: Connection): void {
-    if (this.unauthenticated.size >= MAX_UNAUTHENTICATED) {
-      const oldest: Connection = this.unauthenticated.values().next().value!;
-      this.drop(oldest, `crowded out by ${MAX_UNAUTHENTICATED} newer connections that had not proved themselves`);
-    }
-    this.unauthenticated.add(conn);
-    conn.deadline = setTimeout(() => this.drop(conn, `no handshake within ${AUTH_DEADLINE_MS / 1000} s`), AUTH_DEADLINE_MS).unref();
+  /** Counts and logs a connection closed before it proved itself. */
+  private refuse(conn: Connection, why: string): void {
+    this.strangers.count++;
+    if (this.strangers.hosts.size < 3) this.strangers.hosts.add(conn.socket.remoteAddress ?? "?");
+    this.refused(`rendezvous: refused a connection from ${conn.peer}: ${why}`);
+  }
+
+  /** For a failed rendezvous's message: "; meanwhile rank 0's store closed N connections ...", or "". */
+  strangersNote(): string {
+    const { count, hosts } = this.strangers;
+    if (count === 0) return "";
+    return `; meanwhile rank 0's store closed ${count} connection${count === 1 ? "" : "s"} that never proved the job's secret, from ${[...hosts].join(", ")}`;
   }
 
   /** Closes a connection that has not proved itself, without a word to it. */
   private drop(conn: Connection, why: string): void {
-    this.refused(`rendezvous: refused a connection from ${conn.peer}: ${why}`);
+    this.refuse(conn, why);
     this.forget(conn);
     conn.socket.destroy();
   }
@@ -381,7 +421,6 @@ export class StoreServer {
       throw new ProtocolError(WRONG_TOKEN);
     }
     this.unauthenticated.delete(conn);
-    clearTimeout(conn.deadline);
     // Shedding load: the rank dials again (its handshake takes a close without an answer for that).
     if (this.connections.size - this.unauthenticated.size > MAX_CONNECTIONS) {
       this.forget(conn);
@@ -480,7 +519,6 @@ export class StoreServer {
 
   private forget(conn: Connection): void {
     conn.done = true;
-    clearTimeout(conn.deadline);
     this.unauthenticated.delete(conn);
     this.connections.delete(conn);
     if (this.connections.size === 0) this.allClosed?.();
@@ -596,12 +634,17 @@ async function dial(opts: DialOptions, address: string, deadline: number, gone: 
   }
 }
 
-/** Where parked answers arrive: a listener on every interface, on a port the kernel picks. */
-function openInbox(): Promise<net.Server> {
+/**
+ * Where parked answers arrive, on a port the kernel picks: on loopback where the store is on loopback (it
+ * dials back the address this rank's connection came from, which is then 127.0.0.1 or ::1), so no stranger
+ * elsewhere can reach it; else on every interface, as which address the store sees is known only later.
+ */
+function openInbox(storeHost: string): Promise<net.Server> {
   const inbox = net.createServer();
+  const host = net.isIPv4(storeHost) && storeHost.startsWith("127.") ? "127.0.0.1" : storeHost === "::1" ? "::1" : undefined;
   return new Promise((resolve, reject) => {
     inbox.once("error", (err) => reject(new Error(`rendezvous: cannot listen for the store's answers: ${err.message}`)));
-    inbox.listen(0, () => {
+    inbox.listen({ port: 0, host }, () => {
       inbox.removeAllListeners("error");
       inbox.on("error", () => {});
       resolve(inbox.unref());
@@ -634,6 +677,8 @@ export class StoreClient {
   private nextId = 1;
   private probe?: NodeJS.Timeout;
   private failure?: Error;
+  /** Connections to the inbox that have not proved they are the store's (as the store's own, Unproven). */
+  private readonly unproven = new Unproven<net.Socket>((socket) => socket.destroy());
 
   private constructor(
     private readonly inbox: net.Server,
@@ -645,7 +690,7 @@ export class StoreClient {
   }
 
   static async connect(opts: { host: string; port: number; token: string; rank: number; timeoutMs: number }): Promise<StoreClient> {
-    const inbox = await openInbox();
+    const inbox = await openInbox(opts.host);
     const client = new StoreClient(inbox, { ...opts, replyPort: (inbox.address() as net.AddressInfo).port }, formatAddress(opts.host, opts.port), opts.timeoutMs);
     try {
       // The first handshake tells at once whether rank 0 is there and takes this job's token.
@@ -825,9 +870,9 @@ export class StoreClient {
     const reader = new FrameReader(MAX_HELLO_FRAME_BYTES);
     const nonce = randomBytes(NONCE_BYTES);
     let trusted = false;
-    const deadline = setTimeout(() => socket.destroy(), AUTH_DEADLINE_MS).unref();
+    this.unproven.add(socket);
     socket.on("error", () => {});
-    socket.on("close", () => clearTimeout(deadline));
+    socket.on("close", () => this.unproven.delete(socket));
     socket.write(encodeMessage({ type: "challenge", nonce }));
     socket.on("data", (chunk: Buffer) => {
       reader.push(chunk);
@@ -837,7 +882,7 @@ export class StoreClient {
           if (!trusted) {
             trusted = msg.type === "hello" && macMatches(msg.mac, handshakeMac(this.opts.token, "hello", nonce, 0, 0));
             if (!trusted) return void socket.destroy();
-            clearTimeout(deadline);
+            this.unproven.delete(socket);
             reader.maxFrameBytes = U32_MAX;
           } else if (msg.type === "answer") {
             const pending = this.waiting.get(msg.id);
@@ -890,6 +935,7 @@ export class StoreClient {
     clearInterval(this.probe);
     void this.link?.then((socket) => socket.destroy(), () => {});
     this.inbox.close();
+    this.unproven.closeAll("the rank left the store");
     for (const pending of [...this.queue.splice(0), ...this.waiting.values()]) this.settle(pending, err);
   }
 }

@@ -1,8 +1,10 @@
 // Which address the tcp backend listens on, what it tells the other ranks, and which of a peer's addresses
 // this rank dials. `tcp.iface` / --iface picks the interface like NCCL_SOCKET_IFNAME: a comma-separated
 // list of interface-name prefixes ("eth,ib"), "=eth0" for an exact name, "^docker" to exclude; or an IP
-// address. Without it the endpoint listens on every interface and publishes all of them, and a peer on
-// another host is dialled at the address that shares a subnet with one of this host's interfaces.
+// address. Without it the endpoint listens where the job's ranks will dial it (bindAddress): loopback when
+// they all share this host, else the one address of this host that the other hosts share a subnet with,
+// so that no stranger elsewhere on the network can reach it; on every interface (publishing all of them)
+// only where different hosts would dial different addresses.
 import net from "node:net";
 import os from "node:os";
 import { BackendError } from "./errors.js";
@@ -14,7 +16,7 @@ export interface Candidate {
 }
 
 export interface ListenPlan {
-  /** What the endpoint binds: one address, or the wildcard "::" (every interface, IPv4 included). */
+  /** What the endpoint binds: one address, or the wildcard "::" (every interface, IPv4 included; see bindAddress). */
   bind: string;
   /** What the other ranks may dial, best first (loopback and link-local addresses never). */
   addresses: Candidate[];
@@ -100,6 +102,24 @@ function bytesOf(address: string): number[] {
   return mapped ? bytes.slice(12) : bytes;
 }
 
+/** The first of `addresses` inside a subnet of `mine`, else the first: what a host with addresses `mine` dials. */
+function reachable(addresses: readonly Candidate[], mine: readonly Candidate[]): Candidate | undefined {
+  return addresses.find((p) => mine.some((m) => sameSubnet(p.address, m))) ?? addresses[0];
+}
+
+/**
+ * What the endpoint binds: the address `plan` names, if one; loopback where there is no other host; else the
+ * address every other host (`others`, each one's addresses) would dial (peerAddress), or the wildcard where
+ * they would dial different ones.
+ */
+export function bindAddress(plan: ListenPlan, others: readonly (readonly Candidate[])[]): string {
+  if (!WILDCARDS.has(plan.bind)) return plan.bind;
+  if (others.length === 0) return "127.0.0.1";
+  const dialled = new Set(others.map((theirs) => reachable(plan.addresses, theirs)?.address));
+  const [only] = dialled;
+  return dialled.size === 1 && only !== undefined ? only : plan.bind;
+}
+
 function sameSubnet(a: string, b: Candidate): boolean {
   const x = bytesOf(a), y = bytesOf(b.address);
   if (x.length !== y.length) return false;
@@ -119,7 +139,7 @@ function sameSubnet(a: string, b: Candidate): boolean {
 export function peerAddress(peer: Published, rank: number, sameHost: boolean, mine: readonly Candidate[]): string {
   if (!WILDCARDS.has(peer.bound)) return peer.bound;
   if (sameHost) return "127.0.0.1";
-  const chosen = peer.addresses.find((p) => mine.some((m) => sameSubnet(p.address, m))) ?? peer.addresses[0];
+  const chosen = reachable(peer.addresses, mine);
   if (!chosen) {
     throw new BackendError(`tcp: rank ${rank} runs on another host that has no address but loopback; set tcp.iface (--iface) there`);
   }

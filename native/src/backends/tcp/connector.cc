@@ -22,9 +22,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kFirstRetry = std::chrono::milliseconds(50);
 constexpr auto kMaxRetry = std::chrono::seconds(1);
-// Connections that have not shown a Hello yet: strangers beyond this many are closed at once, so a flood
-// cannot exhaust descriptors while real peers still have to get in. Each is sent a challenge first.
-constexpr size_t kMaxUnintroduced = 64;
+// Connections that have not proved the job's key yet (no good Hello): at most this many are held, and one
+// more closes the oldest, never the newcomer, so that strangers who hold connections open cannot keep a
+// rank's dial out (it is the newest when it arrives, and proves itself in a round trip). Each has
+// kProofDeadline to prove itself and makes this rank read no more than a Hello (kHelloBytes). The store's
+// numbers (comm/store.ts MAX_UNAUTHENTICATED, AUTH_DEADLINE_MS).
+constexpr size_t kMaxUnproven = 256;
+constexpr auto kProofDeadline = std::chrono::seconds(3);
+// How long the listener rests when this process is out of descriptors and no unproven connection can make
+// room: the pending connection stays queued, and waiting in epoll meanwhile would only spin.
+constexpr auto kListenerRest = std::chrono::milliseconds(100);
 
 // How often a connection awaited from a lower rank checks that the rank's listener is still there.
 constexpr auto kProbeEvery = std::chrono::seconds(1);
@@ -37,6 +44,14 @@ struct Watch {
   size_t got = 0;
   Nonce nonce{};  // ours, which the other side's Hello must cover
   explicit Watch(Kind k) : kind(k) {}
+};
+
+// An accepted connection, challenged, until its Hello proves the key or it is closed (settled).
+struct Unproven : Watch {
+  Unproven() : Watch(Watch::kInbound) {}
+  Clock::time_point deadline = Clock::now() + kProofDeadline;
+  std::string from;  // the dialler's address, for messages
+  bool settled = false;
 };
 
 // A connection a lane asked for: to `peer` on `lane`.
@@ -80,7 +95,11 @@ struct Connector::Loop {
   Watch control{Watch::kControl}, listener{Watch::kListener};
   std::list<Dial> dials;           // stable addresses: epoll events point at them
   std::list<Await> awaits;
-  std::list<Watch> unintroduced;   // accepted, Hello not read yet
+  // Accepted, oldest first; settled ones are removed before the next wait, as an event of this round may
+  // still point at them.
+  std::list<Unproven> unproven;
+  size_t held = 0;  // unproven connections not settled
+  Clock::time_point listenerRests{};  // until then the listener is not watched (out of descriptors)
 
   Loop(Connector& connector, Fd listen, int controlFd) : c(connector), o(connector.o_) {
     epoll = Fd(epoll_create1(EPOLL_CLOEXEC));
@@ -105,7 +124,8 @@ struct Connector::Loop {
       if (!startAsked()) return;
       dials.remove_if([](const Dial& d) { return d.over; });
       awaits.remove_if([&](const Await& a) { return a.over || !c.fresh(a.lane, a.peer); });
-      Clock::time_point wake = Clock::time_point::max();
+      unproven.remove_if([](const Unproven& u) { return u.settled; });
+      Clock::time_point wake = expireUnproven();
       for (Dial& d : dials) {
         if (d.fd || d.over) continue;
         if (d.retryAt <= Clock::now()) dial(d);
@@ -137,6 +157,28 @@ struct Connector::Loop {
     return true;
   }
 
+  // Closes the unproven connections whose time is up, wakes the listener after a rest; when next to.
+  Clock::time_point expireUnproven() {
+    const Clock::time_point now = Clock::now();
+    if (listenerRests != Clock::time_point{} && listenerRests <= now) {
+      listenerRests = {};
+      rewatch(listener, EPOLLIN);
+    }
+    Clock::time_point next = listenerRests == Clock::time_point{} ? Clock::time_point::max() : listenerRests;
+    for (Unproven& u : unproven) {
+      if (!u.settled && u.deadline <= now) settle(u, true);
+      if (!u.settled) next = std::min(next, u.deadline);
+    }
+    return next;
+  }
+
+  void rewatch(Watch& w, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = &w;
+    if (epoll_ctl(epoll.get(), EPOLL_CTL_MOD, w.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
+  }
+
   void handle(Watch& w, uint32_t events) {
     switch (w.kind) {
       case Watch::kControl: {
@@ -146,7 +188,7 @@ struct Connector::Loop {
       }
       case Watch::kListener: return acceptAll();
       case Watch::kDial: return progressDial(static_cast<Dial&>(w), events);
-      case Watch::kInbound: return progressInbound(w);
+      case Watch::kInbound: return progressInbound(static_cast<Unproven&>(w));
       case Watch::kProbe: return probed(static_cast<Await&>(w));
     }
   }
@@ -218,16 +260,12 @@ struct Connector::Loop {
       if (getsockopt(d.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
       if (err) return retry(d, err);
       d.stage = Dial::kChallenge;
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.ptr = &d;
-      if (epoll_ctl(epoll.get(), EPOLL_CTL_MOD, d.fd.get(), &ev) != 0) throwSystemError("tcp: epoll_ctl");
-      return;
+      return rewatch(d, EPOLLIN);
     }
     const size_t want = d.stage == Dial::kChallenge ? kChallengeBytes : kHelloBytes;
     ssize_t n = recv(d.fd.get(), d.buf + d.got, want - d.got, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n <= 0) return retry(d, n == 0 ? 0 : errno, n == 0 ? "it closed the connection during the handshake (another job's key or runner version?)" : "");
+    if (n <= 0) return retry(d, n == 0 ? 0 : errno, n == 0 ? "it closed the connection before answering this rank's Hello" : "");
     d.got += size_t(n);
     if (d.got < want) return;
     d.got = 0;
@@ -256,35 +294,61 @@ struct Connector::Loop {
       Fd fd(accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or a transient failure (EMFILE): the peer's dial is retried
+        if (errno != EMFILE && errno != ENFILE) return;  // EAGAIN, or a transient failure: the peer's dial is retried
+        if (closeOldest()) continue;
+        listenerRests = Clock::now() + kListenerRest;
+        return rewatch(listener, 0);
       }
-      if (unintroduced.size() >= kMaxUnintroduced) continue;  // closed by Fd
+      if (held >= kMaxUnproven) closeOldest();
       uint8_t challenge[kChallengeBytes];
       Nonce nonce = freshNonce();
       encodeChallenge(nonce, challenge);
       // A fresh connection's send buffer is empty: the challenge goes at once, or the dialler is gone.
       if (send(fd.get(), challenge, kChallengeBytes, MSG_NOSIGNAL) != ssize_t(kChallengeBytes)) continue;
-      Watch& w = unintroduced.emplace_back(Watch::kInbound);
-      w.fd = std::move(fd);
-      w.nonce = nonce;
-      watch(w, EPOLLIN);
+      Unproven& u = unproven.emplace_back();
+      u.fd = std::move(fd);
+      u.nonce = nonce;
+      u.from = SocketAddress::peer(u.fd.get()).host();
+      watch(u, EPOLLIN);
+      ++held;
     }
+  }
+
+  // The oldest unproven connection goes, once what it sent is read: a rank's Hello already there is judged,
+  // not lost. False when there is none.
+  bool closeOldest() {
+    auto oldest = std::find_if(unproven.begin(), unproven.end(), [](const Unproven& u) { return !u.settled; });
+    if (oldest == unproven.end()) return false;
+    progressInbound(*oldest);
+    if (!oldest->settled) settle(*oldest, true);
+    return true;
+  }
+
+  // Closed (or handed on, its descriptor moved out); `stranger`: without having proved the key.
+  void settle(Unproven& u, bool stranger) {
+    if (stranger) c.stranger(u.from);
+    u.fd.reset();
+    u.settled = true;
+    --held;
   }
 
   // Reads the dialler's Hello; answers and keeps the connection only if it is a rank of this job that dials
   // this rank on that lane, for the first time. Anything else is closed without a reply.
-  void progressInbound(Watch& w) {
+  void progressInbound(Unproven& w) {
+    if (w.settled) return;  // closed earlier in this round
     ssize_t n = recv(w.fd.get(), w.buf + w.got, kHelloBytes - w.got, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n > 0) w.got += size_t(n);
     if (n > 0 && w.got < kHelloBytes) return;
+    // Closed without a byte: harmless, and what a lower rank's probe (Await) does; not counted as a stranger.
+    if (n == 0 && w.got == 0) return settle(w, false);
     std::optional<Hello> h;
     if (w.got == kHelloBytes) h = decodeHello(w.buf);
     // Nothing the Hello claims is believed before its MAC proves the key against our challenge.
-    if (!h || !proves(o.mac, o.key, w.nonce, *h, false)) return drop(w);
+    if (!h || !proves(o.mac, o.key, w.nonce, *h, false)) return settle(w, true);
     if (h->lane == kRollCallLane) {
       answerRollCall(w.fd.get(), *h);
-      return drop(w);
+      return settle(w, false);
     }
     bool ok = h->to == o.rank && h->worldSize == o.size && h->from >= 0 && h->from < o.rank &&
               o.peers[size_t(h->from)] && h->lane < o.lanes && c.fresh(h->lane, h->from);
@@ -297,11 +361,7 @@ struct Connector::Loop {
       epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w.fd.get(), nullptr);
       c.deliver(h->lane, h->from, std::move(w.fd));
     }
-    drop(w);
-  }
-
-  void drop(Watch& w) {
-    unintroduced.remove_if([&](const Watch& x) { return &x == &w; });
+    settle(w, false);
   }
 
   // Our Hello and this rank's positions, in one send on a fresh connection (it takes them at once), to a
@@ -367,7 +427,11 @@ Fd Connector::take(int lane, int peer, int wake) {
 
 std::string Connector::waitingFor(int lane, int peer) const {
   std::lock_guard lock(mu_);
-  return slot(lane, peer).status;
+  if (strangers_ == 0) return slot(lane, peer).status;
+  std::string from;
+  for (const std::string& a : strangerHosts_) from += (from.empty() ? "" : ", ") + a;
+  return slot(lane, peer).status + "; meanwhile this rank closed " + std::to_string(strangers_) + " connection" + (strangers_ == 1 ? "" : "s") +
+         " that never proved the job's secret, from " + from + (strangerHostsMore_ ? " and other hosts" : "");
 }
 
 bool Connector::fresh(int lane, int peer) {
@@ -396,6 +460,15 @@ void Connector::failAll(const std::string& why) {
   for (int lane = 0; lane < o_.lanes; ++lane) {
     for (int peer = 0; peer < o_.size; ++peer) fail(lane, peer, code::kSystem, "tcp: the connecting thread stopped: " + why);
   }
+}
+
+void Connector::stranger(const std::string& from) {
+  std::lock_guard lock(mu_);
+  ++strangers_;
+  bool known = std::find(strangerHosts_.begin(), strangerHosts_.end(), from) != strangerHosts_.end();
+  if (known) return;
+  if (strangerHosts_.size() < kStrangerHostsShown) strangerHosts_.push_back(from);
+  else strangerHostsMore_ = true;
 }
 
 void Connector::note(int lane, int peer, const std::string& status) {

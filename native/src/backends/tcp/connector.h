@@ -5,7 +5,8 @@
 // of a pair dials), accepts the ones lower ranks dial, each introduced by the Hello handshake of wire.h,
 // and hands each to its lane. Accepting on a thread of its own means a dial is answered whatever this
 // rank's lanes are doing, so connecting never waits on the order in which ranks reach their ops.
-// Strangers and ranks of other jobs are dropped without a byte in reply; lost dials are retried. The same
+// Strangers and ranks of other jobs are dropped without a byte in reply, and cannot crowd out a rank's dial
+// (the oldest unproven connection makes room for a new one); lost dials are retried. The same
 // thread answers roll calls (roll_call.h), so a rank answers whatever its lanes are doing.
 #pragma once
 #include <mutex>
@@ -59,7 +60,8 @@ class Connector {
   // CommError where it never will: the peer's listener is gone (kPeerGone) or another process answers
   // in its place (kInvalid).
   Fd take(int lane, int peer, int wake);
-  // What the connection still waits for, for a deadline's message ("dialling 10.0.0.2:4000: ...").
+  // What the connection still waits for, for a deadline's message ("dialling 10.0.0.2:4000: ..."), and the
+  // connections this rank closed because they never proved the job's secret, if any, and where from.
   std::string waitingFor(int lane, int peer) const;
 
  private:
@@ -81,6 +83,9 @@ class Connector {
   void fail(int lane, int peer, const char* code, const std::string& why);
   void failAll(const std::string& why);
   void note(int lane, int peer, const std::string& status);
+  // A connection from host `from` was closed before it proved the key.
+  void stranger(const std::string& from);
+  static constexpr size_t kStrangerHostsShown = 3;
 
   const ConnectorOptions o_;
   Fd control_;  // an eventfd that wakes the thread for new dials and for shutdown
@@ -88,6 +93,9 @@ class Connector {
   std::vector<Slot> slots_;                // [lane * size + peer]
   std::vector<std::pair<int, int>> asked_;  // (lane, peer) asked for and not yet handed to the thread
   bool stopping_ = false;
+  size_t strangers_ = 0;
+  std::vector<std::string> strangerHosts_;  // distinct, the first kStrangerHostsShown
+  bool strangerHostsMore_ = false;
   std::thread thread_;
 };
 

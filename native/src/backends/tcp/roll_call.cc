@@ -21,8 +21,8 @@ static_assert(kWireLanes >= size_t(kMaxLanes), "a roll call's answer carries eve
 constexpr auto kLimit = std::chrono::milliseconds(1000);
 // Questions in flight at once: each is a descriptor.
 constexpr size_t kAtOnce = 32;
-// After a connection closed unanswered (a peer's connector drops what it cannot take at once) or a dial
-// that failed in passing.
+// After a connection closed unanswered (a peer's connector crowded by strangers closes its oldest unproven
+// connection) or a dial that failed in passing.
 constexpr auto kRetry = std::chrono::milliseconds(50);
 constexpr size_t kAnswerBytes = kHelloBytes + kPositionsBytes;
 
@@ -104,7 +104,7 @@ class RollCall::Asking {
     const size_t want = q.stage == Question::kChallenge ? kChallengeBytes : kAnswerBytes;
     ssize_t n = recv(q.fd.get(), q.buf + q.got, want - q.got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n <= 0) return retry(q, "did not answer the roll call (" + q.where + " closed the connection unanswered: another job?)");
+    if (n <= 0) return retry(q, "did not answer the roll call (" + q.where + " closed the connection before answering)");
     q.got += size_t(n);
     if (q.got < want) return;
     q.got = 0;

@@ -60,6 +60,14 @@ SocketAddress SocketAddress::local(int fd) {
   return a;
 }
 
+SocketAddress SocketAddress::peer(int fd) {
+  SocketAddress a;
+  a.length_ = sizeof a.storage_;
+  // A peer already gone leaves the address empty: its messages say "?".
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a.storage_), &a.length_) != 0) a.length_ = 0;
+  return a;
+}
+
 uint16_t SocketAddress::port() const {
   if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
   return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);

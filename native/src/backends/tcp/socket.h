@@ -36,8 +36,9 @@ class SocketAddress {
   // A numeric IPv4 or IPv6 address ("10.0.0.1", "fd00::1", "fe80::1%eth0"): names are resolved in JS, where
   // the choice of address is made. Throws kInvalid.
   static SocketAddress parse(const std::string& host, uint16_t port);
-  // The address `fd` is bound to (getsockname).
+  // The address `fd` is bound to (getsockname), and the one its peer is (getpeername).
   static SocketAddress local(int fd);
+  static SocketAddress peer(int fd);
 
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage_); }
   socklen_t length() const { return length_; }
