@@ -193,7 +193,7 @@ test("control bytes and long names from the file never reach the terminal", with
   const file = path.join(dir, "rank0.json");
   writeFileSync(file, et([pgInit(2), rpc(10, { W: 2, attrs: { dtype: "\u001b[31mred\u0007".repeat(50) } })]));
   const p = await importUnderLimit([file]);
-  oneLine(p, file, /no collectives to replay \(left out: allreduce\)$/);
+  oneLine(p, file, /no collectives to replay: 1 × allreduce \(dtype .* has no job dtype\)$/);
   writeFileSync(file, `{"schema": "1.1.0", "nodes": [\u001b]}`);
   oneLine(await importUnderLimit([file]), file, /not JSON: .* \(at byte \d+\)$/);
   const chakra = path.join(dir, "rank0.json");

@@ -387,6 +387,8 @@ test("Kineto at world size 1: the record_param_comms CPU ops' arguments; replays
   assert.equal(job.worldSize, 1);
   assert.deepEqual(opsAndCounts(job).map((x) => x.slice(0, 3)), [["allreduce", "float32", 2048], ["all_gather", "bfloat16", 512], ["allreduce", "float32", 2048], ["all_gather", "bfloat16", 512]]);
   assert.equal(doc.results.length, 4);
+  // Its waits name no group ("Global rank start" -1, as PyTorch writes them): dropped, not checked (#64).
+  assert.deepEqual(job.source.dropped.map((d) => [d.what, d.count]), [["wait", 2]]);
 });
 
 test("Kineto with nothing usable: the message names the real cause", async () => {
@@ -395,7 +397,11 @@ test("Kineto with nothing usable: the message names the real cause", async () =>
   await refuses("rank0.json", JSON.stringify(world1), /its 6 kernels include no NCCL one, and it holds no record_param_comms CPU op nor nccl:<op> annotation: .* \(at world size 1 NCCL launches no kernels/);
   const pre = JSON.parse(etText("kineto-pre2.2-w8/worker3.pt.trace.json"));
   pre.traceEvents = pre.traceEvents.filter((e) => !e.name.startsWith("nccl:"));
-  await refuses("rank0.json", JSON.stringify(pre), /its 10 NCCL kernel events carry no collective arguments .* and it holds no record_param_comms CPU op with them \(10 without\) nor nccl:<op> annotation: record with/);
+  await refuses("rank0.json", JSON.stringify(pre), /its 10 NCCL kernel events carry no collective arguments .* and it holds no record_param_comms CPU op with them \(10 without\) nor nccl:<op> annotation: recorded without shapes: profile with record_shapes=True \(record with/);
+  // Annotations without sizes (HTA's df_index_resolver trace: profiled without record_shapes) say so (#64).
+  const shapeless = JSON.parse(etText("kineto-pre2.2-w8/worker3.pt.trace.json"));
+  for (const e of shapeless.traceEvents) if (e.name.startsWith("nccl:")) delete e.args["Input Dims"];
+  await refuses("rank0.json", JSON.stringify(shapeless), /no collectives to replay: 10 × nccl:all_reduce, .* \(recorded without shapes: profile with record_shapes=True\)$/);
   await refuses("rank0.json", JSON.stringify({ schemaVersion: 1, traceEvents: [{ ph: "X", cat: "cpu_op", name: "aten::mm", ts: 1, dur: 1 }] }), /no NCCL kernel, record_param_comms op or nccl:<op> annotation: this trace records no collectives/);
 });
 
