@@ -169,7 +169,15 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     notes: nodes.some((n) => n.type === NODE.COLL && ROOTED.has(COMM[Number(n.attrs.get("comm_type"))]!) && !n.attrs.has("root")) ? ["Chakra records no roots: rooted collectives replay from their group's first rank"] : [],
     groups: [...groups.values()], worldSize, rank, fileRank: hint.fileRank,
     ...(collectives.some((c) => c.group === world) && worldSize === undefined
-      ? { defaultWorld: { group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N" } }
+      ? {
+        defaultWorld: {
+          group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N",
+          // Outputs follow from the world (all-gather's is W inputs), known once every trace is read.
+          settled: () => {
+            for (const c of collectives) if (c.group === world) c.outCount = outElements(c.op, c.inCount, world.ranks.length);
+          },
+        },
+      }
       : {}),
     empty: nodes.length === 0 ? "it holds no COMM_COLL_NODE with comm_type and comm_size, nor COMM_SEND/RECV_NODE" : undefined,
   };
@@ -228,6 +236,17 @@ export async function chakraJsonToProtobuf(text: string, file: string): Promise<
 
 const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
 
+/**
+ * A rank's output for a comm_size as ASTRA-sim reads it (astra-sim/system/collective/Ring.cc, and the same in its
+ * other algorithms): all-reduce and all-to-all move each rank's whole buffer, all-gather's comm_size is each
+ * rank's input (its output W times that), reduce-scatter's each rank's whole input (its output a W-th).
+ */
+function outElements(op: TraceOp, elements: number, G: number): number {
+  if (op === "all_gather" || op === "gather") return elements * G;
+  if (op === "reduce_scatter" || op === "scatter") return Math.floor(elements / Math.max(G, 1));
+  return elements;
+}
+
 function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, groups: Map<string, TraceGroup>, world: TraceGroup, dropped: Dropped[]): TraceCollective | undefined {
   const a = n.attrs;
   const p2p = n.type === NODE.SEND ? "send" : n.type === NODE.RECV ? "recv" : undefined;
@@ -271,11 +290,9 @@ function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, 
   const rootAttr = a.get("root");
   const peerAttr = a.get(p2p === "send" ? "comm_dst" : "comm_src");
   if (p2p && peerAttr === undefined) throw new TraceError(file, `${n.where}: a ${p2p} node without ${p2p === "send" ? "comm_dst" : "comm_src"}`);
-  const G = group.ranks.length || 1;
-  const outCount = op === "all_gather" || op === "gather" ? elements * G : op === "reduce_scatter" || op === "scatter" ? Math.floor(elements / G) : elements;
   return {
     op: op === "all_to_all" && inSplits.length ? "all_to_allv" : op, name, dtype, traceDtype,
-    inCount: elements, outCount: count(outCount, file, n.where, "its out elements"),
+    inCount: elements, outCount: count(outElements(op, elements, group.ranks.length), file, n.where, "its out elements"),
     inSplits, outSplits, group,
     root: ROOTED.has(op) ? (rootAttr === undefined ? group.ranks[0] ?? 0 : rankOf(rootAttr, file, n.where, "root")) : undefined,
     peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,

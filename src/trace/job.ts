@@ -232,7 +232,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
   }
   const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
   const overlap = new Overlap(traces, b.notes);
-  const stages: Json[] = [], traceTimes: Record<string, number> = {};
+  const stages: Json[] = [], stageOps: string[] = [], traceTimes: Record<string, number> = {};
   let prev: MergedCollective | undefined;
   merged.forEach((m, k) => {
     const gap = options.computeGaps ? gapBefore(prev, m) : 0;
@@ -244,6 +244,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     b.at = { file: fileOf(traces, m), what: `${m.first.name} (${m.key})` };
     const index = ordered(m.first.group.ranks).index;
     const fields = opFields(m, b, G, (r) => (group ? index.get(r)! : r));
+    stageOps.push(String(fields.op));
     const id = `${String(fields.op).replace(/_/g, "")}-${k}`;
     const after = overlap.due(m);
     const stream = overlap.stream(id, m);
@@ -271,7 +272,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
     stages,
   };
-  const summary = summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));
+  const summary = summarize(job, merged, stageOps, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));
   summary.splice(traces.length + 1, 0, steps.line);
   return { job, traces, summary: summary.map((l) => printable(l, 4000)) };
 }
@@ -287,24 +288,34 @@ function countDropped(traces: RankTrace[]): { what: string; count: number; why: 
   return [...counts.values()];
 }
 
-function bytesOf(c: TraceCollective): number {
+/** A collective's input and output on one rank, in bytes, as the trace gives them. */
+function bytesOf(c: TraceCollective): { input: number; output: number } {
   const size = traceElementBytes(c.traceDtype) ?? ELEMENT_BYTES[c.dtype];
-  return Math.max(c.inCount, c.outCount) * size;
+  const p2p = c.op === "send" || c.op === "recv";
+  return { input: (p2p ? Math.max(c.inCount, c.outCount) : c.inCount) * size, output: (p2p ? Math.max(c.inCount, c.outCount) : c.outCount) * size };
 }
 
+/** Rows of the summary's table: stages alike (op and sizes) counted once, at most this many rows. */
+const MAX_ROWS = 40;
+
 function summarize(
-  job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
+  job: Json, merged: MergedCollective[], ops: string[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
   jobGroup: (g: TraceGroup) => string | undefined,
 ): string[] {
   const lines = traces.map((t) => `${t.file}: ${t.format === "kineto" ? "Kineto trace" : t.format === "chakra" ? "Chakra trace" : "PyTorch Execution Trace"}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
   lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
-  const byOp = new Map<string, { n: number; bytes: number }>();
-  for (const m of merged) {
-    const e = byOp.get(m.first.name) ?? { n: 0, bytes: 0 };
-    byOp.set(m.first.name, { n: e.n + 1, bytes: e.bytes + bytesOf(m.first) });
+  // The job's op names, the one spelling every summary uses; the sizes as the trace gives them.
+  const rows = new Map<string, { op: string; n: number; input: number; output: number }>();
+  merged.forEach((m, k) => {
+    const { input, output } = bytesOf(m.first);
+    const key = `${ops[k]}\n${input}\n${output}`;
+    rows.set(key, { op: ops[k]!, input, output, n: (rows.get(key)?.n ?? 0) + 1 });
+  });
+  lines.push(`collectives: ${merged.length} (each rank's input and output per stage; stages alike counted once)`);
+  for (const e of [...rows.values()].slice(0, MAX_ROWS)) {
+    lines.push(`  ${e.op.padEnd(16)} ${String(e.n).padStart(5)} ×  in ${formatSize(e.input).padStart(10)}  out ${formatSize(e.output).padStart(10)}`);
   }
-  lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
-  for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatSize(e.bytes).padStart(10)}`);
+  if (rows.size > MAX_ROWS) lines.push(`  ... and ${rows.size - MAX_ROWS} more`);
   const groups = new Map(merged.flatMap((m) => [...m.byRank.values()].map((c) => [c.group.name, c.group] as const)));
   const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
   const shown = (g: TraceGroup) => {

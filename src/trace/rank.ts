@@ -29,7 +29,7 @@ export interface ReadRank {
    * A trace without a process-group table (ET 1.0.1, Chakra): the group its collectives name as the world,
    * whose ranks are filled in once every trace is read; the lengths its split lists imply, to check against.
    */
-  defaultWorld?: { group: TraceGroup; splitLengths: Set<number>; needsWorld?: string };
+  defaultWorld?: { group: TraceGroup; splitLengths: Set<number>; needsWorld?: string; settled?: () => void };
   steps?: StepInfo;
   /** Why there is nothing to replay, where a reader knows better than "no collectives". */
   empty?: string;
@@ -60,6 +60,7 @@ export function finishRanks(read: ReadRank[], hint: WorldHint): RankTrace[] {
         }
       }
       d.group.ranks = Array.from({ length: world.size }, (_, i) => i);
+      d.settled?.();
       r.worldSize = world.size;
       r.notes.push(`the trace records no process-group table: its collectives run on the world of ${world.size} ranks (from ${world.from})`);
     }
