@@ -583,3 +583,51 @@ test("ASTRA-sim's reduce_scatter/8npus_1MB replays at W=8 with 0 wrong, 1 MiB in
   assert.deepEqual(opsAndCounts(job), [["reduce_scatter", "float16", MiB / 2, undefined]]);
   assert.equal(doc.results.length, 1);
 });
+
+test("ASTRA-sim's MSCCL ring allreduce (sends and receives with data dependencies) replays at W=4 and W=8 with 0 wrong: a send_recv round per step", async () => {
+  for (const W of [4, 8]) {
+    const { doc, job, imp } = await importAndReplay([ASTRA(`custom_ring_allreduce_${W}npus_1MB`), "--world", String(W)], W);
+    // 2(W-1) steps, each rank sending one chunk (1 MiB / W) to rank + 1 and receiving one from rank - 1.
+    assert.deepEqual(job.stages.map((s) => [s.op, s.shift, job.tensors[s.input].count]), Array.from({ length: 2 * (W - 1) }, () => ["send_recv", 1, MiB / W / 2]));
+    assert.match(imp.stdout, new RegExp(`^ {2}send_recv +${2 * (W - 1)} × +in +${1024 / W} KiB +out +${1024 / W} KiB$`, "m"));
+    assert.equal(doc.results.length, 2 * (W - 1));
+  }
+});
+
+/** The ring's .et files of every rank into `dir`, rank `rank`'s with `edit` applied to its decoded nodes. */
+async function editedRing(dir, W, rank, edit) {
+  const { chakraCodec } = await import("../dist/trace/chakra.js");
+  const { pb, GlobalMetadata, Node } = await chakraCodec();
+  const from = ASTRA(`custom_ring_allreduce_${W}npus_1MB`);
+  for (const f of readdirSync(from)) {
+    if (!f.endsWith(`.${rank}.et`)) {
+      writeFileSync(path.join(dir, f), readFileSync(path.join(from, f)));
+      continue;
+    }
+    const reader = pb.Reader.create(readFileSync(path.join(from, f)));
+    const meta = GlobalMetadata.decodeDelimited(reader), nodes = [];
+    while (reader.pos < reader.len) nodes.push(Node.toObject(Node.decodeDelimited(reader), { longs: Number }));
+    const writer = pb.Writer.create();
+    GlobalMetadata.encodeDelimited(meta, writer);
+    for (const n of edit(nodes)) Node.encodeDelimited(Node.fromObject(n), writer);
+    writeFileSync(path.join(dir, f), writer.finish());
+  }
+}
+
+test("a send without its receive is one line naming both ranks and the node, exit 2; so is a cycle of dependencies", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-ring-"));
+  try {
+    // Rank 2 loses its last receive (from rank 1): rank 1's last send has no match.
+    await editedRing(dir, 4, 2, (nodes) => nodes.filter((n) => n.name !== "COMM_RECV_NODE_tb1_step5"));
+    const p = await runNode([RUNNER, "trace", "import", dir, "--world", "4"]);
+    assert.equal(p.code, 2, p.stderr);
+    assert.match(p.stderr, /^runner: \S+allreduce_ring_4ranks\.1\.et: rank 1's send to rank 2 \(node 5 \(COMM_SEND_NODE_tb0_step5\), the 6th on that pair, tag 0\) has no matching receive in rank 2's trace \(\S+allreduce_ring_4ranks\.2\.et\)\n$/);
+    // Rank 3's first send waits for its last, which waits (through its thread block) for the first.
+    await editedRing(dir, 4, 3, (nodes) => nodes.map((n) => (n.name === "COMM_SEND_NODE_tb0_step0" ? { ...n, data_deps: [nodes.find((m) => m.name === "COMM_SEND_NODE_tb0_step5").id] } : n)));
+    const q = await runNode([RUNNER, "trace", "import", dir, "--world", "4"]);
+    assert.equal(q.code, 2, q.stderr);
+    assert.match(q.stderr, /allreduce_ring_4ranks\.3\.et: node 0 \(COMM_SEND_NODE_tb0_step0\): its dependencies form a cycle\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

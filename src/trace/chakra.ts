@@ -10,6 +10,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DType } from "../config/job.js";
 import { ELEMENT_BYTES } from "../config/job.js";
+import { lowestFirstOrder } from "../graph/schedule.js";
 import { count, MAX_COLLECTIVES, MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
 import { quoted, TraceError } from "./model.js";
@@ -90,6 +91,8 @@ interface ChakraNode {
   name: string;
   type: number;
   attrs: Map<string, unknown>;
+  /** Data and control dependencies alike: both order the nodes. */
+  deps: number[];
   dataDeps: number[];
   types?: string;
   dur?: number;
@@ -109,6 +112,7 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
   }
   const metaAttrs = attrs(meta.attr);
   const nodes: ChakraNode[] = [];
+  const passThrough = new Map<number, number[]>();
   const cpuTypes = new Map<number, string>();
   let index = 0;
   while (reader.pos < reader.len) {
@@ -123,19 +127,21 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     const id = Number(raw.id ?? 0);
     const name = String(raw.name ?? "");
     const inputs = raw.inputs as { types?: string } | undefined;
-    if (type === NODE.COLL || type === NODE.SEND || type === NODE.RECV) {
-      const a = attrs(raw.attr);
-      if (type === NODE.COLL && !a.has("comm_type")) {
-        // A CPU-side op: its tensor type names the dtype of the GPU node that depends on it.
-        const t = tensorType(inputs?.types);
-        if (t) cpuTypes.set(id, t);
-        continue;
-      }
-      if (nodes.length >= MAX_COLLECTIVES) throw new TraceError(file, `more than ${MAX_COLLECTIVES} collectives (the importer's cap)`);
-      nodes.push({ id, name, type, attrs: a, dataDeps: ((raw.data_deps as unknown[]) ?? []).slice(0, 4096).map(Number), types: inputs?.types, dur: raw.duration_micros === undefined ? undefined : Number(raw.duration_micros), where: `node ${id} (${quoted(name.slice(0, 60)).slice(1, -1)})` });
+    const dataDeps = depList(raw.data_deps), deps = [...dataDeps, ...depList(raw.ctrl_deps)];
+    const a = type === NODE.COLL || type === NODE.SEND || type === NODE.RECV ? attrs(raw.attr) : undefined;
+    if (!a || (type === NODE.COLL && !a.has("comm_type"))) {
+      // Not a collective (compute, or the CPU-side op that launches one): only passed through to order them.
+      passThrough.set(id, deps);
+      // A CPU-side op's tensor type names the dtype of the GPU node that depends on it.
+      const t = a ? tensorType(inputs?.types) : undefined;
+      if (t) cpuTypes.set(id, t);
+      continue;
     }
+    if (nodes.length >= MAX_COLLECTIVES) throw new TraceError(file, `more than ${MAX_COLLECTIVES} collectives (the importer's cap)`);
+    nodes.push({ id, name, type, attrs: a, deps, dataDeps, types: inputs?.types, dur: raw.duration_micros === undefined ? undefined : Number(raw.duration_micros), where: `node ${id} (${quoted(name.slice(0, 60)).slice(1, -1)})` });
   }
   nodes.sort((a, b) => a.id - b.id);
+  const { order, after } = dependencyOrder(nodes, passThrough, file);
   // The world and groups where `runner trace export` recorded them; else --world (required).
   const recordedWorld = metaAttrs.get("world_size");
   const worldSize = recordedWorld === undefined ? undefined : sizeOf(recordedWorld, file, "GlobalMetadata", "world_size");
@@ -159,9 +165,14 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     }
   }
   const collectives: TraceCollective[] = [], dropped: Dropped[] = [];
-  for (const n of nodes) {
-    const c = collective(n, file, cpuTypes, groups, world, dropped);
-    if (c) collectives.push(c);
+  // Each node's place in the list, to name what a send or receive waits for by its index there.
+  const at = new Map<number, number>();
+  for (const k of order) {
+    const c = collective(nodes[k]!, file, cpuTypes, groups, world, dropped);
+    if (!c) continue;
+    at.set(k, collectives.length);
+    if (c.op === "send" || c.op === "recv") c.after = after[k]!.flatMap((d) => at.get(d) ?? []);
+    collectives.push(c);
   }
   const schema = String(metaAttrs.get("schema") ?? meta.version ?? "unversioned").slice(0, 60);
   return {
@@ -234,6 +245,40 @@ export async function chakraJsonToProtobuf(text: string, file: string): Promise<
   return Buffer.from(writer.finish());
 }
 
+/** A node's dependency ids, at most 4096 of them (the file sets the count). */
+const depList = (list: unknown): number[] => (Array.isArray(list) ? list.slice(0, 4096).map(Number) : []);
+
+/** Steps of walking dependencies through compute and CPU nodes, over all collectives of one file. */
+const MAX_DEP_STEPS = 20_000_000;
+
+/**
+ * The collective nodes (sorted by id) in the order of their dependencies, ties by id, and for each one the
+ * collective nodes it waits for: its own deps and those it reaches through compute and CPU-side nodes.
+ */
+function dependencyOrder(nodes: ChakraNode[], passThrough: Map<number, number[]>, file: string): { order: number[]; after: number[][] } {
+  const index = new Map(nodes.map((n, k) => [n.id, k] as const));
+  let steps = 0;
+  const after = nodes.map((n) => {
+    const found = new Set<number>(), seen = new Set<number>(), stack = [...n.deps];
+    while (stack.length) {
+      const d = stack.pop()!;
+      if (seen.has(d) || d === n.id) continue;
+      seen.add(d);
+      if (++steps > MAX_DEP_STEPS) throw new TraceError(file, `${n.where}: more than ${MAX_DEP_STEPS} steps through the dependencies of its collectives (the importer's cap)`);
+      const k = index.get(d);
+      if (k !== undefined) found.add(k);
+      else for (const up of passThrough.get(d) ?? []) stack.push(up);
+    }
+    return [...found];
+  });
+  const order = lowestFirstOrder(after);
+  if (order.length < nodes.length) {
+    const placed = new Set(order);
+    throw new TraceError(file, `${nodes.find((_, k) => !placed.has(k))!.where}: its dependencies form a cycle`);
+  }
+  return { order, after };
+}
+
 const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
 
 /**
@@ -296,6 +341,8 @@ function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, 
     inSplits, outSplits, group,
     root: ROOTED.has(op) ? (rootAttr === undefined ? group.ranks[0] ?? 0 : rankOf(rootAttr, file, n.where, "root")) : undefined,
     peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,
+    tag: p2p && a.has("comm_tag") ? count(a.get("comm_tag"), file, n.where, "comm_tag") : undefined,
+    node: n.where,
     inPlace: false, async: false, durUs: n.dur,
   };
 }

@@ -81,6 +81,8 @@ interface Builder {
   tensors: Map<string, { dtype: DType; count: number }>;
   parts: GroupPlan;
   notes: Set<string>;
+  /** Every rank's trace was read (else one rank's stands for the others'). */
+  covered: boolean;
 }
 
 function tensor(b: Builder, dtype: DType, count: number): string {
@@ -126,10 +128,10 @@ function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number)
     case "barrier":
       return { op: "barrier" };
     case "send": case "recv": {
-      const [from, to] = c.op === "send" ? [[...m.byRank.keys()][0]!, c.peer!] : [c.peer!, [...m.byRank.keys()][0]!];
-      const shift = (((to - from) % b.W) + b.W) % b.W;
-      b.notes.add("send/recv pairs replay as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
-      return { op: "send_recv", input: t(c.inCount || c.outCount), shift };
+      const { shift, sends } = m.p2p!;
+      b.notes.add("sends and receives replay in rounds as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
+      if (sends < b.W && b.covered) b.notes.add("a round where fewer ranks send than the world holds still sends from every rank (send_recv has no subset): more bytes move than the trace's");
+      return { op: "send_recv", input: t(Math.max(c.inCount, c.outCount)), shift };
     }
   }
 }
@@ -230,7 +232,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     const whole = Array.from({ length: W }, (_, r) => r);
     for (const m of merged) m.first = { ...m.first, group: { name: m.first.group.name, ranks: whole } };
   }
-  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
+  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set(), covered: traces.length === W };
   const overlap = new Overlap(traces, b.notes);
   const stages: Json[] = [], stageOps: string[] = [], traceTimes: Record<string, number> = {};
   let prev: MergedCollective | undefined;

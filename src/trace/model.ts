@@ -32,6 +32,15 @@ export interface TraceCollective {
   /** Rooted ops: the root; send/recv: the peer. World ranks. */
   root?: number;
   peer?: number;
+  /** send/recv: the trace's tag (Chakra's comm_tag), which pairs a send with its receive where present. */
+  tag?: number;
+  /**
+   * send/recv: the indices in this rank's list of what it waits for (Chakra's data and control dependencies).
+   * Undefined: everything before the run of sends and receives it is in (a trace that records no dependencies).
+   */
+  after?: number[];
+  /** Where the trace holds it ("node 12 (COMM_SEND_NODE_tb0_step3)"), for messages. */
+  node?: string;
   inPlace: boolean;
   /** The trace's sequence number, which a later wait names. */
   seq?: number;
