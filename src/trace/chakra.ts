@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DType } from "../config/job.js";
-import { ELEMENT_BYTES } from "../config/job.js";
+import { ELEMENT_BYTES, reduceOpSchema, stageSchema } from "../config/job.js";
 import { lowestFirstOrder } from "../graph/schedule.js";
 import { count, MAX_COLLECTIVES, MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
@@ -128,12 +128,13 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     const name = String(raw.name ?? "");
     const inputs = raw.inputs as { types?: string } | undefined;
     const dataDeps = depList(raw.data_deps), deps = [...dataDeps, ...depList(raw.ctrl_deps)];
-    const a = type === NODE.COLL || type === NODE.SEND || type === NODE.RECV ? attrs(raw.attr) : undefined;
-    if (!a || (type === NODE.COLL && !a.has("comm_type"))) {
+    const a = type === NODE.COLL || type === NODE.SEND || type === NODE.RECV || type === NODE.COMP ? attrs(raw.attr) : undefined;
+    // Compute is replayed only where an export wrote it as a stage (ASTRA-sim's COMP nodes order, nothing more).
+    if (!a || (type === NODE.COLL && !a.has("comm_type")) || (type === NODE.COMP && a.get("stage_op") !== "compute")) {
       // Not a collective (compute, or the CPU-side op that launches one): only passed through to order them.
       passThrough.set(id, deps);
       // A CPU-side op's tensor type names the dtype of the GPU node that depends on it.
-      const t = a ? tensorType(inputs?.types) : undefined;
+      const t = a && type === NODE.COLL ? tensorType(inputs?.types) : undefined;
       if (t) cpuTypes.set(id, t);
       continue;
     }
@@ -142,6 +143,7 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
   }
   nodes.sort((a, b) => a.id - b.id);
   const { order, after } = dependencyOrder(nodes, passThrough, file);
+  const kept = new Map(nodes.map((n, k) => [n.id, k] as const));
   // The world and groups where `runner trace export` recorded them; else --world (required).
   const recordedWorld = metaAttrs.get("world_size");
   const worldSize = recordedWorld === undefined ? undefined : sizeOf(recordedWorld, file, "GlobalMetadata", "world_size");
@@ -172,6 +174,8 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     if (!c) continue;
     at.set(k, collectives.length);
     if (c.op === "send" || c.op === "recv") c.after = after[k]!.flatMap((d) => at.get(d) ?? []);
+    // An exported stage's `after`: its data dependencies (its stream's order is in its control ones).
+    if (c.stage) c.stage.after = nodes[k]!.dataDeps.flatMap((id) => at.get(kept.get(id) ?? -1) ?? []);
     collectives.push(c);
   }
   const schema = String(metaAttrs.get("schema") ?? meta.version ?? "unversioned").slice(0, 60);
@@ -294,6 +298,12 @@ function outElements(op: TraceOp, elements: number, G: number): number {
 
 function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, groups: Map<string, TraceGroup>, world: TraceGroup, dropped: Dropped[]): TraceCollective | undefined {
   const a = n.attrs;
+  const stage = exported(a, file, n.where);
+  if (n.type === NODE.COMP) {
+    const us = a.get("compute_us") ?? n.dur ?? 0;
+    if (typeof us !== "number" || !Number.isFinite(us) || us < 0 || us > MAX_COMPUTE_US) throw new TraceError(file, `${n.where}: compute_us is ${quoted(us)}, expected a number of microseconds from 0 to ${MAX_COMPUTE_US}`);
+    return { op: "compute", name: "compute", dtype: "float32", traceDtype: "float", inCount: 0, outCount: 0, group: world, inPlace: false, async: false, durUs: us, stage, node: n.where };
+  }
   const p2p = n.type === NODE.SEND ? "send" : n.type === NODE.RECV ? "recv" : undefined;
   let op: TraceOp;
   let name: string;
@@ -343,6 +353,40 @@ function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, 
     peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,
     tag: p2p && a.has("comm_tag") ? count(a.get("comm_tag"), file, n.where, "comm_tag") : undefined,
     node: n.where,
-    inPlace: false, async: false, durUs: n.dur,
+    inPlace: a.get("in_place") === true, async: false, durUs: n.dur, stage,
   };
 }
+
+/** A compute stage longer than an hour is a mistake, not a step. */
+const MAX_COMPUTE_US = 3.6e9;
+/** The job's stage ops (the schema's), which an export's stage_op names. */
+const STAGE_OPS = new Set(stageSchema.options.map((o) => o.shape.op.value as string));
+/** Fields an export's stage_options may not set: the importer writes them from the trace itself. */
+const STRUCTURAL = new Set(["id", "op", "input", "inputs", "after", "stream", "group", "root", "counts", "us", "shift", "reduce", "inPlace"]);
+
+/** What `runner trace export` wrote beside a node's Chakra fields; undefined for a node it did not write. */
+function exported(a: Map<string, unknown>, file: string, where: string): TraceCollective["stage"] {
+  const op = a.get("stage_op");
+  if (op === undefined) return undefined;
+  const bad = (what: string, value: unknown, expected: string) => new TraceError(file, `${where}: ${what} is ${quoted(value)}, expected ${expected}`);
+  if (typeof op !== "string" || !STAGE_OPS.has(op)) throw bad("stage_op", op, "a job stage op");
+  const reduce = a.get("reduce_op"), stream = a.get("stream"), options = a.get("stage_options"), counts = a.get("tensor_counts");
+  if (reduce !== undefined && !reduceOpSchema.safeParse(reduce).success) throw bad("reduce_op", reduce, `one of ${reduceOpSchema.options.join(", ")}`);
+  if (stream !== undefined && (typeof stream !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(stream))) throw bad("stream", stream, "a stream name");
+  let parsed: unknown;
+  if (options !== undefined) {
+    try {
+      parsed = JSON.parse(typeof options === "string" && options.length <= 4096 ? options : "null");
+    } catch {
+      parsed = null;
+    }
+    if (!isPlainObject(parsed) || Object.keys(parsed).some((k) => STRUCTURAL.has(k))) throw bad("stage_options", options, "a JSON object of at most 4096 bytes of the op's options");
+  }
+  if (counts !== undefined && (!Array.isArray(counts) || counts.length > 4096)) throw bad("tensor_counts", counts, "a list of counts");
+  return {
+    op, reduce: reduce as string | undefined, stream: stream as string | undefined, options: parsed as Record<string, unknown> | undefined,
+    tensorCounts: (counts as unknown[] | undefined)?.map((x) => count(Number(x), file, where, "an entry of tensor_counts")),
+  };
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);

@@ -95,8 +95,8 @@ function tensor(b: Builder, dtype: DType, count: number): string {
 }
 
 /** The all_to_allv counts matrix of a group: each rank's own splits, or even ones where its trace is absent. */
-function countsMatrix(m: MergedCollective): number[][] {
-  const ranks = m.first.group.ranks, G = ranks.length;
+function countsMatrix(m: MergedCollective, ranks: readonly number[]): number[][] {
+  const G = ranks.length;
   return ranks.map((r) => {
     const c = m.byRank.get(r) ?? m.first;
     const splits = c.inSplits?.length === G ? c.inSplits : Array.from({ length: G }, () => Math.floor(c.inCount / G));
@@ -105,8 +105,10 @@ function countsMatrix(m: MergedCollective): number[][] {
 }
 
 /** The stage's op-specific fields: tensor, root, counts. */
-function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number) => number): Json {
-  const c = m.first, t = (n: number) => tensor(b, c.dtype, elements(c, n));
+function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number) => number, partition?: number[][]): Json {
+  // An export's own tensor counts where it carried them (the trace's sizes may be a block of them: all_to_allv).
+  const c = m.first, exact = c.stage?.tensorCounts, t = (n: number, i = 0) => tensor(b, c.dtype, exact?.[i] ?? elements(c, n));
+  const pieces = c.pieces ?? (exact && exact.length > 1 ? exact : undefined);
   switch (c.op) {
     case "allreduce": case "all_gather": case "all_to_all":
       return { op: c.op, input: t(c.inCount) };
@@ -117,16 +119,20 @@ function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number)
     case "scatter":
       return { op: "scatter", input: t(Math.max(c.inCount, c.outCount * G)), root: local(c.root!) };
     case "reduce_scatter":
-      if (c.pieces && c.pieces.length > 1) return { op: "reduce_scatter", inputs: c.pieces.map(t), coalesced: true };
+      if (pieces && pieces.length > 1) return { op: "reduce_scatter", inputs: pieces.map(t), coalesced: true };
       return { op: "reduce_scatter", input: t(Math.max(c.inCount, c.outCount * G)) };
     case "all_to_allv": {
-      if (!rankDependent(c)) return { op: "all_to_all", input: t(c.inCount) };
+      if (!rankDependent(c) && c.stage?.op !== "all_to_allv") return { op: "all_to_all", input: t(c.inCount) };
       if (G > 4096) throw new TraceError(b.at?.file ?? "trace import", `${b.at?.what}: an all_to_allv with uneven splits over ${G} ranks (a ${G}x${G} counts matrix); the importer writes those up to 4096 ranks`);
-      const counts = countsMatrix(m);
-      return { op: "all_to_allv", input: tensor(b, c.dtype, maxOf(counts.map(sumOf))), counts };
+      // One matrix per group of the partition, each from its own ranks' splits; one where they all agree.
+      const matrices = (partition ?? [m.first.group.ranks]).map((g) => countsMatrix(m, g));
+      const same = matrices.every((x) => JSON.stringify(x) === JSON.stringify(matrices[0]));
+      return { op: "all_to_allv", input: tensor(b, c.dtype, exact?.[0] ?? maxOf(matrices.flat().map(sumOf))), counts: same ? matrices[0] : matrices };
     }
     case "barrier":
       return { op: "barrier" };
+    case "compute":
+      return { op: "compute", us: c.durUs ?? 0 };
     case "send": case "recv": {
       const { shift, sends } = m.p2p!;
       b.notes.add("sends and receives replay in rounds as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
@@ -177,6 +183,25 @@ class Overlap {
     this.pending.push({ id, stream: free, before: c.waitedBefore!, rank });
     return free;
   }
+}
+
+/** What an export carried for the job's stage: its op where Chakra's type is a family (igather), the reduce op, the op's options. */
+function exportedFields(c: TraceCollective, op: string): Json {
+  const s = c.stage;
+  if (!s) return {};
+  return { ...(s.op && VARIANTS[op]?.includes(s.op) ? { op: s.op } : {}), ...(s.reduce ? { reduce: s.reduce } : {}), ...s.options };
+}
+
+/** Job ops Chakra writes as another's collective type: the export names which one it was. */
+const VARIANTS: Record<string, string[]> = { gather: ["igather"], allreduce: ["quantized_allreduce", "compressed_allreduce"] };
+
+/** An exported stage's `after`: the stages of the collectives its data dependencies name, in its rank's list. */
+function exportedAfter(m: MergedCollective, traces: RankTrace[], stageOf: Map<TraceCollective, string>): string[] {
+  const list = m.first.stage?.after;
+  if (!list?.length) return [];
+  const rank = [...m.byRank].find(([, c]) => c === m.first)![0];
+  const own = traces.find((t) => t.rank === rank)!.collectives;
+  return [...new Set(list.flatMap((i) => stageOf.get(own[i]!) ?? []))];
 }
 
 const round = (us: number) => Math.round(us * 10) / 10;
@@ -235,6 +260,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
   const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set(), covered: traces.length === W };
   const overlap = new Overlap(traces, b.notes);
   const stages: Json[] = [], stageOps: string[] = [], traceTimes: Record<string, number> = {};
+  const stageOf = new Map<TraceCollective, string>();
   let prev: MergedCollective | undefined;
   merged.forEach((m, k) => {
     const gap = options.computeGaps ? gapBefore(prev, m) : 0;
@@ -245,17 +271,19 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     const G = group ? m.first.group.ranks.length : W;
     b.at = { file: fileOf(traces, m), what: `${m.first.name} (${m.key})` };
     const index = ordered(m.first.group.ranks).index;
-    const fields = opFields(m, b, G, (r) => (group ? index.get(r)! : r));
+    const neutral = opFields(m, b, G, (r) => (group ? index.get(r)! : r), group ? b.parts.groups.get(group) : undefined);
+    const fields = { ...neutral, ...exportedFields(m.first, String(neutral.op)) };
     stageOps.push(String(fields.op));
     const id = `${String(fields.op).replace(/_/g, "")}-${k}`;
-    const after = overlap.due(m);
-    const stream = overlap.stream(id, m);
+    for (const c of m.byRank.values()) stageOf.set(c, id);
+    const after = [...overlap.due(m), ...exportedAfter(m, traces, stageOf)];
+    const stream = m.first.stage?.stream ?? overlap.stream(id, m);
     const inPlace = m.first.inPlace && IN_PLACE_OPS.has(fields.op as never) && !("inputs" in fields) && (fields.op !== "all_to_all" || m.first.inCount % G === 0);
     stages.push({ id, ...fields, ...(group ? { group } : {}), ...(stream ? { stream } : {}), ...(after.length ? { after } : {}), ...(inPlace ? { inPlace } : {}) });
     const us = traceUs(m);
     if (us !== undefined) traceTimes[id] = us;
   });
-  const oneByte = [...new Set(merged.map((m) => m.first.traceDtype).filter((d) => traceElementBytes(d) === 1))];
+  const oneByte = [...new Set(merged.filter((m) => m.first.op !== "barrier" && m.first.op !== "compute").map((m) => m.first.traceDtype).filter((d) => traceElementBytes(d) === 1))];
   if (oneByte.length) notes.push(`${oneByte.join(", ")} tensors replay as float16 with half as many elements (the job has no 1-byte dtype): the bytes moved are the trace's, odd counts rounded up by one byte`);
   notes.push(...b.parts.notes, ...b.notes, ...new Set(traces.flatMap((t) => t.notes)));
   const dropped = countDropped(traces);
@@ -271,7 +299,7 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     source,
     tensors: Object.fromEntries([...b.tensors].sort(([x], [y]) => x.localeCompare(y)).map(([n, s]) => [n, { dtype: s.dtype, count: s.count }])),
     ...(b.parts.groups.size ? { groups: Object.fromEntries([...b.parts.groups].map(([n, ranks]) => [n, { ranks }])) } : {}),
-    ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
+    ...(stages.some((s) => s.stream) ? { streams: [...new Set(stages.flatMap((s) => (typeof s.stream === "string" ? [s.stream] : [])))] } : {}),
     stages,
   };
   const summary = summarize(job, merged, stageOps, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));

@@ -5,7 +5,7 @@ import type { DType } from "../config/job.js";
 /** The ops a trace's collectives become (the job's stage ops, with all_to_allv and the p2p pair). */
 export type TraceOp =
   | "allreduce" | "broadcast" | "reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "all_to_allv"
-  | "gather" | "scatter" | "send" | "recv" | "barrier";
+  | "gather" | "scatter" | "send" | "recv" | "barrier" | "compute";
 
 /** A process group as the trace names it, with its ranks in world numbering (group-local index = position). */
 export interface TraceGroup {
@@ -41,6 +41,12 @@ export interface TraceCollective {
   after?: number[];
   /** Where the trace holds it ("node 12 (COMM_SEND_NODE_tb0_step3)"), for messages. */
   node?: string;
+  /**
+   * What `runner trace export` carries as node attributes where Chakra has no field (DESIGN.md, "Trace import"):
+   * the job's op (igather, quantized_allreduce...), reduce op, stream, the op's other options, each input
+   * tensor's count, and the stages it waits for (`after`) as indices in this rank's list.
+   */
+  stage?: { op?: string; reduce?: string; stream?: string; options?: Record<string, unknown>; tensorCounts?: number[]; after?: number[] };
   inPlace: boolean;
   /** The trace's sequence number, which a later wait names. */
   seq?: number;
