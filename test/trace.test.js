@@ -673,3 +673,18 @@ test("export then import gives back every job in jobs/: each stage, tensor and e
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("Kineto before PyTorch 2.2 without a world size: --world gives reduce_scatter the same input as distributedInfo's world does", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "spmd-trace-noworld-"));
+  try {
+    const doc = JSON.parse(etText("kineto-pre2.2-w8/worker3.pt.trace.json"));
+    delete doc.distributedInfo.world_size;
+    const file = path.join(dir, "worker3.json");
+    writeFileSync(file, JSON.stringify(doc));
+    const bare = await imported([file], { world: 8 }), recorded = await imported([fixture("kineto-pre2.2-w8")]);
+    assert.deepEqual(stageShape(bare.job), stageShape(recorded.job));
+    assert.deepEqual(stageShape(bare.job).find((s) => s.op === "reduce_scatter").tensor, { dtype: "float16", count: 4096 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

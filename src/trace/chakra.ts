@@ -13,7 +13,7 @@ import { ELEMENT_BYTES, reduceOpSchema, stageSchema } from "../config/job.js";
 import { lowestFirstOrder } from "../graph/schedule.js";
 import { count, MAX_COLLECTIVES, MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
-import { quoted, TraceError } from "./model.js";
+import { outputOf, quoted, TraceError } from "./model.js";
 import { jobDtype, traceElementBytes } from "./names.js";
 import type { ReadRank } from "./rank.js";
 
@@ -189,7 +189,7 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
           group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N",
           // Outputs follow from the world (all-gather's is W inputs), known once every trace is read.
           settled: () => {
-            for (const c of collectives) if (c.group === world) c.outCount = outElements(c.op, c.inCount, world.ranks.length);
+            for (const c of collectives) if (c.group === world) c.outCount = outputOf(c.op, c.inCount, world.ranks.length);
           },
         },
       }
@@ -285,16 +285,6 @@ function dependencyOrder(nodes: ChakraNode[], passThrough: Map<number, number[]>
 
 const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
 
-/**
- * A rank's output for a comm_size as ASTRA-sim reads it (astra-sim/system/collective/Ring.cc, and the same in its
- * other algorithms): all-reduce and all-to-all move each rank's whole buffer, all-gather's comm_size is each
- * rank's input (its output W times that), reduce-scatter's each rank's whole input (its output a W-th).
- */
-function outElements(op: TraceOp, elements: number, G: number): number {
-  if (op === "all_gather" || op === "gather") return elements * G;
-  if (op === "reduce_scatter" || op === "scatter") return Math.floor(elements / Math.max(G, 1));
-  return elements;
-}
 
 function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, groups: Map<string, TraceGroup>, world: TraceGroup, dropped: Dropped[]): TraceCollective | undefined {
   const a = n.attrs;
@@ -347,7 +337,7 @@ function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, 
   if (p2p && peerAttr === undefined) throw new TraceError(file, `${n.where}: a ${p2p} node without ${p2p === "send" ? "comm_dst" : "comm_src"}`);
   return {
     op: op === "all_to_all" && inSplits.length ? "all_to_allv" : op, name, dtype, traceDtype,
-    inCount: elements, outCount: count(outElements(op, elements, group.ranks.length), file, n.where, "its out elements"),
+    inCount: elements, outCount: count(outputOf(op, elements, group.ranks.length), file, n.where, "its out elements"),
     inSplits, outSplits, group,
     root: ROOTED.has(op) ? (rootAttr === undefined ? group.ranks[0] ?? 0 : rankOf(rootAttr, file, n.where, "root")) : undefined,
     peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,

@@ -12,7 +12,7 @@
 // window is its step.
 import { count, GroupTable, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, StepInfo, TraceCollective, TraceGroup } from "./model.js";
-import { quoted, TraceError } from "./model.js";
+import { outputOf, quoted, TraceError } from "./model.js";
 import { jobDtype, notReplayed, ranksFromStride, traceOp } from "./names.js";
 import type { RankHint, ReadRank } from "./rank.js";
 import type { JsonTrace } from "./read.js";
@@ -180,10 +180,9 @@ function fromAnnotation(ev: KinetoEvent, world: TraceGroup, file: string, where:
   }
   let n = 0;
   for (const p of pieces) n += p;
-  const G = world.ranks.length || 1;
   const inCount = count(n, file, where, "its elements");
   // What the annotation records is the input: all_gather's is one rank's part, reduce_scatter's the whole.
-  const outCount = op === "all_gather" ? inCount * G : op === "reduce_scatter" ? Math.floor(inCount / G) : inCount;
+  const outCount = outputOf(op, inCount, world.ranks.length);
   return {
     op: op === "all_to_allv" ? "all_to_all" : op, name, dtype: jobDtype(dtypeName)!, traceDtype: dtypeName,
     inCount, outCount: count(outCount, file, where, "its out elements"),
@@ -325,6 +324,14 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     ],
     groups: [...configs].map(([name, ranks]) => ({ name, ranks })),
     worldSize, rank, fileRank: hint.fileRank, steps,
-    ...(collectives.some((c) => c.group === world) && worldSize === undefined ? { defaultWorld: { group: world, splitLengths: new Set<number>() } } : {}),
+    ...(collectives.some((c) => c.group === world) && worldSize === undefined ? {
+      defaultWorld: {
+        group: world, splitLengths: new Set<number>(),
+        // An annotation's output follows from the world (all-gather's is W inputs), known once every trace is read.
+        settled: () => {
+          if (source === "annotations") for (const c of collectives) c.outCount = outputOf(c.op, c.inCount, world.ranks.length);
+        },
+      },
+    } : {}),
   };
 }

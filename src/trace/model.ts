@@ -61,6 +61,18 @@ export interface TraceCollective {
   step?: number;
 }
 
+/**
+ * A rank's output for `input` elements in, where a trace records only the input (Chakra's comm_size, the
+ * pre-2.2 nccl:<op> annotations), as ASTRA-sim reads comm_size (astra-sim/system/collective/Ring.cc, and its
+ * other algorithms alike): all-gather's (and gather's) output is G times it, reduce-scatter's (and scatter's) a
+ * G-th, every other op's the same. G is the group's size, known for a world-wide group once every trace is read.
+ */
+export function outputOf(op: TraceOp, input: number, G: number): number {
+  if (op === "all_gather" || op === "gather") return input * G;
+  if (op === "reduce_scatter" || op === "scatter") return Math.floor(input / Math.max(G, 1));
+  return input;
+}
+
 /** A trace's step marks (ProfilerStep#N), in order, and those it did not record whole. */
 export interface StepInfo {
   numbers: number[];
