@@ -8,7 +8,7 @@
 // same mpirun) on the same points, rotating which goes first, in repeated rounds; prints per row the
 // busbw, the median ratios, the memory bound (bench/bounds.mjs, from a memcpy bandwidth measured in the
 // same run) and peak RSS; says per target whether it holds; writes <out>/<UTC time>.json with every raw
-// number and, on a full run, regenerates the bench section of docs/PERFORMANCE.md. Missed targets are
+// number and, on a full run, regenerates docs/bench-shm-vs-ompi.md's section. Missed targets are
 // reported, not an error: the exit code is 0 unless an invocation failed (1) or the flags were bad (2).
 //
 //   npm run bench                     # full: W 2 4 8, 8 B .. 256 MiB, 3 rounds; bench/results + docs

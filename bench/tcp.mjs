@@ -21,7 +21,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "../scripts/args.mjs";
 import { inHost, netnsUnavailable, openMpi, placeRanks, withHosts } from "../test/helpers/netns.js";
 import { OSU_DEFAULT } from "./lib/options.mjs";
 import { OSU_PROGRAMS, parseOsu, prepareOsu } from "./lib/osu.mjs";
@@ -204,13 +204,11 @@ export function tcpTable(rows, { alsoName = "also" } = {}) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const { values } = parseArgs({
-    options: {
-      links: { type: "string", default: "loopback,veth,tbf,hybrid" }, rounds: { type: "string", default: "3" },
-      iterations: { type: "string", default: "20" }, warmup: { type: "string", default: "5" }, seconds: { type: "string", default: "4" },
-      also: { type: "string" }, osu: { type: "string", default: OSU_DEFAULT }, "no-osu": { type: "boolean", default: false },
-      json: { type: "boolean", default: false },
-    },
+  const { values } = scriptArgs(import.meta.url, {
+    links: { type: "string", default: "loopback,veth,tbf,hybrid" }, rounds: { type: "string", default: "3" },
+    iterations: { type: "string", default: "20" }, warmup: { type: "string", default: "5" }, seconds: { type: "string", default: "4" },
+    also: { type: "string" }, osu: { type: "string", default: OSU_DEFAULT }, "no-osu": { type: "boolean", default: false },
+    json: { type: "boolean", default: false },
   });
   const missing = netnsUnavailable();
   if (missing) {

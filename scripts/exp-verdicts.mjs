@@ -12,8 +12,9 @@ import os from "node:os";
 import path from "node:path";
 import { compareSides } from "../dist/exp/compare.js";
 import { DEFAULT_THRESHOLD } from "../dist/metrics/verdict.js";
+import { scriptArgs } from "./args.mjs";
 
-const [mode, ...dirs] = process.argv.slice(2);
+const { positionals: [mode, ...dirs] } = scriptArgs(import.meta.url, {}, { allowPositionals: true });
 const tmp = mkdtempSync(path.join(os.tmpdir(), "spmd-exp-verdicts-"));
 
 /** A copy of a campaign whose rows matching `slower(row, world)` take `factor` times as long. */
@@ -93,7 +94,10 @@ try {
     }
     const what = mode === "one-op" ? "ops (one size)" : "ops (every size)";
     for (const [w, [ok, of, other, apart]] of Object.entries(tally)) console.log(`# ${w}: ${ok} of ${of} ${what} found 1.3x slower (${ok} of ${of - apart} where the sides shared a machine); ${other} with other rows of W regressing (threshold ${DEFAULT_THRESHOLD})`);
-  } else throw new Error("give identical|slow2x|one-op|whole-op and the campaign folders");
+  } else {
+    console.error("scripts/exp-verdicts.mjs: give identical|slow2x|one-op|whole-op and the campaign folders (see --help)");
+    process.exitCode = 2;
+  }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }

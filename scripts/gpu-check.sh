@@ -11,6 +11,7 @@
 #
 # `--prebuilt DIR` (what scripts/gpu-pack.sh made elsewhere, with dist/ beside it) builds nothing: for a
 # machine without Node, npm or a compiler. Its node is unpacked with Python's lzma.
+. "$(dirname "$0")/usage.sh" "$@"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prebuilt=""

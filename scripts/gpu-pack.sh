@@ -4,6 +4,7 @@
 # without MPI (-D SPMD_WITH_MPI=OFF, so it needs no libmpi there), the GPU C++ tests, this machine's node
 # compressed, and the built bundle (dist/). Needs nvcc here, so that the kernels are embedded. There:
 #   scripts/gpu-check.sh --prebuilt .gpu
+. "$(dirname "$0")/usage.sh" "$@"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.gpu}

@@ -4,20 +4,18 @@
 // one rank each) whose egress is shaped to RATE, plus DELAY where the kernel has sch_netem. Needs root.
 //   node scripts/onebit-crossover.mjs [--rate 1gbit] [--delay 1ms] [--from 4Mi] [--to 16Mi] [--iterations N] [--warmup N] [--quantized]
 // --quantized adds qgZ int4 (mean, full output) to the sweep, with its time against the exact allreduce's.
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 import { crossoverTable, measureCrossover } from "../test/helpers/onebit-crossover.js";
 import { netnsUnavailable } from "../test/helpers/netns.js";
 
-const { values } = parseArgs({
-  options: {
-    rate: { type: "string", default: "1gbit" },
-    delay: { type: "string", default: "1ms" },
-    from: { type: "string" },
-    to: { type: "string" },
-    quantized: { type: "boolean", default: false },
-    iterations: { type: "string" },
-    warmup: { type: "string" },
-  },
+const { values } = scriptArgs(import.meta.url, {
+  rate: { type: "string", default: "1gbit" },
+  delay: { type: "string", default: "1ms" },
+  from: { type: "string" },
+  to: { type: "string" },
+  quantized: { type: "boolean", default: false },
+  iterations: { type: "string" },
+  warmup: { type: "string" },
 });
 const missing = netnsUnavailable();
 if (missing) {

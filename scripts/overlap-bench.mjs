@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Measures how much concurrent streams overlap on a shaped tcp link between network-namespace hosts and
-// prints the Markdown table docs/PERFORMANCE.md records (README, "Streams, groups and overlap"):
+// prints the Markdown table docs/PERFORMANCE.md records (docs/jobs.md, "Streams, groups and overlap"):
 // 1. a link-bound all_gather on one stream beside a compute stage on another (2 hosts, 1 rank each);
 // 2. tensor-parallel allreduce inside each host (shm) beside data-parallel allreduce across hosts (the shaped
 //    tcp link): two groups whose links do not touch (2 hosts, 2 ranks each; split host / split across from
@@ -8,13 +8,11 @@
 // Each is run on two streams and, for contrast, on one. Needs root.
 //   node scripts/overlap-bench.mjs [--rate 1gbit] [--iterations 10] [--warmup 2]
 import { readFileSync, rmSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 import { prepareJob } from "../test/helpers/matrix.js";
 import { netnsUnavailable, runSpread, withHosts } from "../test/helpers/netns.js";
 
-const { values } = parseArgs({
-  options: { rate: { type: "string", default: "1gbit" }, iterations: { type: "string", default: "10" }, warmup: { type: "string", default: "2" } },
-});
+const { values } = scriptArgs(import.meta.url, { rate: { type: "string", default: "1gbit" }, iterations: { type: "string", default: "10" }, warmup: { type: "string", default: "2" } });
 const missing = netnsUnavailable();
 if (missing) {
   console.error(`overlap-bench: ${missing}`);

@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 import { freePort } from "./soak.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -163,7 +163,7 @@ function table(rows) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { worlds: { type: "string", default: "8,16,32,48,64,128" }, json: { type: "string" } } });
+  const { values } = scriptArgs(import.meta.url, { worlds: { type: "string", default: "8,16,32,48,64,128" }, json: { type: "string" } });
   const rows = [];
   for (const w of values.worlds.split(",").map(Number)) {
     rows.push(await measure(w));

@@ -14,7 +14,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import { scriptArgs } from "./args.mjs";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const RUNNER = path.join(REPO, "runner");
@@ -222,15 +222,13 @@ function report(r) {
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({
-    options: {
-      steps: { type: "string", default: "10000" },
-      ranks: { type: "string", default: "4" },
-      runs: { type: "string", default: "10" },
-      mpi: { type: "boolean", default: false },
-      "max-rss-growth-mib": { type: "string", default: "32" },
-      json: { type: "string" },
-    },
+  const { values } = scriptArgs(import.meta.url, {
+    steps: { type: "string", default: "10000" },
+    ranks: { type: "string", default: "4" },
+    runs: { type: "string", default: "10" },
+    mpi: { type: "boolean", default: false },
+    "max-rss-growth-mib": { type: "string", default: "32" },
+    json: { type: "string" },
   });
   const r = await soak({
     steps: Number(values.steps),

@@ -107,17 +107,35 @@ export interface ResultDocument {
   manifest?: Manifest;
   /** `runner doctor`'s survey (its results hold no rows). */
   doctor?: DoctorResult;
-  /** A run stopped by a signal: the sweep points that finished (their rows are the results), of how many. */
+  /**
+   * A run that did not end whole, stopped by a signal or by a rank that died or stopped answering: the sweep
+   * points that finished (their rows are the results), of how many, and what ended it.
+   */
   interrupted?: Interrupted;
   /** A replayed trace (an imported job): where it came from; its rows carry trace_us where the trace timed them. */
   source?: { format: string; schema: string; files: string[]; world_size: number };
 }
 
 export interface Interrupted {
-  signal: string;
+  /**
+   * What ended the run: the signal that stopped it ("SIGINT"), or the rank that died or stopped answering, as
+   * the launcher saw it ("rank 1 (SIGKILL)", "rank 1 (stopped)", "rank 2 (exit code 1)") or, without
+   * `runner launch`, as rank 0's error named it. Absent in files written before it was added.
+   */
+  by?: string;
+  /** The signal that stopped the run, where one did (absent where a rank's death or silence ended it). */
+  signal?: string;
   /** Each finished point's count (absent: the tensors' own) and parameters, in the order they ran. */
-  finished: { count?: number; params: Record<string, string | number | boolean> }[];
+  finished: SweptPoint[];
+  /** The point that was running when the run ended (absent between points). */
+  during?: SweptPoint;
   sweep_points: number;
+}
+
+/** A sweep point as results name it: its count (absent: the tensors' own) and parameters. */
+export interface SweptPoint {
+  count?: number;
+  params: Record<string, string | number | boolean>;
 }
 
 /** Host x host matrices (diagonal: within the host; null where not measured) and what fell below the threshold. */
@@ -131,6 +149,11 @@ export interface DoctorResult {
   best_gbps: (number | null)[];
   /** What the whole network is judged against: --expect, the slowest NIC's speed, or nothing. */
   reference: DoctorReference;
+  /**
+   * Where ranks outnumbered a host's cores ("3 ranks on 2 cores (vm)", metrics/verdict.ts): latency_us then
+   * times the scheduler's slices, so it is recorded but neither shown nor judged.
+   */
+  oversubscribed?: string;
 }
 
 /** A NIC as sysfs reports it: its name and speed, Mbit/s. */

@@ -1,13 +1,14 @@
 // Build step: regenerate schema/*.schema.json from the zod schemas so editors can validate
 // and complete job, run-configuration and experiment files ("$schema": "../schema/job.schema.json").
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import * as z from "zod";
 import { jobSchema } from "./config/job.js";
 import { runConfigSchema } from "./config/run-config.js";
 import { experimentSchema } from "./exp/file.js";
+import { writeFileAtomic } from "./report/write-atomic.js";
 
-const outDir = new URL("../schema/", import.meta.url);
-mkdirSync(outDir, { recursive: true });
+const outDir = fileURLToPath(new URL("../schema/", import.meta.url));
 
 const targets: [string, z.ZodType, string][] = [
   ["job.schema.json", jobSchema, "spmd-runner job"],
@@ -19,8 +20,8 @@ for (const [fileName, schema, title] of targets) {
   // "input" describes what a user writes: fields with defaults are optional.
   const generated = z.toJSONSchema(schema, { io: "input" });
   const jsonSchema = { $schema: generated.$schema, title, ...generated };
-  const file = new URL(fileName, outDir);
+  const file = `${outDir}${fileName}`;
   const text = `${JSON.stringify(jsonSchema, null, 2)}\n`;
   // Unchanged files are left alone: `npm pack` rebuilds while tests may be reading them.
-  if (readFileSync(file, { encoding: "utf8", flag: "a+" }) !== text) writeFileSync(file, text);
+  if (!existsSync(file) || readFileSync(file, "utf8") !== text) writeFileAtomic(file, text);
 }

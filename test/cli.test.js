@@ -146,7 +146,12 @@ test("bad input: one line naming file and JSON path, exit code 2, no rank starte
 });
 
 test("bad flags and environment are one-line errors with exit code 2", async () => {
-  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /Unknown argument: iteratons/);
+  // A mistyped option is named as typed, with the option it was most likely meant to be.
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /^runner: unknown option --iteratons \(did you mean --iterations\?\) \(see --help\)$/);
+  assertOneLineError(await runNode([RUNNER, "--iteration", "5", QUICKSTART]), /^runner: unknown option --iteration \(did you mean --iterations\?\)/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--chek"]), /^runner: unknown option --chek \(did you mean --check\?\)/);
+  assertOneLineError(await runNode([RUNNER, "doctor", "--szie", "4"]), /^runner: unknown option --szie \(did you mean --size\?\)/);
+  assertOneLineError(await runNode([RUNNER, QUICKSTART, "--ab", "--zzzzzz"]), /^runner: unknown options --ab, --zzzzzz \(see --help\)$/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--backend", "carrier-pigeon"]), /^runner: --backend "carrier-pigeon": expected one of "auto", "shm", .*"hccl"/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART], { RANK: "1" }), /environment: RANK=1 is set but WORLD_SIZE, MASTER_ADDR, MASTER_PORT are missing/);
@@ -156,6 +161,17 @@ test("bad flags and environment are one-line errors with exit code 2", async () 
     await runNode([RUNNER, QUICKSTART, "--backend", "mpi"]),
     mpiBuilt ? /backend mpi: needs an MPI launcher/ : /backend mpi is not available in this build/,
   );
+});
+
+test("runner launch checks the backend, --iface, --out and --json before it starts any rank: one line, exit 2", async () => {
+  const info = (await runNode([RUNNER, "info"])).stdout;
+  const launch = (...flags) => runNode([RUNNER, "launch", "-n", "2", QUICKSTART, "--quiet", ...flags]);
+  // Each rank said these itself (2-4 lines), and a nccl rank's end reached the other as "connection ... lost".
+  assertOneLineError(await launch("--backend", "mpi"), /^runner: backend mpi: needs an MPI launcher \(mpirun, mpiexec or srun --mpi=pmix\); this process was started by runner launch$/);
+  if (/^nccl: not loadable/m.test(info)) assertOneLineError(await launch("--backend", "nccl"), /^runner: nccl: cannot load libnccl\.so\.2: /);
+  assertOneLineError(await launch("--iface", "nosuch0"), /^runner: tcp\.iface "nosuch0": no interface matches it with a usable address \(here: lo /);
+  assertOneLineError(await launch("--out", "/proc/foo"), /^runner: --out \/proc\/foo: cannot create the directory: /);
+  assertOneLineError(await launch("--json", "/proc/x/y.json"), /^runner: --json \/proc\/x\/y\.json: cannot create the directory \/proc\/x: /);
 });
 
 test("a rank from another job cannot join: the rendezvous rejects its token", async () => {
@@ -193,17 +209,54 @@ test("a wrong word or number names the option, what was given and what fits", as
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--log-level", "verbose"]), /^runner: --log-level "verbose": expected one of "error", "warn", "info", "debug"/);
   assertOneLineError(await runNode([RUNNER, "lauch", "-n", "2", QUICKSTART]), /^runner: lauch is not a command \(did you mean launch\?\)/);
   assertOneLineError(await runNode([RUNNER, "frobnicate"]), /^runner: frobnicate is not a command \(commands: run, launch, validate, info, compare, doctor, exp, build, trace\)/);
-  assertOneLineError(await runNode([RUNNER, "validate", "-n", "0", QUICKSTART]), /^runner: -n: expected an integer >= 1, got 0/);
-  assertOneLineError(await runNode([RUNNER, "validate", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
-  assertOneLineError(await runNode([RUNNER, "launch", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer >= 1, got abc/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "0", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got 0/);
+  assertOneLineError(await runNode([RUNNER, "validate", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got abc/);
+  assertOneLineError(await runNode([RUNNER, "launch", "-n", "abc", QUICKSTART]), /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got abc/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "many"]), /^runner: --iterations: expected an integer >= 1, got many/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--timeout", "0"]), /^runner: --timeout: expected seconds > 0, got 0/);
   assertOneLineError(await runNode([RUNNER, "launch", QUICKSTART]), /^runner: launch: give the number of ranks to start: -n N$/);
   // The README's names only: -N is not -n, and "nprocs" is a name the README never uses.
   const upper = await runNode([RUNNER, "launch", "-N", "2", QUICKSTART]);
-  assertOneLineError(upper, /^runner: Unknown argument: N/);
+  assertOneLineError(upper, /^runner: unknown option -N \(did you mean -n\?\)/);
   assert.doesNotMatch(upper.stderr, /nprocs/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--json", "/proc/x.json"]), /^runner: --json \/proc\/x\.json: cannot write in \/proc: /);
+});
+
+test("every script in scripts/ and bench/ that reads options: --help prints its usage (exit 0), a wrong option one line (exit 2)", async () => {
+  const scripts = ["scripts", "bench"].flatMap((d) => readdirSync(path.join(REPO, d)).filter((f) => f.endsWith(".mjs")).map((f) => path.join(d, f)));
+  const reading = scripts.filter((f) => /\b(parseArgs|scriptArgs)\(|process\.argv\.slice\(2\)/.test(readFileSync(path.join(REPO, f), "utf8")));
+  const own = reading.filter((f) => f !== "scripts/args.mjs" && f !== "bench/run.mjs"); // bench/run.mjs: yargs, its own --help
+  assert.deepEqual(own.filter((f) => !readFileSync(path.join(REPO, f), "utf8").includes("scriptArgs(import.meta.url")), [], "through scripts/args.mjs");
+  for (const f of own) {
+    const help = await runNode([f, "--help"]);
+    assert.equal(help.code, 0, `${f} --help: ${help.stderr}`);
+    assert.match(help.stdout, /^ {2}node /m, `${f} --help shows how to run it`);
+    assertOneLineError(await runNode([f, "--bogus"]), new RegExp(`^${f}: Unknown option '--bogus' \\(options: .*; see --help\\)$`));
+  }
+  assert.ok(own.includes("scripts/scale.mjs") && own.length >= 6, own.join(" "));
+  // The shell scripts: --help through scripts/usage.sh, before anything runs (gpu-pack.sh made a folder "--help").
+  const shells = ["scripts", "scripts/slurm", "bench/verdicts"].flatMap((d) => readdirSync(path.join(REPO, d)).filter((f) => f.endsWith(".sh") && f !== "usage.sh").map((f) => path.join(d, f)));
+  assert.deepEqual(shells.filter((f) => !/^\. "\$\(dirname "\$0"\)\/(\.\.\/)*(scripts\/)?usage\.sh" "\$@"$/m.test(readFileSync(path.join(REPO, f), "utf8"))), [], "through scripts/usage.sh");
+  for (const f of shells) {
+    const help = spawnSync("bash", [f, "--help"], { cwd: REPO, encoding: "utf8" });
+    assert.equal(help.status, 0, `${f} --help: ${help.stderr}`);
+    assert.equal(help.stdout.split("\n")[0], readFileSync(path.join(REPO, f), "utf8").split("\n")[1].replace(/^# /, ""), `${f} --help prints its header`);
+  }
+  assert.ok(shells.length >= 4, shells.join(" "));
+});
+
+test("a relative SPMD_BUILD_DIR is taken from the package root, whatever the folder; one that holds no addon is named, exit 2", () => {
+  const dir = tmp();
+  try {
+    const run = (buildDir) => spawnSync(process.execPath, [RUNNER, tinyJob(dir), "--out", dir, "--quiet"], { cwd: dir, encoding: "utf8", env: { ...process.env, SPMD_BUILD_DIR: buildDir } });
+    const built = run("native/build");
+    assert.equal(built.status, 0, built.stderr);
+    const missing = run("native/build-nosuch");
+    assertOneLineError({ code: missing.status, stderr: missing.stderr },
+      new RegExp(`^runner: SPMD_BUILD_DIR=native/build-nosuch: no addon built in ${REPO.replaceAll("/", "\\/")}\\/native\\/build-nosuch; build it with \`SPMD_BUILD_DIR=native/build-nosuch node runner build\`, or unset SPMD_BUILD_DIR$`));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /** A one-rank job of one broadcast, unchecked: a second's run. */
@@ -215,12 +268,13 @@ function tinyJob(dir, extra = {}) {
   return file;
 }
 
-test("one rank: '1 rank', a broadcast that moves nothing reports 0 bytes and 0 busbw, and an unchecked run says so", async () => {
+test("one rank: '1 rank', a broadcast that moves nothing reports 0 bytes and 0 busbw, an unchecked run says so, and no token warning", async () => {
   const dir = tmp();
   try {
     const json = path.join(dir, "r.json");
-    const p = await runNode([RUNNER, tinyJob(dir), "--out", dir, "--json", json]);
+    const p = await runNode([RUNNER, tinyJob(dir), "--out", dir, "--json", json], { SPMD_RUNNER_TOKEN: "" });
     assert.equal(p.code, 0, p.stderr);
+    assert.doesNotMatch(p.stderr, /SPMD_RUNNER_TOKEN/, "a rank alone meets no one: its derived secret exposes nothing");
     assert.match(p.stdout, /job tiny, 1 rank, backend/);
     assert.match(p.stdout, /# Out of bounds values : N\/A \(not checked\)/);
     const [row] = JSON.parse(readFileSync(json, "utf8")).results;
@@ -249,12 +303,15 @@ const TASKSET = spawnSync("taskset", ["-c", "0", "true"]).status === 0;
 test("launch -n 2 on one core warns once about the oversubscription; the ranks' errors name runner launch", { skip: !TASKSET && !process.env.CI && "no taskset" }, async () => {
   const dir = tmp();
   try {
-    const p = await spawnRunner(["launch", "-n", "2", tinyJob(dir), "--out", dir, "--backend", "mpi"], {}, { wrap: ["taskset", "-c", "0"] }).exited;
+    // Every rank fails alike at a deadline (--backend mpi, which this test used, is now refused before any rank starts).
+    const job = tinyJob(dir, { timeoutSec: 1, stages: [{ id: "w", op: "compute", us: 3_000_000 }] });
+    const p = await spawnRunner(["launch", "-n", "2", job, "--out", dir], {}, { wrap: ["taskset", "-c", "0"] }).exited;
     assert.equal(p.stderr.match(/runner launch: 2 ranks on 1 core: the ranks take turns/g)?.length, 1, p.stderr);
-    // Every rank refuses alike: said once, naming the ranks.
-    assert.equal(p.stderr.match(/needs an MPI launcher/g)?.length, 1, p.stderr);
-    assert.match(p.stderr, /^runner \(ranks 0,1\): backend mpi: needs an MPI launcher .*; this process was started by runner launch$/m);
-    assert.doesNotMatch(p.stderr, /torchrun/);
+    // Said once, naming the ranks; and the ranks know who started them.
+    assert.equal(p.stderr.match(/deadline passed/g)?.length, 1, p.stderr);
+    assert.match(p.stderr, /^runner \(ranks 0,1\): stage w: deadline passed during 3 s of compute$/m);
+    assert.match(p.stdout + p.stderr, /rank 0 of 2 \(runner launch\)/);
+    assert.doesNotMatch(p.stdout + p.stderr, /torchrun/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -139,7 +139,20 @@ const badJobs = [
   ["sweep list with a bad size", jobText({ sweep: { count: [1, "x"] } }), undefined,
     'job.json: sweep.count[1]: expected a size like 4096, "4Ki", "16Mi" or "1Gi", got "x"'],
   ["sweep count of the wrong type", jobText({ sweep: { count: "1Ki" } }), undefined,
-    'job.json: sweep.count: expected an object or an array, got "1Ki"'],
+    'job.json: sweep.count: expected {"from": size, "to": size, "factor": n} or [size, ...], got "1Ki"'],
+  // Every union of the job explained in the job's terms, where zod said "an object or an object or ...".
+  ["a group written as a rank list", jobText({ groups: { half: [[0, 1], [2, 3]] } }), undefined,
+    'job.json: groups.half: expected {"split": "host"|"across"}, {"block": n}, {"stride": n} or {"ranks": [[n, ...], ...]}, got an array'],
+  ["a group of none of the forms", jobText({ groups: { half: { size: 2 } } }), undefined,
+    'job.json: groups.half: expected {"split": "host"|"across"}, {"block": n}, {"stride": n} or {"ranks": [[n, ...], ...]}, got an object'],
+  ["a group's split mistyped", jobText({ groups: { half: { split: "hosts" } } }), undefined,
+    'job.json: groups.half.split: expected one of "host", "across", got "hosts"'],
+  ["all_to_allv counts not a matrix", jobText({ stages: [{ id: "a", op: "all_to_allv", input: "g", counts: 3 }] }), undefined,
+    "job.json: stages[0].counts: expected [[size, ...], ...] or [[[size, ...], ...], ...], got 3"],
+  ["qgZ bits not 4 or 8", jobText({ stages: [{ id: "a", op: "quantized_allreduce", input: "g", bits: "x" }] }), undefined,
+    'job.json: stages[0].bits: expected 4 or 8, got "x"'],
+  ["a swept value of no plain type", jobText({ sweep: { params: { algorithm: [{}] } } }), undefined,
+    "job.json: sweep.params.algorithm[0]: expected a string or a number or true or false, got an object"],
   ["empty sweep list", jobText({ sweep: { count: [] } }), undefined, "job.json: sweep.count: expected at least 1 item, got 0"],
   ["coalesced without inputs", jobText({ stages: [{ id: "rs", op: "reduce_scatter", input: "g", coalesced: true }] }), undefined,
     'job.json: stages[0].coalesced: "coalesced": true needs "inputs" (a list of tensors)'],
@@ -292,7 +305,7 @@ test("loadJob reads files and reports unreadable ones", () => {
   assert.equal(loadJob(file).name, "t");
   const missing = join(dir, "nope.json");
   assert.throws(() => loadJob(missing), { message: `${missing}: cannot read file: ENOENT: no such file or directory` });
-  assert.throws(() => loadJob(dir), { message: `${dir}: cannot read file: EISDIR: illegal operation on a directory` });
+  assert.throws(() => loadJob(dir), { message: `${dir}: not a regular file (a folder): only regular files are read` });
 });
 
 test("run configuration: defaults, overrides and errors", () => {

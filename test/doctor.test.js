@@ -193,6 +193,11 @@ test("referenceOf and the closing lines: --expect wins, else the slowest NIC whe
   const cores = formatDoctor(doctorResult(names(2), matrix(2, () => 1), T, referenceOf(0.9, [null, null])), [52.14, 321]);
   assert.match(cores, /\nCores: a cache line's round trip between rank 0's CPU and the others', at start-up: 52\.1, 321\.0 ns\n/);
   assert.doesNotMatch(two(referenceOf(0.9, [null, null])), /Cores:/);
+  // Ranks that outnumber the cores: latency recorded but not shown, in one line that says why.
+  const crowded = formatDoctor(doctorResult(names(2), matrix(2, () => 1), T, referenceOf(0.9, [null, null]), "4 ranks on 2 cores (vm)"));
+  assert.match(crowded, /\nLatency: not shown: 4 ranks on 2 cores \(vm\): the ranks take turns on the cores, .*\(run doctor with ranks <= cores\)\n/);
+  assert.doesNotMatch(crowded, /Latency \(us/);
+  assert.match(two(referenceOf(0.9, [null, null])), /\nLatency \(us, 8-byte exchange\)\n/);
 });
 
 /** The bandwidth map's cells in a doctor's report.html: host pair, value, outlier flag, fill colour. */
@@ -269,6 +274,10 @@ function assertOneHost({ p, doc }, backend) {
   assert.equal(doc.doctor.hosts.length, 1);
   assert.ok(doc.doctor.bandwidth_gbps[0][0] > 0 && doc.doctor.latency_us[0][0] > 0, JSON.stringify(doc.doctor));
   assert.deepEqual(doc.doctor.outliers, []);
+  // More ranks than cores (3 on a 2-core machine): the latency is said to be unreliable, not shown.
+  const crowded = doc.manifest.hosts[0].cores < doc.world_size;
+  assert.equal(doc.doctor.oversubscribed, crowded ? `${doc.world_size} ranks on ${doc.manifest.hosts[0].cores} cores (${doc.doctor.hosts[0]})` : undefined);
+  assert.match(p.stdout, crowded ? /\n(?:\[0\] )?Latency: not shown: / : /\n(?:\[0\] )?Latency \(us/);
   assert.match(p.stdout, /Bandwidth \(GB\/s.*\n.*\n.*\s\d+\.\d{3}\n/);
   // Timed at start-up unless the machine kept rank 0's threads off their CPUs: then said, and recorded.
   if (doc.core_round_trip_ns) assert.match(p.stdout, new RegExp(`\n(?:\\[0\\] )?Cores: .* at start-up: ${doc.core_round_trip_ns.map((ns) => ns.toFixed(1)).join(", ")} ns\n`));
@@ -283,6 +292,9 @@ test("runner launch -n 3 doctor: 3 local ranks over shm; bad doctor options are 
     [["doctor", "--expect", "fast"], /--expect: expected GB\/s above 0, got NaN/],
     [["launch", "-n", "2", "jobs/quickstart.json", "--expect", "1"], /--expect is an option of doctor only/],
     [["launch", "-n", "2", "jobs/quickstart.json", "--threshold", "0.3"], /--threshold is an option of doctor only/],
+    // Alone, doctor measured nothing and printed empty 1x1 matrices, exit 0.
+    [["doctor"], /^runner: doctor measures between ranks, so it needs 2 or more \(got 1\): runner launch -n 2 doctor, or under mpirun or srun\n$/],
+    [["launch", "-n", "1", "doctor"], /^runner: doctor measures between ranks, so it needs 2 or more \(got 1\)/],
   ];
   for (const [args, message] of bad) {
     const p = await runNode([RUNNER, ...args]);

@@ -73,3 +73,11 @@ test("crossover: a campaign of one backend says there is nothing to rank instead
     assert.match(readFileSync(path.join(tmp, "report.html"), "utf8"), /<p>Each op, size and world size ran one backend: nothing to rank\.<\/p>/);
   });
 });
+
+test("campaign charts: a line per stage and combination of its swept parameters (sum and max drew one zigzag)", async () => {
+  const [{ campaignSpecs }, { groupRows }] = await Promise.all([import("../dist/exp/plots.js"), import("../dist/exp/analyze.js")]);
+  const row = (size, reduce, busbw) => ({ point_id: "p", rep: 1, job: "j", backend: "shm", world_size: 2, hosts: 1, variant: "base", executor: "local",
+    stage: "ar", op: "allreduce", size, type: "float32", busbw, wrong: 0, avg_us: 1, params_reduce: reduce });
+  const [bandwidth] = campaignSpecs(groupRows([1024, 4096].flatMap((size) => [row(size, "sum", 1), row(size, "max", 2)])), ["backend"]);
+  assert.deepEqual([...new Set(bandwidth.data.values.map((v) => v.stage))].sort(), ["ar[reduce=max]", "ar[reduce=sum]"]);
+});

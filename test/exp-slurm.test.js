@@ -60,6 +60,9 @@ test("slurm pack: one batch job for the shape runs every repetition, interleaved
   const p = await exp(["run", c.file, "--dir", c.dir]);
   assert.equal(p.code, 0, p.stderr);
   assert.match(p.stderr, /submitted SLURM job \d+\n/);
+  // Each repetition as it ends, then a final line (main said only "submitted SLURM job N").
+  assert.equal((p.stderr.match(/^exp: \[[1-4]\/4\] \w+ job=tiny .* rep [12]: done$/gm) ?? []).length, 4, p.stderr);
+  assert.match(p.stderr, /\nexp: every repetition done, in \S+\n$/);
   const s = await status(c);
   assert.deepEqual(s.counts.done, 2);
   assert.equal(outputs(c).length, 1, "one allocation for both points");

@@ -10,6 +10,7 @@ import { test } from "node:test";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
 import { alive, childrenOf, envOf, findProcesses, survivors } from "./helpers/procs.js";
 import { freePort, rankEnv, REPO, RUNNER, runRanks, shmLeftovers, spawnRunner } from "./helpers/ranks.js";
+import { writeSlowSweep } from "./helpers/slow-sweep.js";
 import { withTempDir } from "./helpers/tmp.js";
 
 const T = { timeout: 120_000 };
@@ -108,6 +109,28 @@ for (const [backend, W] of [["shm", 3], ["tcp", 4]]) {
       assert.deepEqual(shmLeftovers(ranks.map((r) => r.pid)), []);
     }));
 }
+
+// Issue 63 item 6, where no `runner launch` outlives the ranks (mpirun, srun, by hand): rank 0 finishes
+// results.json itself when it learns of the death, naming the fault it met. Before: flight/ only.
+test("by hand, kill -9 of rank 1 mid-sweep: rank 0 keeps the finished points in results.json, naming the death", T, () =>
+  withDir(async (dir) => {
+    const port = await freePort();
+    const out = path.join(dir, "results");
+    const ranks = [0, 1].map((rank) => spawnRunner([writeSlowSweep(dir), "--out", out, "--log-level", "debug"], rankEnv(rank, 2, port)));
+    await ranks[0].seen(/\[rank 0\] debug: running .* at \{"count":64,/);
+    ranks[1].child.kill("SIGKILL");
+    const { code, stdout } = await ranks[0].exited;
+    assert.notEqual(code, 0);
+    const [run] = readdirSync(out);
+    assert.ok(!readdirSync(path.join(out, run)).includes("journal.jsonl"));
+    const { interrupted, results } = JSON.parse(readFileSync(path.join(out, run, "results.json"), "utf8"));
+    assert.match(interrupted.by, /^the fault rank 0 met \(.*rank 1 \(pid \d+\) died/);
+    const counts = interrupted.finished.map((p) => p.count);
+    assert.ok(counts.length >= 2 && counts.length < 4, `finished: ${counts}`);
+    assert.deepEqual(counts, [16, 32, 64, 128].slice(0, counts.length));
+    assert.deepEqual(results.map((r) => r.count), counts.flatMap((c) => [c, 0]));
+    assert.match(stdout, /# Interrupted {10}: by the fault rank 0 met \(.*\) after \d of 4 sweep points/);
+  }));
 
 test("a rank stopped before the ranks meet: every other rank ends at the connect deadline naming it", T, () =>
   withDir(async (dir) => {

@@ -158,7 +158,7 @@ test("groups resolve to partitions listed by their lowest rank", async () => {
   assert.deepEqual(resolveGroups({ ranks: [[5, 1], [4, 0, 2], [3]] }, 6, hosts), [[0, 2, 4], [1, 5], [3]]);
 });
 
-// all_to_allv's counts (README, "all_to_allv"): each mistake one line naming its JSON path, before the ranks meet.
+// all_to_allv's counts (docs/jobs.md, "all_to_allv"): each mistake one line naming its JSON path, before the ranks meet.
 const a2av = (counts, extra = {}) => ({ id: "v", op: "all_to_allv", input: "f", counts, ...extra });
 function a2avFailure(stage, worldSize, extra = {}) {
   try {

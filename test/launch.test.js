@@ -7,7 +7,7 @@ import path from "node:path";
 import { launch } from "../dist/launch/launcher.js";
 import { freePort } from "../dist/launch/ports.js";
 import { RankErrors } from "../dist/launch/rank-errors.js";
-import { childrenOf, survivors } from "./helpers/procs.js";
+import { childrenOf, envOf, survivors } from "./helpers/procs.js";
 import { spawnRunner } from "./helpers/ranks.js";
 import { writeSlowSweep } from "./helpers/slow-sweep.js";
 
@@ -103,7 +103,30 @@ test("a rank killed by a signal is reported with 128+signal", T, async () => {
     setInterval(() => {}, 1000);
   `;
   const result = await launch({ nprocs: 2, command: rank(source), onLine: () => {} });
-  assert.deepEqual(result, { exitCode: 137, failedRank: 1, message: "runner launch: rank 1 was killed by SIGKILL" });
+  assert.deepEqual(result, { exitCode: 137, failedRank: 1, message: "runner launch: rank 1 was killed by SIGKILL", by: "rank 1 (SIGKILL)" });
+});
+
+// Issue 63 item 8: the first line names the rank that died or stopped answering, not the first of the ranks
+// that gave up on it (they exit when their deadline passes, and a stopped rank never exits by itself).
+test("the culprit first: a stopped rank, or one killed by another's signal, is named before the rank that exited first", T, async () => {
+  const stops = `
+    if (process.env.RANK === "1") process.kill(process.pid, "SIGSTOP");
+    if (process.env.RANK === "2") setTimeout(() => process.exit(1), 300);
+    setInterval(() => {}, 1000);
+  `;
+  const stopped = await launch({ nprocs: 3, command: rank(stops), graceMs: 300, settleMs: 300, onLine: () => {} });
+  assert.deepEqual(stopped, {
+    exitCode: 1, failedRank: 1, by: "rank 1 (stopped)",
+    message: "runner launch: rank 1 stopped answering (its process was stopped, as by SIGSTOP); the others gave up waiting for it",
+  });
+  // Rank 0 notices first and exits; rank 1's death by SIGKILL, a moment later, is what the launch reports.
+  const killed = `
+    if (process.env.RANK === "0") process.exit(1);
+    if (process.env.RANK === "1") setTimeout(() => process.kill(process.pid, "SIGKILL"), 100);
+    setInterval(() => {}, 1000);
+  `;
+  const result = await launch({ nprocs: 3, command: rank(killed), settleMs: 1000, onLine: () => {} });
+  assert.deepEqual(result, { exitCode: 137, failedRank: 1, message: "runner launch: rank 1 was killed by SIGKILL", by: "rank 1 (SIGKILL)" });
 });
 
 test("a command that cannot start is reported", T, async () => {
@@ -225,7 +248,9 @@ test("Ctrl-C during a sweep keeps the finished points, marked interrupted in res
     const [run] = readdirSync(out);
     const doc = JSON.parse(readFileSync(path.join(out, run, "results.json"), "utf8"));
     assert.equal(doc.interrupted.signal, "SIGINT");
+    assert.equal(doc.interrupted.by, "SIGINT");
     assert.equal(doc.interrupted.sweep_points, 4);
+    assert.ok(!readdirSync(path.join(out, run)).includes("journal.jsonl"), "the journal goes once results.json holds it");
     const counts = doc.interrupted.finished.map((p) => p.count);
     assert.deepEqual(counts, [16, 32, 64, 128].slice(0, counts.length));
     assert.ok(counts.length >= 2 && counts.length < 4, `finished: ${counts}`);
@@ -235,6 +260,32 @@ test("Ctrl-C during a sweep keeps the finished points, marked interrupted in res
     assert.ok(readFileSync(path.join(out, run, "table.txt"), "utf8").includes(line));
     assert.match(readFileSync(path.join(out, run, "report.html"), "utf8"), /<strong>Interrupted<\/strong> by SIGINT after \d of 4 sweep points/);
   }));
+
+// Issue 63 item 6: rank 0 journals each point as it ends, and the launcher, which outlives every rank, finishes
+// results.json from it when a rank dies, rank 0 included. Before: flight/ only, the finished points lost.
+for (const victim of [1, 0]) {
+  test(`kill -9 of rank ${victim} mid-sweep: results.json holds the finished points and names rank ${victim} and the point it died in`, { timeout: 60_000 }, () =>
+    withSweep(async (launcher, out) => {
+      await launcher.seen(pointStarted(64));
+      process.kill(childrenOf(launcher.child.pid).find((pid) => envOf(pid, "RANK") === String(victim)), "SIGKILL");
+      const { code, stdout, stderr } = await launcher.exited;
+      assert.equal(code, 137, stderr);
+      assert.match(stderr, new RegExp(`^runner launch: rank ${victim} was killed by SIGKILL$`, "m"));
+      const [run] = readdirSync(out);
+      assert.ok(!readdirSync(path.join(out, run)).includes("journal.jsonl"), "the journal goes once results.json holds it");
+      const doc = JSON.parse(readFileSync(path.join(out, run, "results.json"), "utf8"));
+      const { by, signal, finished, during, sweep_points } = doc.interrupted;
+      assert.deepEqual({ by, signal, sweep_points }, { by: `rank ${victim} (SIGKILL)`, signal: undefined, sweep_points: 4 });
+      const counts = finished.map((p) => p.count);
+      assert.ok(counts.length >= 2 && counts.length < 4, `finished: ${counts}`);
+      assert.deepEqual(counts, [16, 32, 64, 128].slice(0, counts.length));
+      assert.deepEqual(during, { count: [16, 32, 64, 128][counts.length], params: {} });
+      assert.deepEqual(doc.results.map((r) => r.count), counts.flatMap((c) => [c, 0]), "the rows are the finished points'");
+      const line = `# Interrupted          : by rank ${victim} (SIGKILL) after ${counts.length} of 4 sweep points; the rows are those that finished`;
+      assert.ok(stdout.includes(line), stdout);
+      assert.ok(readFileSync(path.join(out, run, "table.txt"), "utf8").includes(line));
+    }));
+}
 
 test("SIGTERM before any point finished leaves no run directory", { timeout: 60_000 }, () =>
   withSweep(async (launcher, out) => {

@@ -190,3 +190,42 @@ mountTest("a read-only --out says EROFS; dumps larger than the free space are re
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// Issue 63 item 5: the world size is capped (65536, config/job.ts MAX_WORLD) and what the launcher and the
+// planner do per rank is linear in W. Before: `launch -n 100000` printed nothing for minutes, and the plan of
+// a world of W ranks on one host copied each host's and group's rank list once per rank (W² per sweep point).
+test("world size: above 65536 refused at once in one line (-n, WORLD_SIZE, worldSize); at 65536 the plan takes seconds, not W²", () => {
+  const dir = tmp();
+  const quick = (args, env = {}) => {
+    const t0 = Date.now();
+    const p = spawnSync(process.execPath, [RUNNER, ...args], { cwd: REPO, encoding: "utf8", env: { ...process.env, ...env }, timeout: 30_000 });
+    return { code: p.status, signal: p.signal, stderr: p.stderr ?? "", stdout: p.stdout ?? "", ms: Date.now() - t0 };
+  };
+  const fast = (p, what) => assert.ok(p.ms < 5_000, `${what}: ${p.ms} ms`);
+  try {
+    const over = /^runner: -n: expected an integer from 1 to 65536 \(the most ranks a job runs at\), got 100000/;
+    for (const command of ["launch", "validate"]) {
+      const p = quick([command, "-n", "100000", "jobs/quickstart.json"]);
+      oneLine(p, 2, over);
+      fast(p, `${command} -n 100000`);
+    }
+    // A launcher's world (mpirun, srun, torchrun) is held to the same cap.
+    const env = quick(["jobs/quickstart.json"], { RANK: "0", WORLD_SIZE: "65537", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "1" });
+    oneLine(env, 2, /^runner: environment: WORLD_SIZE=65537 is more than 65536, the most ranks a job runs at$/);
+    fast(env, "WORLD_SIZE=65537");
+    oneLine(quick(["validate", job(dir, { x: { dtype: "float32", count: 1 } }, [{ id: "ar", op: "allreduce", input: "x" }], { worldSize: 65537 })]), 2,
+      /^runner: \S+job\.json: line 1 column \d+: worldSize: expected at most 65536, got 65537$/);
+    // At the cap, one host: a job with groups of every kind and 31 sweep points is planned at every point
+    // (the memory check plans them all) and refused for memory, in seconds.
+    const groups = { pair: { block: 2 }, parity: { stride: 2 }, tp: { split: "host" }, dp: { split: "across" } };
+    const stages = Object.keys(groups).map((g) => ({ id: g, op: "allreduce", input: "x", group: g }));
+    const file = job(dir, { x: { dtype: "float32", count: 1 } }, stages, { groups, sweep: { count: { from: 1, to: "1Gi", factor: 2 } } });
+    for (const command of [["validate", "-n", "65536", file], ["launch", "-n", "65536", file]]) {
+      const p = quick(command);
+      oneLine(p, 2, /^runner: \S+job\.json: memory: 65536 ranks on this host need .* at sweep count 1073741824/);
+      fast(p, command.slice(0, 3).join(" "));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

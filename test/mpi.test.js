@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { planStart } from "../dist/comm/open.js";
+import { mpichCrowdedNote, planStart } from "../dist/comm/open.js";
 import { discoverPlace } from "../dist/env/discover.js";
 import { bigJob, prepareJob, smallJob, verifyDumps } from "./helpers/matrix.js";
 import { mpirun, mpiTest } from "./helpers/mpi.js";
@@ -18,6 +18,14 @@ import { envForMpi, REPO, RUNNER, runNode } from "./helpers/ranks.js";
 import { withTempDir } from "./helpers/tmp.js";
 
 const TABLE_HEAD = /# stage +op +algo +size +count +type +redop +root +time +algbw +busbw +#wrong/;
+
+test("MPICH with more ranks than cores: one line says what will happen and the remedy; Open MPI, other backends and a core each say nothing", () => {
+  const mpich = "MPICH Version:      4.0\nMPICH Release date: Fri Jan 21 10:42:29 CST 2022";
+  assert.match(mpichCrowdedNote("mpi (MPI_THREAD_MULTIPLE, 2 lanes)", mpich, 4, 2), /^MPICH with 4 ranks on 2 cores: MPICH polls without yielding .*; run with ranks <= cores, or under Open MPI's mpirun, which yields$/);
+  assert.equal(mpichCrowdedNote("mpi (MPI_THREAD_MULTIPLE, 2 lanes)", mpich, 2, 2), undefined);
+  assert.equal(mpichCrowdedNote("mpi (MPI_THREAD_MULTIPLE, 2 lanes)", "Open MPI v4.1.6, package: Debian OpenMPI", 4, 2), undefined);
+  assert.equal(mpichCrowdedNote("shm", mpich, 4, 2), undefined);
+});
 
 test("backend and bootstrap rules: auto is mpi under an MPI launcher when built, else decided by the hosts; shm/tcp meet over MPI without MASTER_*", () => {
   const openmpi = { OMPI_COMM_WORLD_RANK: "1", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "1", OMPI_COMM_WORLD_LOCAL_SIZE: "4" };

@@ -154,6 +154,21 @@ test("the relative-error legend and the overlap chart list sizes in numeric orde
   assert.deepEqual(rows, ["ig @1024", "ig @16384", "ig @1048576"]);
 });
 
+test("the bandwidth chart of a parameter sweep: a line per combination of swept parameters, and a fallback algorithm said", async () => {
+  const { renderCharts } = await import("../dist/report/charts.js");
+  const time = { avg_us: 10, p50_us: 10, p95_us: 10, p99_us: 10, stddev_us: 0, min_us: 10, max_us: 10 };
+  const row = (stage, op, count, params, algorithm) => ({ stage, op, size: 4 * count, count, type: "float32", redop: "sum", root: null, algorithm, params,
+    time, algbw: 1, busbw: 1, wrong: 0, wire_bytes: 0, rel_error: null, per_rank_avg_us: [10], slowest_rank: 0, straggler_us: 0 });
+  const rows = [1024, 16384].flatMap((count) => [
+    row("ar", "allreduce", count, { reduce: "sum" }, "ring"), row("ar", "allreduce", count, { reduce: "max" }, "ring"),
+    row("ag", "all_gather", count, { algorithm: "tree" }, "shared"), row("ag", "all_gather", count, { algorithm: "ring" }, "ring"),
+  ]);
+  const [bandwidth] = await renderCharts(rows);
+  // One line each (main drew "ar (ring)" through sum and max alike, and "ag (shared)" beside "ag (ring)").
+  const legend = [...bandwidth.matchAll(/>((?:ar|ag)\[[^<]*)</g)].map((m) => m[1]);
+  assert.deepEqual(legend.sort(), ["ag[algorithm=ring] (ring)", "ag[algorithm=tree] (shared fallback)", "ar[reduce=max] (ring)", "ar[reduce=sum] (ring)"]);
+});
+
 /** Runs `script` in the page (headless Chromium) after it loads; returns what it wrote into <pre id="probe">. */
 function probe(html, script, dir) {
   const page = path.join(dir, "probe.html");

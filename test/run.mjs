@@ -1,6 +1,6 @@
 // `npm test`: every test/*.test.js under node:test, in two lanes and one report, then the files that measure
 // links, alone.
-//  - Beside the rest run the jobs/ examples (jobs.test.js), the trace importer's files, the collectives'
+//  - Beside the rest run the jobs/ examples (jobs.test.js), the generated references (docs.test.js), the trace importer's files, the collectives'
 //    element checks, the 1-bit, tcp and mpi backend's ones, the command line's and `runner compare`'s (their own
 //    ports, build folder and results), `runner exp`'s campaigns, then the large-size matrix
 //    (test/large.test.js): minutes of CPU-bound runs that touch nothing the other files use (their own
@@ -26,8 +26,9 @@ const TEST = path.dirname(fileURLToPath(import.meta.url));
 // The aarch64 cross build stays with the rest, first: it configures native/build, which native.test.js and
 // package.test.js build in.
 const BESIDE = [
-  "jobs.test.js", "trace.test.js", "trace-hostile.test.js", "collectives.test.js", "onebit.test.js", "tcp.test.js",
-  "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "large.test.js",
+  "jobs.test.js", "docs.test.js", "trace.test.js", "trace-hostile.test.js", "trace-hang.test.js", "collectives.test.js", "onebit.test.js",
+  "tcp.test.js", "single-copy.test.js", "mpi.test.js", "cli.test.js", "compare.test.js", "exp.test.js", "security-files.test.js",
+  "large.test.js",
 ].map((f) => path.join(TEST, f));
 const LAST = ["doctor.test.js", "shaped-link.test.js"].map((f) => path.join(TEST, f));
 const COUNTS = ["tests", "suites", "pass", "fail", "cancelled", "skipped", "todo"];

@@ -76,3 +76,27 @@ test("a rank shares its cores when the host's ranks whose CPU sets overlap its o
   assert.match(describeBinding([0]), all > 1 ? /^CPUs 0 \(bound; \d+ online\)$/ : /^CPUs 0 \(not bound\)$/);
   assert.equal(describeBinding(null), "unknown (no /proc)");
 });
+
+// Issue 63 item 5: each rank meets the others' identities at start-up, so what it does with them is linear in
+// W. Before: a new host searched every host met so far for its name, and the launcher's cross-check searched
+// each rank's host for it (W² on one host): seconds to minutes at the cap.
+test("the hosts of 65536 ranks, one per host and all on one, and the cross-check of each, in well under a second", () => {
+  const W = 65536;
+  const apartIds = Array.from({ length: W }, (_, r) => ({ key: `k${r}`, name: r % 2 ? "same" : `n${r}` }));
+  const togetherIds = Array.from({ length: W }, () => ({ key: "k", name: "vm" }));
+  const said = Array.from({ length: W }, (_, r) => ({ localRank: r, localSize: W }));
+  // The best of three, for a loaded machine: linear takes tens of ms here, W² some seconds.
+  let best = Infinity, apart, together;
+  for (let i = 0; i < 3; i++) {
+    const t0 = performance.now();
+    apart = topologyOf(apartIds);
+    together = topologyOf(togetherIds);
+    assert.equal(contradictions(together, said), undefined);
+    best = Math.min(best, performance.now() - t0);
+  }
+  assert.equal(apart.hosts.length, W);
+  assert.deepEqual(apart.hosts.slice(0, 4).map((h) => h.name), ["n0", "same", "n2", "same#2"]);
+  assert.equal(apart.hosts[W - 1].name, `same#${W / 2}`);
+  assert.match(contradictions(together, said.map((v) => ({ ...v, localRank: W - 1 - v.localRank }))) ?? "", /and 65532 more$/);
+  assert.ok(best < 1_000, `${best.toFixed(0)} ms`);
+});

@@ -144,7 +144,7 @@ export async function parseOptions(argv) {
     .option("memcpy-bytes", { type: "string", describe: "Buffer size of the memcpy bandwidth probe (default 256Mi)" })
     .option("memcpy-repeats", { type: "number", describe: "Repeats of the memcpy probe (median)" })
     .option("out", { type: "string", describe: "Directory for <UTC time>.json (default bench/results; --quick/--smoke: a temporary directory)" })
-    .option("docs", { type: "string", describe: "Markdown file whose bench section to regenerate (default docs/PERFORMANCE.md; --quick/--smoke: none)" })
+    .option("docs", { type: "string", describe: "Markdown file whose bench section to regenerate (default docs/bench-shm-vs-ompi.md; --quick/--smoke: none)" })
     .option("no-docs", { type: "boolean", describe: "Do not touch any Markdown file" })
     .option("keep-runs", { type: "boolean", default: false, describe: "Keep every invocation's run directory (printed at the end)" })
     .option("timeout", { type: "number", default: 900, describe: "Seconds one invocation (launch or mpirun) may take" })
@@ -190,7 +190,7 @@ export async function parseOptions(argv) {
     writeDocs: preset.writeDocs,
     out: a.out,
     // The docs' generated section is the shm comparison under `runner launch`; other runs write only where told.
-    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" && launcher === "launch" ? path.join(REPO, "docs/PERFORMANCE.md") : undefined)),
+    docs: a["no-docs"] ? undefined : (a.docs ?? (preset.writeDocs && a.backend === "shm" && launcher === "launch" ? path.join(REPO, "docs/bench-shm-vs-ompi.md") : undefined)),
     keepRuns: a["keep-runs"],
     timeoutSec: a.timeout,
     backend: a.backend,

@@ -1,5 +1,5 @@
 // From raw invocations to rows (medians over the repeated pairs), target verdicts, the stdout table and
-// docs/PERFORMANCE.md's generated section.
+// docs/bench-shm-vs-ompi.md's generated section.
 import { readFileSync } from "node:fs";
 import { formatSize } from "../../dist/config/size.js";
 import { coreRoundTrip, describeMachines } from "../../dist/metrics/verdict.js";
@@ -295,8 +295,8 @@ export function evaluateTargets(rows, idle, backend = "shm") {
 const withRange = (v, n) => (n > 1 ? `${g3(v.median)} (${g3(v.min)}–${g3(v.max)})` : g3(v.median));
 
 // Repeats of one peer that differ by more than this (slowest over fastest) did not all measure the same
-// machine: on the 2-core VM whole invocations of ours ran 2.5-4 times slower in spells (docs/PERFORMANCE.md,
-// "slow invocations"), and a median of 3 can sit on one. The table marks such a time so no one reads it
+// machine: on the 2-core VM whole invocations of ours ran 2.5-4 times slower in spells (docs/PERFORMANCE.md
+// of 2026-11-26 in git, "slow invocations"), and a median of 3 can sit on one. The table marks such a time so no one reads it
 // as the peer's speed. Not below 10 µs, where a microsecond of scheduling doubles a repeat routinely.
 const UNSTEADY = 2;
 const UNSTEADY_FROM_US = 10;
@@ -414,7 +414,7 @@ function markdownTable(rows) {
   return [head, rule, ...rows.map((r) => `| ${columns.map((c) => c.cell(r).replace(/\*$/, "\\*")).join(" | ")} |`)].join("\n");
 }
 
-/** docs/PERFORMANCE.md's generated section, markers included. */
+/** docs/bench-shm-vs-ompi.md's generated section, markers included. */
 export function markdownSection(doc) {
   const m = doc.machine;
   const s = doc.settings;

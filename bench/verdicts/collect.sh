@@ -5,6 +5,7 @@
 # (stopped at the end), and prints the load average before and after; `fixed`: every launch under
 # SPMD_SHM_SINGLE_COPY=fixed (the variant "fixed"), the copy paths untimed. Then, for example:
 #   node scripts/exp-verdicts.mjs identical $(ls -d OUT/SET/c* | sort -V)     # slow2x; one-op for 5 repetitions
+. "$(dirname "$0")/../../scripts/usage.sh" "$@"
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1 n=$2 reps=${3:-3} load=${4:-0} paths=${5:-timed}

@@ -12,6 +12,7 @@
 # namespace (slurmd -N NAME, at ADDR, with its own spool directory and host name), the controller in the
 # first one. Every daemon sees DIR/hosts as /etc/hosts, so the nodes' names resolve; clients (sbatch,
 # sinfo) then run in the first namespace: `ip netns exec NETNS sbatch ...`.
+. "$(dirname "$0")/../usage.sh" "$@"
 set -euo pipefail
 
 usage() { echo "usage: $0 start|stop DIR [NAME:NETNS:ADDR ...]" >&2; exit 2; }

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import yargs, { type CommandModule } from "yargs";
 import { hideBin } from "yargs/helpers";
+import { closest } from "../config/errors.js";
 import { rankForMessages } from "../env/discover.js";
 import { sayFailure } from "../log/failure.js";
 import { VERSION } from "../version.js";
@@ -26,37 +27,45 @@ function fail(err: unknown): never {
 const COMMANDS: readonly CommandModule<object, any>[] = [runCommand, launchCommand, validateCommand, infoCommand, compareCommand, doctorCommand, expCommand, buildCommand, traceCommand];
 const COMMAND_NAMES = COMMANDS.map((c) => String([c.command].flat()[0]).split(" ")[0]!);
 
-/** Levenshtein distance, for the command a mistyped word was most likely meant to be. */
-function distance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
-}
-
 /**
  * A first word that is neither a command nor a file: the default command would take it for a job file and
  * then call the rest unknown arguments (`lauch -n 2 job.json`: "Unknown arguments: n, job.json").
  */
 function notACommand(first: string | undefined): Error | undefined {
   if (first === undefined || /[-./]/.test(first[0]!) || first.includes(".") || COMMAND_NAMES.includes(first) || existsSync(first)) return undefined;
-  const [closest] = [...COMMAND_NAMES].sort((a, b) => distance(first, a) - distance(first, b));
-  const hint = distance(first, closest!) <= 2 ? `did you mean ${closest}?` : `commands: ${COMMAND_NAMES.join(", ")}`;
+  const meant = closest(first, COMMAND_NAMES);
+  const hint = meant ? `did you mean ${meant}?` : `commands: ${COMMAND_NAMES.join(", ")}`;
   return Object.assign(new Error(`${first} is not a command (${hint}), nor a job file`), { exitCode: 2 });
 }
 
 /** yargs' line for a value outside an option's choices: `--backend "shmm": expected one of "auto", ...`. */
 const CHOICE_STRINGS = { "Argument: %s, Given: %s, Choices: %s": "--%s %s: expected one of %s" };
 
+/** An option as typed: -n, --iterations. */
+const flag = (name: string) => (name.length === 1 ? `-${name}` : `--${name}`);
+
+/**
+ * yargs' "Unknown arguments: iteration, N" with the flag each was most likely meant to be, among the options of
+ * the command that ran (`known`): "--iteration (did you mean --iterations?), -N (did you mean -n?)".
+ */
+function unknownFlags(msg: string, known: readonly string[]): string | undefined {
+  const unknown = /^Unknown arguments?: (.+)$/.exec(msg)?.[1];
+  if (unknown === undefined) return undefined;
+  const hinted = unknown.split(", ").map((name) => {
+    // Fewer edits than the name has letters: "ab" is not a mistyped "job", "N" may be "n".
+    const meant = closest(name, known, Math.min(2, name.length - 1));
+    return meant ? `${flag(name)} (did you mean ${flag(meant)}?)` : flag(name);
+  });
+  return `unknown option${hinted.length === 1 ? "" : "s"} ${hinted.join(", ")}`;
+}
+
 /** The command line (the process's own by default): runner/index.js calls it from the bundle. */
 export async function main(argv: string[] = hideBin(process.argv)): Promise<void> {
   try {
     const stray = notACommand(argv[0]);
     if (stray) throw stray;
-    await yargs(argv)
+    const cli = yargs(argv);
+    await cli
       .scriptName("runner")
       .command(COMMANDS as CommandModule<object, any>[])
       .strict()
@@ -69,7 +78,11 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
         // yargs' own errors (YError: a coerce check's too) are bad input; a handler's keep their exit code.
         if (err && err.name !== "YError") throw err;
         // The heading of yargs' list of wrong values ("Invalid values:") goes; each of its lines names one.
-        const line = msg.split("\n").map((l) => l.trim()).filter((l) => l && !l.endsWith(":")).join("; ");
+        // The instance holds the options of the command that ran when it fails (its builder ran on it); its
+        // typings leave getOptions out.
+        const options = (cli as unknown as { getOptions(): { key: Record<string, unknown>; alias: Record<string, string[]> } }).getOptions();
+        const known = [...Object.keys(options.key), ...Object.values(options.alias).flat()];
+        const line = unknownFlags(msg, known) ?? msg.split("\n").map((l) => l.trim()).filter((l) => l && !l.endsWith(":")).join("; ");
         throw Object.assign(new Error(`${line} (see --help)`), { exitCode: 2 });
       })
       .parseAsync();

@@ -7,7 +7,7 @@ export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 
 /** The options of `run`, which `launch` also accepts and forwards to every rank (DESIGN.md, Command line). */
 export const RUN_OPTIONS = {
-  config: { type: "string", requiresArg: true, describe: "Run configuration file (backend, timeouts, logs, output)" },
+  config: { type: "string", requiresArg: true, describe: "Run configuration file (backend, timeouts, logs, output) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" },
   backend: { type: "string", choices: BACKENDS, describe: "Communication backend" },
   iface: {
     type: "string",

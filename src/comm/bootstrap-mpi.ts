@@ -88,7 +88,7 @@ export class MpiBootstrap implements Bootstrap {
   }
 }
 
-/** How to build the addon for the MPI of a launcher (README, Running under mpirun), by the launcher found. */
+/** How to build the addon for the MPI of a launcher (docs/mpi.md), by the launcher found. */
 const BUILD_FOR: Partial<Record<Place["launcher"], string>> = {
   mpich: "MPICH: SPMD_BUILD_DIR=native/build-mpich node runner build -D MPI_C_COMPILER=mpicc.mpich, then run with SPMD_BUILD_DIR=native/build-mpich set",
   openmpi: "Open MPI: SPMD_BUILD_DIR=native/build-openmpi node runner build -D MPI_C_COMPILER=mpicc.openmpi, then run with SPMD_BUILD_DIR=native/build-openmpi set",

@@ -367,12 +367,16 @@ interface NativeModule {
   singleCopyTimedBytes: number[];
 }
 
+/** SPMD_BUILD_DIR as the user gave it, where set. */
+const GIVEN_BUILD_DIR = process.env.SPMD_BUILD_DIR || undefined;
+
 /**
  * Where `runner build` (and `npm ci` in a checkout) builds the addon, and the first place a run looks for
  * it: SPMD_BUILD_DIR when set, so one checkout can hold a second build against another MPI (MPICH next to
- * Open MPI), each run picking its own; else native/build.
+ * Open MPI), each run picking its own; else native/build. A relative SPMD_BUILD_DIR is taken from the
+ * package root, as the README writes it (`native/build-mpich`), whatever folder the run starts in.
  */
-export const BUILD_DIR = process.env.SPMD_BUILD_DIR ? path.resolve(process.env.SPMD_BUILD_DIR) : path.join(PACKAGE_ROOT, "native/build");
+export const BUILD_DIR = GIVEN_BUILD_DIR ? path.resolve(PACKAGE_ROOT, GIVEN_BUILD_DIR) : path.join(PACKAGE_ROOT, "native/build");
 /** The platform an addon is built for, as the packed package names its prebuilt one. */
 export const PLATFORM = `${process.platform}-${process.arch}`;
 const ADDON = "spmd_native.node";
@@ -420,7 +424,9 @@ function load(): { module: NativeModule; source: AddonSource } {
   for (const [name, value] of Object.entries(UCX_WITHOUT_HOOKS)) process.env[name] ??= value;
   const require = createRequire(import.meta.url);
   const refused: string[] = [];
-  for (const source of addonCandidates()) {
+  // A build the user named is the one meant: another (the packed one, another MPI's) would run unasked.
+  const candidates = GIVEN_BUILD_DIR ? addonCandidates().slice(0, 1) : addonCandidates();
+  for (const source of candidates) {
     if (!existsSync(source.path)) continue;
     try {
       return { module: require(source.path) as NativeModule, source };
@@ -428,6 +434,10 @@ function load(): { module: NativeModule; source: AddonSource } {
       // The loader's reason, e.g. "libmpi.so.40: cannot open shared object file": one line of it is enough.
       refused.push(`the addon ${source.origin} does not load: ${String((err as Error).message).split("\n")[0]}`);
     }
+  }
+  if (GIVEN_BUILD_DIR) {
+    const why = refused.length ? `${refused[0]} (${BUILD_DIR})` : `no addon built in ${BUILD_DIR}`;
+    throw new AddonMissingError(`SPMD_BUILD_DIR=${GIVEN_BUILD_DIR}: ${why}; build it with \`SPMD_BUILD_DIR=${GIVEN_BUILD_DIR} ${buildCommandLine()}\`, or unset SPMD_BUILD_DIR`);
   }
   const why = refused.length ? refused.join("; ") : `no native addon built or packed for ${PLATFORM}`;
   throw new AddonMissingError(`${why}; run \`${buildCommandLine()}\` (needs CMake and a C++ compiler)`);

@@ -143,6 +143,18 @@ export function mpiNotBuiltNote(place: Place, env: NodeJS.ProcessEnv, built: rea
     `to run over MPI, install it (e.g. openmpi-bin libopenmpi-dev) and run \`${buildCommandLine()}\``;
 }
 
+/**
+ * Said once, by rank 0, where the mpi backend runs on MPICH with more ranks on a host than cores: MPICH polls
+ * without yielding while a rank waits, so each collective waits out the other ranks' time slices (a 16 KiB
+ * allreduce 151-292 ms under mpiexec.mpich -np 4 on 2 cores, 30-60x Open MPI's, which yields when
+ * oversubscribed: native/src/backends/mpi/runtime.cc).
+ */
+export function mpichCrowdedNote(backend: string, mpiLibrary: string | undefined, localSize: number, cores: number): string | undefined {
+  if (!backend.startsWith("mpi") || !/\bMPICH\b/i.test(mpiLibrary ?? "") || localSize <= cores) return undefined;
+  return `MPICH with ${localSize} ranks on ${cores} cores: MPICH polls without yielding while a rank waits, so every collective ` +
+    "waits out the other ranks' time slices (30-60x slower than with a core each); run with ranks <= cores, or under Open MPI's mpirun, which yields";
+}
+
 function mpiThreadLevel(env: NodeJS.ProcessEnv): boolean {
   const level = env.SPMD_MPI_THREAD_LEVEL ?? "multiple";
   if (level !== "multiple" && level !== "funneled") {
@@ -245,8 +257,10 @@ export async function openCommunicator(o: OpenOptions): Promise<OpenCommunicator
     await agree(boot, o.place.rank, o.fingerprint);
     const met = await meet(boot, o.place);
     const topo = met.topo;
-    // Once per job: rank 0 says it, the other ranks' lines would repeat it.
-    warnings = [...met.warnings, ...(secret.source === "derived" && o.place.rank === 0 ? [DERIVED_SECRET_WARNING] : [])];
+    // Once per job: rank 0 says it, the other ranks' lines would repeat it; a rank alone meets no one, so
+    // its derived secret exposes nothing.
+    const exposed = secret.source === "derived" && o.place.rank === 0 && o.place.size > 1;
+    warnings = [...met.warnings, ...(exposed ? [DERIVED_SECRET_WARNING] : [])];
     topology = { ...topo };
     if (plan.backend === "nccl" || plan.backend === "hccl") {
       comm = await startLibrary(plan.backend, boot, o.place, topo, input.env, o.timeoutMs);

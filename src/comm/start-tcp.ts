@@ -62,7 +62,8 @@ export async function startTcp(boot: Bootstrap, place: Place, topo: Topology, o:
     const ready = comm!;
     ready.release();
     const peers = all.map((p, r) => {
-      if (r === rank || local?.includes(r)) return null;
+      // A local peer (on the shm segment) by its host, not a search of the host's ranks for each peer.
+      if (r === rank || (local && topo.hostOf[r] === topo.hostOf[rank])) return null;
       return { host: peerAddress(p, r, topo.hostOf[r] === topo.hostOf[rank], plan.addresses), port: p.port };
     });
     await ready.connect(peers);

@@ -17,13 +17,16 @@ export interface LinkCounts {
 
 export function topologyOf(ids: readonly HostIdentity[]): Topology {
   const index = new Map<string, number>();
+  // Hosts met so far by name: a world of one rank per host would otherwise search them all for each.
+  const named = new Map<string, number>();
   const hosts: Topology["hosts"] = [];
   const hostOf = ids.map((id, rank) => {
     let h = index.get(id.key);
     if (h === undefined) {
       h = hosts.length;
       index.set(id.key, h);
-      const same = hosts.filter((x) => x.name === id.name || x.name.startsWith(`${id.name}#`)).length;
+      const same = named.get(id.name) ?? 0;
+      named.set(id.name, same + 1);
       hosts.push({ name: same ? `${id.name}#${same + 1}` : id.name, ranks: [] });
     }
     hosts[h]!.ranks.push(rank);
@@ -43,6 +46,13 @@ export function hostPlace(t: Topology, rank: number): HostPlace {
   const node = t.hostOf[rank]!;
   const ranks = t.hosts[node]!.ranks;
   return { node, localRank: ranks.indexOf(rank), localSize: ranks.length };
+}
+
+/** Every rank's HostPlace, by rank: hostPlace for each would search its host's ranks, W² for one host. */
+export function hostPlaces(t: Topology): HostPlace[] {
+  const places = new Array<HostPlace>(t.hostOf.length);
+  t.hosts.forEach((h, node) => h.ranks.forEach((rank, localRank) => (places[rank] = { node, localRank, localSize: h.ranks.length })));
+  return places;
 }
 
 /** What the launcher's variables (or MPI) said of a rank's place, checked against the hosts. */
@@ -77,8 +87,9 @@ function nodeDisagrees(t: Topology, said: readonly LauncherView[]): (rank: numbe
  */
 export function contradictions(t: Topology, said: readonly LauncherView[], who: Witness = LAUNCHER): string | undefined {
   const nodeWrong = nodeDisagrees(t, said);
+  const places = hostPlaces(t);
   const bad = said.flatMap((v, rank) => {
-    const real = hostPlace(t, rank);
+    const real = places[rank]!;
     const localWrong = v.localRank !== real.localRank || v.localSize !== real.localSize;
     if (!localWrong && !nodeWrong(rank)) return [];
     const node = v.nodeRank === undefined ? "" : ` on node ${v.nodeRank}`;

@@ -5,6 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { BackendError } from "./errors.js";
 import { native } from "./native.js";
 
 export type LibraryBackend = "nccl" | "hccl";
@@ -45,6 +46,15 @@ export function libraryVersion(backend: LibraryBackend, env: NodeJS.ProcessEnv):
   const lib = vendorLibrary(backend, env);
   const probe = native().libraryProbe(backend, lib.path);
   return `${probe.version || backend} (${lib.path})`;
+}
+
+/** Refuses, as bad input (exit 2), a library that does not load here: "nccl: cannot load libnccl.so.2: ...". */
+export function checkLibrary(backend: LibraryBackend, env: NodeJS.ProcessEnv): void {
+  try {
+    native().libraryProbe(backend, vendorLibrary(backend, env).path);
+  } catch (err) {
+    throw new BackendError((err as Error).message);
+  }
 }
 
 /** "loadable (path, from where)" or "not loadable: why", for `runner info`. */

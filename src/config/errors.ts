@@ -1,4 +1,4 @@
-import type * as z from "zod";
+import * as z from "zod";
 
 /** A bad job or run-configuration file: one line naming the file, the JSON path and the problem. */
 export class ConfigError extends Error {
@@ -88,9 +88,10 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-function closest(word: string, candidates: readonly string[]): string | undefined {
+/** The candidate a mistyped word was most likely meant to be (at most `edits` away, case aside), if any. */
+export function closest(word: string, candidates: readonly string[], edits = Math.max(2, Math.floor(word.length / 3))): string | undefined {
   let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  let bestDistance = edits + 1;
   for (const candidate of candidates) {
     const distance = editDistance(word.toLowerCase(), candidate.toLowerCase());
     if (distance < bestDistance) [best, bestDistance] = [candidate, distance];
@@ -105,14 +106,54 @@ function unknownKeys(keys: readonly string[], inst: unknown): string {
   return `unknown key ${JSON.stringify(keys[0])}${suggestion ? ` (did you mean ${JSON.stringify(suggestion)}?)` : ""}`;
 }
 
-/** Branches of a plain union that all failed on the value's type: "an object or an array". */
-function unionAlternatives(errors: readonly (readonly z.core.$ZodIssue[])[]): string | undefined {
-  const expected: string[] = [];
-  for (const [first] of errors) {
-    if (first?.code !== "invalid_type" || first.path.length > 0) return undefined;
-    expected.push(expectedType(first.expected));
+/** A name for a schema in a union's message where its parts would say less ("size" for 4096 or "4Ki"). */
+export const FORMS = z.registry<{ form: string }>();
+
+/** A schema as a job file writes it: {"split": "host"|"across"}, {"block": n}, [[n, ...], ...]. */
+function form(schema: z.core.$ZodType): string {
+  const named = FORMS.get(schema)?.form;
+  if (named) return named;
+  // zod's def types differ by kind; only the fields read below are used.
+  const def = schema._zod.def as unknown as Record<string, any>;
+  switch (def.type) {
+    case "object":
+      return `{${Object.entries(def.shape as Record<string, z.core.$ZodType>).filter(([, v]) => v._zod.optin !== "optional").map(([k, v]) => `${JSON.stringify(k)}: ${form(v)}`).join(", ")}}`;
+    case "enum":
+      return Object.values(def.entries).map((v) => JSON.stringify(v)).join("|");
+    case "literal":
+      return (def.values as unknown[]).map((v) => JSON.stringify(v)).join("|");
+    case "array":
+      return `[${form(def.element)}, ...]`;
+    case "union":
+      return (def.options as z.core.$ZodType[]).map(form).join("|");
+    case "number":
+      return "n";
+    case "string":
+      return '"..."';
+    case "boolean":
+      return "true|false";
+    case "pipe":
+      return form(def.in);
+    case "optional":
+    case "default":
+      return form(def.innerType);
+    default:
+      return "...";
   }
-  return expected.join(" or ");
+}
+
+/**
+ * What a plain union accepts: "a string or a number" where its branches are plain values, else each branch as
+ * the job file writes it: a group is {"split": "host"|"across"}, {"block": n}, ... where zod said "an object or
+ * an object or an object or an object".
+ */
+function unionAlternatives(inst: unknown): string | undefined {
+  const options = (inst as { _zod?: { def?: { options?: z.core.$ZodType[] } } } | undefined)?._zod?.def?.options;
+  if (!options) return undefined;
+  const plain = options.every((o) => ["string", "number", "boolean", "literal", "enum"].includes(o._zod.def.type) && !FORMS.has(o));
+  if (plain) return options.map((o) => (o._zod.def.type === "literal" || o._zod.def.type === "enum" ? form(o) : expectedType(o._zod.def.type))).join(" or ");
+  const forms = options.map(form);
+  return `${forms.slice(0, -1).join(", ")} or ${forms.at(-1)}`;
 }
 
 /**
@@ -135,17 +176,13 @@ export function issueMessage(issue: z.core.$ZodRawIssue): string | undefined {
     }
     case "invalid_union": {
       // zod's raw-issue type flattens these fields to {}; at run time they are as documented.
-      const { discriminator, options = [], errors } = issue as unknown as {
-        discriminator?: string;
-        options?: unknown[];
-        errors: z.core.$ZodIssue[][];
-      };
+      const { discriminator, options = [] } = issue as unknown as { discriminator?: string; options?: unknown[] };
       if (discriminator !== undefined) {
         const expected = `expected one of ${quoteList(options)}`;
         const value = (input as Record<string, unknown>)[discriminator];
         return value === undefined ? `missing, ${expected}` : `unknown ${discriminator} ${describeValue(value)}, ${expected}`;
       }
-      const alternatives = unionAlternatives(errors);
+      const alternatives = unionAlternatives(issue.inst);
       return alternatives ? `expected ${alternatives}, got ${describeValue(input)}` : undefined;
     }
     case "too_small":
@@ -165,9 +202,11 @@ export function issueMessage(issue: z.core.$ZodRawIssue): string | undefined {
  */
 function innermost(issue: z.core.$ZodIssue): z.core.$ZodIssue {
   if (issue.code !== "invalid_union" || issue.discriminator !== undefined) return issue;
+  // Only a branch the value went into: none with a key it does not know ({"size": 2} against each form of a group).
   const deeper = issue.errors
+    .filter((branch) => !branch.some((i) => i.code === "unrecognized_keys" && i.path.length === 0))
     .map((branch) => branch[0])
-    .filter((first) => first && (first.path.length > 0 || first.code !== "invalid_type"));
+    .filter((first) => first && (first.path.length > 0 || (first.code !== "invalid_type" && first.code !== "invalid_value")));
   if (deeper.length === 0) return issue;
   const chosen = deeper.reduce((a, b) => (b.path.length > a.path.length ? b : a));
   return innermost({ ...chosen, path: [...issue.path, ...chosen.path] });

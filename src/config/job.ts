@@ -239,7 +239,7 @@ export const groupSpecSchema = z.union([
 /** Where an imported job came from (`runner trace import`; DESIGN.md, "Trace import"). */
 export const sourceSchema = z.strictObject({
   files: z.array(z.string()).min(1),
-  format: z.enum(["pytorch-et", "kineto", "chakra"]),
+  format: z.enum(["pytorch-et", "kineto", "chakra", "flight-recorder"]),
   /** The trace's own schema version (ET `schema`, Kineto `schemaVersion`). */
   schema: z.string(),
   worldSize: z.int().min(1),
@@ -255,6 +255,13 @@ export const sourceSchema = z.strictObject({
   notes: z.array(z.string()).default([]),
 });
 
+/**
+ * The most ranks a job runs at, whoever counts them (`-n`, a launcher's variables, a job's `worldSize`, a trace):
+ * said at once (exit 2) above it, where the launcher and planner would otherwise spend time and memory on each
+ * rank of a world no host here holds. Traces of the largest jobs published (Chakra, Kineto) are far below it.
+ */
+export const MAX_WORLD = 65536;
+
 export const jobSchema = z.strictObject({
   $schema: z.string().optional(),
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, {
@@ -268,7 +275,7 @@ export const jobSchema = z.strictObject({
   check: z.boolean().default(false),
   timeoutSec: z.number().positive().default(300),
   // The only world size the job runs at (an imported trace's); a launch at another is refused.
-  worldSize: z.int().min(1).max(1 << 20).optional(),
+  worldSize: z.int().min(1).max(MAX_WORLD).optional(),
   source: sourceSchema.optional(),
   tensors: z.record(tensorName, tensorSchema).default({}),
   groups: z.record(groupName, groupSpecSchema).optional(),

@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
 import * as jsonc from "jsonc-parser";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod, issueMessage } from "./errors.js";
 import { jobSchema, type Job } from "./job.js";
+import { readInputText } from "./read-input.js";
 import { runConfigSchema, type RunConfig } from "./run-config.js";
 
 // A process parses a job and a configuration once: zod's JIT, which writes a parser for each object schema at
@@ -169,23 +169,13 @@ export function parseCommentedWith<S extends z.ZodType>(schema: S, text: string,
   return result.data;
 }
 
-export function readText(file: string): string {
-  try {
-    return readFileSync(file, "utf8");
-  } catch (error) {
-    // "ENOENT: no such file or directory, open 'x.json'" -> the part before the repeated path.
-    const reason = (error as Error).message.replace(/, \w+( '.*')?$/, "");
-    throw new ConfigError(file, "", `cannot read file: ${reason}`);
-  }
-}
-
 /** Schema-checks a job; the graph checks (tensor names, cycles, roots) are graph/validate.ts. */
 export function parseJob(text: string, file: string): Job {
   return parseWith(jobSchema, text, file);
 }
 
 export function loadJob(path: string): Job {
-  return parseJob(readText(path), path);
+  return parseJob(readInputText(path), path);
 }
 
 export function parseRunConfig(text: string, file: string): RunConfig {
@@ -194,5 +184,5 @@ export function parseRunConfig(text: string, file: string): RunConfig {
 
 /** Without a path, the defaults. */
 export function loadRunConfig(path?: string): RunConfig {
-  return path === undefined ? runConfigSchema.parse({}) : parseRunConfig(readText(path), path);
+  return path === undefined ? runConfigSchema.parse({}) : parseRunConfig(readInputText(path), path);
 }

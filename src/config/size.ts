@@ -1,5 +1,5 @@
 import * as z from "zod";
-import { describeValue } from "./errors.js";
+import { describeValue, FORMS } from "./errors.js";
 
 const EXPECTED = 'expected a size like 4096, "4Ki", "16Mi" or "1Gi"';
 /** Largest accepted size; keeps counts far inside the safe-integer range even after multiplying by a dtype width. */
@@ -53,6 +53,7 @@ export const sizeSchema = z
     error: sizeIssue,
   })
   .meta({ description: 'A count: an integer, or a string like "4Ki", "16Mi", "1Gi" (binary) or "1k", "1M" (decimal).' })
+  .register(FORMS, { form: "size" })
   .transform((value, ctx) => {
     try {
       return parseSize(value);

@@ -12,7 +12,7 @@ export function referenceOf(expect: number | undefined, nics: (DoctorNic | null)
   return { source: "nic", gbps: nicGbps(Math.min(...nics.map((n) => n!.mbit))), nics };
 }
 
-export function doctorResult(names: string[], measured: Measured, threshold: number, reference: DoctorReference): DoctorResult {
+export function doctorResult(names: string[], measured: Measured, threshold: number, reference: DoctorReference, oversubscribed?: string): DoctorResult {
   const matrix = (pick: "gbps" | "us") =>
     names.map((_, a) => names.map((__, b) => measured.get(pairKey(a <= b ? [a, b] : [b, a]))?.[pick] ?? null));
   const abs = reference.source === "none" ? undefined : { source: reference.source, gbps: reference.gbps! };
@@ -24,6 +24,7 @@ export function doctorResult(names: string[], measured: Measured, threshold: num
     outliers: judge(names, measured, threshold, abs),
     best_gbps: bestLinks(names.length, measured),
     reference,
+    ...(oversubscribed && { oversubscribed }),
   };
 }
 
@@ -49,7 +50,9 @@ export function formatDoctor(d: DoctorResult, coreRoundTrips: readonly number[] 
   return [
     formatMatrix("Bandwidth (GB/s, each way while both ways run; diagonal: between two ranks of the host)", d.hosts, d.bandwidth_gbps, 3),
     "",
-    formatMatrix("Latency (us, 8-byte exchange)", d.hosts, d.latency_us, 1),
+    d.oversubscribed
+      ? `Latency: not shown: ${d.oversubscribed}: the ranks take turns on the cores, so an 8-byte exchange times the scheduler's slices, not the link (run doctor with ranks <= cores)`
+      : formatMatrix("Latency (us, 8-byte exchange)", d.hosts, d.latency_us, 1),
     "",
     // A VM's vCPUs the hypervisor placed far apart slow every op on the host several times (DESIGN.md, "The verdict").
     ...(coreRoundTrips.length ? [`Cores: a cache line's round trip between rank 0's CPU and the others', at start-up: ${coreRoundTrips.map((ns) => ns.toFixed(1)).join(", ")} ns`, ""] : []),

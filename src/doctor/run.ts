@@ -14,6 +14,7 @@ import { jobSecret } from "../run/identity.js";
 import { gatherHosts, manifest, packageRevision, startupFacts } from "../run/manifest.js";
 import { resolveConfig, type RunRequest } from "../run/request.js";
 import { createRunDir, writeResults } from "../run/write.js";
+import { oversubscribed } from "../metrics/verdict.js";
 import { VERSION } from "../version.js";
 import { doctorResult, formatDoctor, referenceOf } from "./format.js";
 import { measurer, type MeasureSettings } from "./measure.js";
@@ -60,6 +61,7 @@ async function gatherNics(opened: OpenCommunicator, iface: string | undefined): 
 async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest, s: MeasureSettings, iface: string | undefined): Promise<ResultDocument> {
   const { hosts } = opened.topology;
   const machines = await gatherHosts(opened.bootstrap);
+  const crowded = oversubscribed({ topology: { hosts }, manifest: { hosts: machines } as ResultDocument["manifest"] });
   const reference = referenceOf(r.expect, await gatherNics(opened, iface));
   const intra = hosts.flatMap((h, i) => (h.ranks.length > 1 ? [i] : []));
   const measured = await survey(hosts.length, intra, measurer(opened.comm, hosts, s), r.threshold);
@@ -69,8 +71,15 @@ async function diagnose(opened: OpenCommunicator, place: Place, r: DoctorRequest
     ...startupFacts(opened.comm),
     results: [], average_bus_bandwidth: 0,
     manifest: manifest(opened.comm.backend, machines, { ...s, threshold: r.threshold, expect: r.expect ?? null, backend: r.backend ?? "auto" }, opened.secret),
-    doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold, reference),
+    doctor: doctorResult(hosts.map((h) => h.name), measured, r.threshold, reference, crowded),
   };
+}
+
+/** doctor measures between ranks: alone it would print empty 1x1 matrices and pass. */
+export function checkDoctorWorld(size: number): void {
+  if (size < 2) {
+    throw Object.assign(new Error(`doctor measures between ranks, so it needs 2 or more (got ${size}): runner launch -n 2 doctor, or under mpirun or srun`), { exitCode: 2 });
+  }
 }
 
 /** Runs this process's rank of the survey; returns the exit code (1 when an outlier is found). */
@@ -78,6 +87,7 @@ export async function runDoctor(r: DoctorRequest): Promise<number> {
   const cfg = resolveConfig(r);
   const s = settingsOf(r, r.timeout ?? cfg.timeoutSec ?? 60);
   const place = discoverPlace(process.env);
+  checkDoctorWorld(place.size);
   const log = createLogger({ rank: place.rank, level: cfg.log.level, allRanks: cfg.log.allRanks });
   if (place.rank === 0) packageRevision();
   const opened = await openCommunicator({

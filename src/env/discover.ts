@@ -1,3 +1,4 @@
+import { MAX_WORLD } from "../config/job.js";
 import { expandHostlist, expandTasksPerNode } from "./hostlist.js";
 import { EnvError, type Launcher, type Place } from "./place.js";
 
@@ -76,6 +77,7 @@ function place({ launcher, rank, size, localRank, localSize, nodeRank, master }:
     if (!ok) throw new EnvError(message);
   };
   check(size.value >= 1, `${size.label} must be at least 1`);
+  check(size.value <= MAX_WORLD, `${size.label} is more than ${MAX_WORLD}, the most ranks a job runs at`);
   check(rank.value < size.value, `${rank.label} must be less than ${size.label}`);
   check(localSize.value >= 1, `${localSize.label} must be at least 1`);
   check(localRank.value < localSize.value, `${localRank.label} must be less than ${localSize.label}`);

@@ -1,6 +1,6 @@
 // The campaign's rows grouped over repetitions (median and spread per point and row), the best choice per
 // op × size × world size, and direction-aware, noise-aware changes between two campaigns.
-import { apartRepetitions, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, mixedPaths, mixedPathsNote, oversubscribedNote, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
+import { apartRepetitions, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, mixedPaths, mixedPathsNote, oversubscribedNote, repetitionMetric, repetitionValue, unsteadyNote, type Direction, type Judgement, type Measured, type Verdict } from "../metrics/verdict.js";
 import { formatSize } from "../config/size.js";
 import type { Database } from "./store.js";
 
@@ -219,13 +219,12 @@ export const shownChanges = (changes: Change[]) => changes.filter((x) => x.verdi
 export function formatChanges(c: CampaignComparison): string {
   const lines = shownChanges(c.changes).map((x) => {
     const p = x.interval ? ` (${describeInterval(x.interval)})` : x.alike ? " (judged on the repetitions of a machine both campaigns measured)" : "";
-    return `${x.verdict.toUpperCase().padEnd(19)} ${x.metric.padEnd(12)} ${describeRow(x.row)}: ${x.before.toPrecision(4)} -> ${x.after.toPrecision(4)} (${(Math.abs(x.gain) * 100).toFixed(1)}% ${x.gain >= 0 ? "better" : "worse"})${p}`;
+    return `${x.verdict.toUpperCase().padEnd(19)} ${repetitionMetric(x.metric).padEnd(14)} ${describeRow(x.row)}: ${x.before.toPrecision(4)} -> ${x.after.toPrecision(4)} (${(Math.abs(x.gain) * 100).toFixed(1)}% ${x.gain >= 0 ? "better" : "worse"})${p}`;
   });
   const few = Math.min(...c.reps) < MIN_REPS
     ? [`# too few repetitions: ${c.reps[0]} and ${c.reps[1]}; the test across repetitions needs ${MIN_REPS} a side, so no row is a regression for being slower`]
     : [];
-  // The metric keeps its name, but the verdict reads each repetition at its fastest iteration (metrics/verdict.ts).
-  const values = lines.length ? ["# values: each side's median over its repetitions of a repetition's fastest iteration (time.avg_us: its min_us; busbw, algbw: at that time)"] : [];
+  const values = lines.length ? ["# values: what each verdict is taken on, each side's median over its repetitions of a repetition's fastest iteration (time.min_us; busbw@fastest, algbw@fastest: at that time); the change is the ratio of the two values shown"] : [];
   const crowded = c.oversubscribed.map(([where, what]) => oversubscribedNote(where, what));
   return [...lines, ...values, ...c.missing.map((m) => `MISSING             ${m}`), ...few, ...crowded, ...c.unsteady.map(([where, what]) => unsteadyNote(where, what)), ...c.mixedPaths.map(([where, what]) => mixedPathsNote(where, what)), ...(c.machines ? [machinesNote(c.machines)] : []), headline(c)].join("\n") + "\n";
 }

@@ -1,9 +1,11 @@
 // The campaign folder, the truth every index is rebuilt from: DIR/points/<id>/point.json (what the point is),
 // job.json (the job as run) and rep-<k>/ per repetition, with results.json, log.txt and marker.json, written
 // when the repetition ends (by the controller, or by a batch job's trap). Stale points move to DIR/stale/.
-import { closeSync, existsSync, linkSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { closeSync, existsSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
-import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+import { readInputFile, readInputText } from "../config/read-input.js";
+import { checkOwnFile, createNewFile, makeDirectory, unguessable, writeFileAtomic } from "../report/write-atomic.js";
 import { VERSION } from "../version.js";
 import type { Params, Point } from "./plan.js";
 import { activeJobs } from "./slurm.js";
@@ -31,23 +33,76 @@ export interface Marker {
   ended: string;
   /** The last lines of the log, for failures. */
   tail?: string;
+  /** Done: the sha-256 of results.json as the repetition left it, which a done repetition must still match. */
+  results_sha256?: string;
 }
+
+/** A marker as read back: "spoiled" where it says done but its results file is gone or changed since. */
+export type CheckedMarker = Omit<Marker, "state"> & { state: Marker["state"] | "spoiled" };
 
 export const pointDir = (dir: string, id: string) => path.join(dir, "points", id);
 export const repDir = (dir: string, id: string, rep: number) => path.join(pointDir(dir, id), `rep-${rep}`);
 
 function readJson<T>(file: string): T | undefined {
   try {
-    return JSON.parse(readFileSync(file, "utf8")) as T;
+    return JSON.parse(readInputText(file)) as T;
   } catch {
-    return undefined; // absent, or cut short by a kill: as if never written
+    return undefined; // absent, cut short by a kill, or not a file (a FIFO put there): as if never written
   }
 }
 
-export const readMarker = (dir: string, id: string, rep: number) => readJson<Marker>(path.join(repDir(dir, id, rep), "marker.json"));
+const TAIL_LINES = 20;
 
-export function writeMarker(dir: string, id: string, rep: number, marker: Marker): void {
-  writeFileAtomic(path.join(repDir(dir, id, rep), "marker.json"), JSON.stringify(marker, null, 2) + "\n");
+/** The last lines of a repetition's log, or "" where it has none. */
+export function logTail(file: string): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-TAIL_LINES).join("\n");
+  } catch {
+    return "";
+  }
+}
+
+/** The sha-256 of a repetition's results.json and whether it reads as results; undefined where it cannot be read. */
+function readResults(rep: string): { sha256: string; parses: boolean } | undefined {
+  let bytes: Buffer;
+  try {
+    bytes = readInputFile(path.join(rep, "results.json"));
+  } catch {
+    return undefined;
+  }
+  let parses: boolean;
+  try {
+    parses = Array.isArray((JSON.parse(bytes.toString("utf8")) as { results?: unknown }).results);
+  } catch {
+    parses = false;
+  }
+  return { sha256: createHash("sha256").update(bytes).digest("hex"), parses };
+}
+
+/**
+ * A repetition's marker, checked against its results: a done one whose results.json is gone, changed or not
+ * results any more is "spoiled", to run again (a marker from before the hash was kept needs only results that read).
+ */
+export function readMarker(dir: string, id: string, rep: number): CheckedMarker | undefined {
+  const marker = readJson<Marker>(path.join(repDir(dir, id, rep), "marker.json"));
+  if (marker?.state !== "done") return marker;
+  const results = readResults(repDir(dir, id, rep));
+  const intact = results !== undefined && (marker.results_sha256 === undefined ? results.parses : results.sha256 === marker.results_sha256);
+  return intact ? marker : { ...marker, state: "spoiled" };
+}
+
+/**
+ * Marks the repetition in `rep` ended with `exitCode`: done, with its results' hash, where it exited 0 and left
+ * results that read; failed, with its log's tail, otherwise. The batch scripts' trap calls it too (slurm.ts).
+ */
+export function endRepetition(rep: string, exitCode: number, started?: string): Marker {
+  const results = exitCode === 0 ? readResults(rep) : undefined;
+  const ended = new Date().toISOString();
+  const marker: Marker = results?.parses
+    ? { state: "done", exit_code: 0, started, ended, results_sha256: results.sha256 }
+    : { state: "failed", exit_code: exitCode, started, ended, tail: exitCode === 0 ? `exited 0 without results that read (${path.join(rep, "results.json")})` : logTail(path.join(rep, "log.txt")) };
+  writeFileAtomic(path.join(rep, "marker.json"), JSON.stringify(marker, null, 2) + "\n");
+  return marker;
 }
 
 /** Every point the folder records, by id. */
@@ -159,8 +214,10 @@ export function lockCampaign(dir: string, say: (line: string) => void): RunRecor
   makeDirectory(dir);
   const mine: RunRecord = { pid: process.pid, started: processStart(process.pid), jobs: [] };
   for (let tries = 0; ; tries++) {
+    // Read back below, so it must be ours: a link or another user's file there is refused, not followed.
+    checkOwnFile(runFile(dir));
     try {
-      const fd = openSync(runFile(dir), "wx");
+      const fd = createNewFile(runFile(dir));
       writeLock(fd, runFile(dir), mine);
       return mine;
     } catch (err) {
@@ -182,7 +239,7 @@ export function lockCampaign(dir: string, say: (line: string) => void): RunRecor
  * back (link: never over a third). False when the lock was not the stale one.
  */
 function setAsideStale(dir: string, stale: RunRecord | undefined): boolean {
-  const aside = `${runFile(dir)}.${process.pid}.stale`;
+  const aside = unguessable(runFile(dir), ".stale");
   try {
     renameSync(runFile(dir), aside);
   } catch {
@@ -219,7 +276,7 @@ function killGroup(group: NonNullable<RunRecord["group"]>): void {
  * A point's state from its markers: done when every repetition is, failed when one failed, running while the
  * campaign is active and a repetition has started (it has a log) without ending.
  */
-export function pointState(dir: string, record: Pick<PointRecord, "id" | "repetitions">, active = false): { state: PointState; markers: (Marker | undefined)[] } {
+export function pointState(dir: string, record: Pick<PointRecord, "id" | "repetitions">, active = false): { state: PointState; markers: (CheckedMarker | undefined)[] } {
   const markers = Array.from({ length: record.repetitions }, (_, k) => readMarker(dir, record.id, k + 1));
   const started = (k: number) => markers[k] === undefined && existsSync(path.join(repDir(dir, record.id, k + 1), "log.txt"));
   const state = markers.every((m) => m?.state === "done") ? "done" : markers.some((m) => m?.state === "failed") ? "failed"

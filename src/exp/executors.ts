@@ -1,6 +1,5 @@
 // How one repetition of a point is started: the local launcher (`runner launch -n W`) or mpirun; each a normal
 // run of the point's job that writes its results into the repetition's folder.
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { PACKAGE_ROOT } from "../version.js";
 import type { Executor } from "./file.js";
@@ -50,9 +49,9 @@ export function describeExecutor(e: Executor): string {
   }
 }
 
-/** The hosts a hostfile names (its first word per line; comments and blank lines skipped). */
-export function hostfileHosts(file: string): string[] {
-  const lines = readFileSync(file, "utf8").split("\n").map((l) => l.replace(/#.*/, "").trim().split(/\s+/)[0]!);
+/** The hosts a hostfile's text names (its first word per line; comments and blank lines skipped). */
+export function hostfileHosts(text: string): string[] {
+  const lines = text.split("\n").map((l) => l.replace(/#.*/, "").trim().split(/\s+/)[0]!);
   return [...new Set(lines.filter((h) => h))];
 }
 

@@ -2,15 +2,25 @@
 // sizes, hosts and variants, and how to run, repeat, measure and compare them.
 import path from "node:path";
 import * as z from "zod";
-import { parseCommentedWith, readText } from "../config/load.js";
+import { parseCommentedWith } from "../config/load.js";
+import { readInputText } from "../config/read-input.js";
 import { runConfigSchema } from "../config/run-config.js";
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+
+/** A control character (C0, DEL): in a batch script or a command line a newline starts a line of its own. */
+const CONTROL_RANGE = "\\u0000-\\u001f\\u007f";
+export const CONTROL = new RegExp(`[${CONTROL_RANGE}]`);
+
+/** Text that reaches a batch script or a command line (names, paths, options, env values): one line, no control characters. */
+const line = () => z.string().regex(new RegExp(`^[^${CONTROL_RANGE}]*$`), {
+  error: (i) => `expected text without control characters (newline, CR, NUL, ...), which would reach a batch script or command line as they are; got ${JSON.stringify(i.input)}`,
+});
 const name = (what: string) => z.string().regex(NAME, { error: (i) => `expected a ${what} name (a letter or "_", then letters, digits, "_", "." or "-"), got ${JSON.stringify(i.input)}` });
 
 export const variantSchema = z.strictObject({
   /** Set in every rank's environment; the names as sh takes them (written into batch scripts and dry runs). */
-  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: (i) => `expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(i.input)}` }), z.string()).default({}),
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: (i) => `expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(i.input)}` }), line()).default({}),
   /** Merged into the job's JSON (objects key by key, anything else replaced) before it is validated. */
   overrides: z.record(z.string(), z.unknown()).default({}),
 });
@@ -41,10 +51,10 @@ const executorSchema = z.discriminatedUnion("kind", [
   z.strictObject({
     kind: z.literal("mpirun"),
     /** The mpirun to run (mpirun, mpiexec.mpich, a full path). */
-    command: z.string().min(1).default("mpirun"),
+    command: line().min(1).default("mpirun"),
     /** Relative to the experiment file. */
-    hostfile: z.string().min(1).optional(),
-    args: z.array(z.string()).default([]),
+    hostfile: line().min(1).optional(),
+    args: z.array(line()).default([]),
   }),
   z.strictObject({
     kind: z.literal("slurm"),
@@ -58,11 +68,11 @@ const executorSchema = z.discriminatedUnion("kind", [
      * throttle): by default each runs alone, since repetitions that run together measure each other.
      */
     concurrent: z.boolean().default(false),
-    partition: z.string().min(1).optional(),
+    partition: line().min(1).optional(),
     /** The batch job's time limit, as sbatch --time takes it. */
-    time: z.string().min(1).default("00:30:00"),
+    time: line().min(1).default("00:30:00"),
     /** More sbatch options, one per item (["--account=x"]). */
-    sbatch: z.array(z.string()).default([]),
+    sbatch: z.array(line()).default([]),
   }),
 ]);
 
@@ -70,7 +80,7 @@ export const experimentSchema = z.strictObject({
   $schema: z.string().optional(),
   name: name("campaign"),
   /** Job files, relative to the experiment file. */
-  jobs: z.array(z.string().min(1)).min(1),
+  jobs: z.array(line().min(1)).min(1),
   matrix: matrixSchema,
   /** Axes that advance together instead of crossing: [["world_size", "hosts"]]. */
   zip: z.array(z.array(z.enum(MATRIX_AXES)).min(2)).default([]),
@@ -109,7 +119,7 @@ export interface LoadedExperiment extends Experiment {
 }
 
 export function loadExperiment(file: string): LoadedExperiment {
-  const exp = parseCommentedWith(experimentSchema, readText(file), file);
+  const exp = parseCommentedWith(experimentSchema, readInputText(file), file);
   const here = path.dirname(path.resolve(file));
   // The hostfile, like the jobs, is relative to the experiment file.
   const executor = exp.executor.kind === "mpirun" && exp.executor.hostfile ? { ...exp.executor, hostfile: path.resolve(here, exp.executor.hostfile) } : exp.executor;

@@ -1,10 +1,10 @@
 // An experiment expanded into points (one job at one matrix combination), each validated at its own world
 // size and backend before anything runs, with an id that changes whenever what it would measure changes.
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { ConfigError } from "../config/errors.js";
 import type { Job } from "../config/job.js";
-import { parseJob, readText } from "../config/load.js";
+import { parseJob } from "../config/load.js";
+import { readInputText } from "../config/read-input.js";
 import { validateBackend, validateGraph } from "../graph/validate.js";
 import { VERSION } from "../version.js";
 import { cannotStart, describeExecutor, hostfileHosts, type Available } from "./executors.js";
@@ -79,7 +79,7 @@ function combinations(exp: LoadedExperiment): Coordinates[] {
 }
 
 function readJob(file: string): { name: string; data: unknown } {
-  const text = readText(file);
+  const text = readInputText(file);
   const job = parseJob(text, file);
   return { name: job.name, data: JSON.parse(text.replace(/^\uFEFF/, "")) };
 }
@@ -108,11 +108,13 @@ function pointId(jobText: string, params: Params, env: Record<string, string>, h
 function readHostfile(exp: LoadedExperiment): { text: string; hosts: string[] } | undefined {
   if (exp.executor.kind !== "mpirun" || !exp.executor.hostfile) return undefined;
   const file = exp.executor.hostfile;
+  let text: string;
   try {
-    return { text: readFileSync(file, "utf8"), hosts: hostfileHosts(file) };
+    text = readInputText(file);
   } catch (err) {
-    throw new ConfigError(exp.file, "executor.hostfile", `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new ConfigError(exp.file, "executor.hostfile", (err as Error).message);
   }
+  return { text, hosts: hostfileHosts(text) };
 }
 
 /**

@@ -10,6 +10,15 @@ const SIZE_LABEL = ["GiB", "MiB", "KiB"].reduceRight(
   `datum.value + " B"`,
 );
 
+/**
+ * A stage at one combination of its swept parameters (the index's params_* columns): "ar[reduce=max]", one line
+ * of a chart each, where sum and max drawn as one line zigzagged between them.
+ */
+function lineOf(r: Group["first"]): string {
+  const swept = Object.keys(r).filter((k) => k.startsWith("params_") && r[k] !== null && r[k] !== undefined).sort().map((k) => `${k.slice("params_".length)}=${String(r[k])}`);
+  return swept.length ? `${r.stage}[${swept.join(",")}]` : r.stage;
+}
+
 const spread = (g: Group) => {
   const v = values(g, "busbw");
   return { median: median(v), lo: Math.min(...v), hi: Math.max(...v) };
@@ -17,7 +26,7 @@ const spread = (g: Group) => {
 
 /** busbw against size for one op: a panel per world size, a colour per series, the band is min..max over repetitions. */
 function bandwidthSpec(op: string, groups: Group[], axes: readonly string[]): Spec {
-  const data = groups.map((g) => ({ series: seriesOf(g.first, axes), stage: g.first.stage, size: g.first.size, world_size: g.first.world_size, ...spread(g) }));
+  const data = groups.map((g) => ({ series: seriesOf(g.first, axes), stage: lineOf(g.first), size: g.first.size, world_size: g.first.world_size, ...spread(g) }));
   const x = { field: "size", type: "quantitative", title: "size", scale: { type: "log", base: 2 }, axis: { labelExpr: SIZE_LABEL, labelOverlap: true } } as const;
   return {
     background: "white",
@@ -40,7 +49,7 @@ function scalingSpec(groups: Group[], axes: readonly string[]): Spec | undefined
   const largest = new Map<string, number>();
   for (const g of groups) largest.set(at(g), Math.max(largest.get(at(g)) ?? 0, g.first.size));
   const data = groups.filter((g) => g.first.size === largest.get(at(g)))
-    .map((g) => ({ op: g.first.op, stage: g.first.stage, series: seriesOf(g.first, axes), world_size: g.first.world_size, ...spread(g) }));
+    .map((g) => ({ op: g.first.op, stage: lineOf(g.first), series: seriesOf(g.first, axes), world_size: g.first.world_size, ...spread(g) }));
   if (new Set(data.map((d) => d.world_size)).size < 2) return undefined;
   return {
     background: "white",

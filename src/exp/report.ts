@@ -1,9 +1,10 @@
 // `exp report`: one self-contained HTML file (and its Markdown twin) for the whole campaign: what differs
 // between points, every row in a sortable table, busbw by size per op, scaling, the crossover table, and the
 // changes against a baseline.
-import { readFileSync } from "node:fs";
 import path from "node:path";
+import { readInputText } from "../config/read-input.js";
 import { formatSize } from "../config/size.js";
+import { repetitionMetric } from "../metrics/verdict.js";
 import { escape as escapeHtml } from "../report/html.js";
 import type { ResultDocument } from "../results.js";
 import { campaignRows, crossovers, describeRow, groupRows, median, seriesAxes, seriesOf, values, type CampaignComparison, type CampaignRow, type Crossover, comparisonFails, headline, shownChanges } from "./analyze.js";
@@ -32,7 +33,7 @@ function pointFacts(dir: string, db: Database): Map<string, Map<string, string>>
     }
     if (p.rep !== null) {
       try {
-        const m = (JSON.parse(readFileSync(path.join(repDir(dir, p.point_id, p.rep), "results.json"), "utf8")) as ResultDocument).manifest;
+        const m = (JSON.parse(readInputText(path.join(repDir(dir, p.point_id, p.rep), "results.json"))) as ResultDocument).manifest;
         for (const k of ["runner", "git", "node", "library"] as const) f.set(`manifest.${k}`, String(m?.[k] ?? ""));
         f.set("manifest.addon", JSON.stringify(m?.addon ?? null));
         f.set("manifest.hosts", (m?.hosts ?? []).map((h) => h.name).join(","));
@@ -86,13 +87,14 @@ function markdownTable(head: string[], rows: unknown[][]): string {
 const pct = (x: number | undefined) => (x === undefined ? "" : `${(x * 100).toFixed(1)}%`);
 const crossoverHead = ["job", "stage", "op", "size", "world size", "best", "busbw (GB/s)", "runner-up", "lead"];
 const crossoverRows = (c: Crossover[]) => c.map((x) => [x.job, x.stage, x.op, new Bytes(x.size), x.world_size, x.best, x.value, x.runnerUp ?? "", `${pct(x.margin)}${x.doubt ? ` (${x.doubt})` : ""}`]);
-const changeHead = ["verdict", "metric", "row", "baseline", "this", "change"];
+// The values the verdict is taken on, and the change is their ratio (metrics/verdict.ts, repetitionMetric).
+const changeHead = ["verdict", "metric (at each repetition's fastest iteration)", "row", "baseline (median)", "this (median)", "change"];
 /**
  * The changes beyond tolerance, regressions first, then the missing points, those whose ranks outnumbered the cores
  * those whose repetitions ran apart or took different copy paths, and the machines the launches measured where more than one.
  */
 const changeRows = (c: CampaignComparison) => [
-  ...shownChanges(c.changes).map((x) => [x.verdict, x.metric, describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]),
+  ...shownChanges(c.changes).map((x) => [x.verdict, repetitionMetric(x.metric), describeRow(x.row), x.before, x.after, `${pct(Math.abs(x.gain))} ${x.gain >= 0 ? "better" : "worse"}`]),
   ...c.missing.map((m) => ["missing", "", m, "", "", ""]),
   ...c.oversubscribed.map(([where, what]) => ["oversubscribed", "", where, "", "", `${what}: measure with ranks <= cores`]),
   ...c.unsteady.map(([where, what]) => ["unsteady", "", where, "", "", `${what}: run more repetitions`]),

@@ -4,12 +4,12 @@
 // A SIGINT or SIGTERM goes to the running repetition (whose launcher stops its ranks); the controller waits
 // for it, marks nothing, and exits: an unfinished repetition is never done.
 import { spawn } from "node:child_process";
-import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, rmSync } from "node:fs";
 import { constants } from "node:os";
 import path from "node:path";
 import { interactive, progressBar, type Progress } from "../report/progress.js";
-import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
-import { clearRunRecord, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMarker, writeMeasures, writePointRecord, writeRunRecord, type PointRecord, type RunRecord } from "./campaign.js";
+import { createNewFile, makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+import { clearRunRecord, endRepetition, lockCampaign, pointRecord, processStart, preparePoint, readMarker, repDir, setAside, stalePoints, writeMeasures, writePointRecord, writeRunRecord, type CheckedMarker, type PointRecord, type RunRecord } from "./campaign.js";
 import { repetitionCommand, shellQuote, shellWord } from "./executors.js";
 import type { LoadedExperiment } from "./file.js";
 import { describeParams, taskOrder, type Plan, type Task } from "./plan.js";
@@ -22,18 +22,9 @@ export interface RunOptions {
   quiet: boolean;
 }
 
-const TAIL_LINES = 20;
 /** How often a repetition's watchdog looks for its controller, and how long SIGTERM has before SIGKILL. */
 const WATCH_MS = 200;
 const KILL_AFTER_MS = 5000;
-
-function logTail(file: string): string {
-  try {
-    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-TAIL_LINES).join("\n");
-  } catch {
-    return "";
-  }
-}
 
 /** A full disk's line in a failed repetition's log ("ENOSPC: no space left on device, open '.../results.json'; "), or "". */
 const diskFull = (tail: string) => {
@@ -64,7 +55,7 @@ setInterval(() => {
  * `onStart` gets the group and a way to signal it. The exit code, or the signal's 128 + n.
  */
 function runRepetition(argv: string[], env: Record<string, string>, log: string, onStart: (group: number | undefined, kill: (s: NodeJS.Signals) => void) => void): Promise<number> {
-  const fd = openSync(log, "w");
+  const fd = createNewFile(log);
   const [program, ...args] = argv;
   const child = spawn(program!, args, { env: { ...process.env, ...env }, stdio: ["ignore", fd, fd], detached: true });
   closeSync(fd);
@@ -112,6 +103,14 @@ interface Session {
   lock: RunRecord;
 }
 
+/** The line a repetition's end gets (without a progress bar), however it ran: "exp: [3/8] 1a2b... rep 2: done". */
+function sayRepetition(s: Session, n: number, task: Task, marker: Pick<CheckedMarker, "state" | "exit_code" | "tail">): void {
+  const log = path.join(repDir(s.opts.dir, task.point.id, task.rep), "log.txt");
+  const how = marker.state === "done" ? "done" : `FAILED (exit ${marker.exit_code}; ${diskFull(marker.tail ?? "")}${log})`;
+  if (s.bar) s.bar.update(n, s.tasks.length);
+  else s.say(`exp: [${n}/${s.tasks.length}] ${task.point.id} ${describeParams(task.point.params)} rep ${task.rep}: ${how}`);
+}
+
 /** One repetition after another on this machine (local launcher or mpirun); how many failed, and the signal that stopped it. */
 async function runHere(s: Session): Promise<Outcome> {
   let killChild: ((sig: NodeJS.Signals) => void) | undefined;
@@ -134,16 +133,10 @@ async function runHere(s: Session): Promise<Outcome> {
       killChild = undefined;
       writeRunRecord(s.opts.dir, s.lock);
       if (signals.stopped()) break; // ended by our signal: neither done nor failed
-      const ended = new Date().toISOString();
-      const tail = code === 0 ? "" : logTail(log);
-      if (code === 0) writeMarker(s.opts.dir, point.id, rep, { state: "done", exit_code: 0, started, ended });
-      else {
-        failed++;
-        writeMarker(s.opts.dir, point.id, rep, { state: "failed", exit_code: code, started, ended, tail });
-      }
-      if (s.bar) s.bar.update(n + 1, s.tasks.length);
-      else s.say(`exp: [${n + 1}/${s.tasks.length}] ${point.id} ${describeParams(point.params)} rep ${rep}: ${code === 0 ? "done" : `FAILED (exit ${code}; ${diskFull(tail)}${log})`}`);
-      if (code !== 0 && s.opts.failFast) break;
+      const marker = endRepetition(dir, code, started);
+      if (marker.state !== "done") failed++;
+      sayRepetition(s, n + 1, { point, rep }, marker);
+      if (marker.state !== "done" && s.opts.failFast) break;
     }
   } finally {
     signals.release();
@@ -173,13 +166,22 @@ async function runSlurm(s: Session): Promise<Outcome> {
     cancel(ids);
   });
   const marked = () => s.tasks.map((t) => readMarker(s.opts.dir, t.point.id, t.rep)).filter((m) => m !== undefined);
+  // Each repetition said as its marker appears, in the order they end, as runHere says them.
+  const said = new Set<Task>();
+  const sayEnded = () => {
+    for (const t of s.tasks) {
+      const m = said.has(t) ? undefined : readMarker(s.opts.dir, t.point.id, t.rep);
+      if (m) sayRepetition(s, said.add(t).size, t, m);
+    }
+  };
   try {
     while (activeJobs(ids).length && !signals.stopped()) {
-      s.bar?.update(marked().length, s.tasks.length);
+      sayEnded();
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
     // Cancelled: the jobs' traps clear the repetitions they interrupt once SLURM has signalled them.
     if (signals.stopped()) await drained(ids, CANCEL_WAIT_MS, POLL_MS);
+    else sayEnded();
   } finally {
     signals.release();
   }
@@ -226,6 +228,7 @@ export async function runExperiment(exp: LoadedExperiment, plan: Plan, opts: Run
     return signalCode(outcome.stop);
   }
   if (outcome.failed) say(`exp: ${outcome.failed} repetition${outcome.failed === 1 ? "" : "s"} failed (runner exp status shows their logs)`);
+  else say(`exp: every repetition done, in ${opts.dir}`);
   return outcome.failed ? 1 : 0;
 }
 

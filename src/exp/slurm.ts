@@ -8,7 +8,9 @@
 // folder instead, leaving it pending.
 import { spawnSync } from "node:child_process";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { writeFileAtomic } from "../report/write-atomic.js";
+import { PACKAGE_ROOT } from "../version.js";
 import { RUNNER_ENTRY, runArgs, shellQuote as q } from "./executors.js";
 import type { Executor, LoadedExperiment } from "./file.js";
 import type { Task } from "./plan.js";
@@ -21,9 +23,10 @@ export interface BatchScript {
   text: string;
 }
 
-// Writes marker.json like campaign.ts's writeMarker (atomically, the log's tail on failure), from the node.
-const MARK = `const fs=require("fs"),[dir,state,code,started]=process.argv.slice(1);let tail="";try{tail=fs.readFileSync(dir+"/log.txt","utf8").trimEnd().split("\\n").slice(-20).join("\\n")}catch{}
-const m={state,exit_code:Number(code),started,ended:new Date().toISOString(),...(state==="failed"?{tail}:{})};fs.writeFileSync(dir+"/marker.json.tmp",JSON.stringify(m,null,2)+"\\n");fs.renameSync(dir+"/marker.json.tmp",dir+"/marker.json")`;
+// Marks a repetition on the node with the controller's own code (campaign.ts, endRepetition: the results' hash,
+// the log's tail, the one writer): node -e MARK MODULE DIR EXIT_CODE STARTED.
+const MARK = `const [module, dir, code, started] = process.argv.slice(1); import(module).then((m) => m.endRepetition(dir, Number(code), started));`;
+const CAMPAIGN_MODULE = pathToFileURL(path.join(PACKAGE_ROOT, "dist/exp/campaign.js")).href;
 
 /** The file `exp run` writes before it cancels its jobs: the repetitions they interrupt stay pending. */
 export const cancelFile = (root: string) => path.join(root, "slurm", "cancelled-by-exp-run");
@@ -31,12 +34,12 @@ export const cancelFile = (root: string) => path.join(root, "slurm", "cancelled-
 /** The shell functions every batch script starts with: run one repetition, and mark it however it ends. */
 function prelude(node: string, root: string): string {
   return `current=""; started=""
-mark() { ${q(node)} -e ${q(MARK)} "$current" "$@" "$started"; }
+mark() { ${q(node)} -e ${q(MARK)} ${q(CAMPAIGN_MODULE)} "$current" "$1" "$started"; }
 # A kill still marks the repetition it interrupts: failed, with its signal (a time limit, someone's scancel);
 # cancelled by exp run (Ctrl-C), the repetition is cleared instead, pending for the next run.
 on_signal() {
   if [ -n "$current" ] && [ ! -f "$current/marker.json" ]; then
-    if [ -f ${q(cancelFile(root))} ]; then rm -rf "$current"; else mark failed "$1"; fi
+    if [ -f ${q(cancelFile(root))} ]; then rm -rf "$current"; else mark "$1"; fi
   fi
   exit "$1"
 }
@@ -46,7 +49,7 @@ rep() { # DIR [NAME=VALUE...] COMMAND...
   current=$1; shift; started=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
   rm -rf "$current"; mkdir -p "$current"
   env "$@" > "$current/log.txt" 2>&1 &
-  wait $! && mark done 0 || mark failed $?
+  wait $!; mark $?
   current=""
 }
 `;

@@ -14,6 +14,8 @@ export interface PointStatus {
   repetitions: number;
   exit_code: number | null;
   log_tail: string | null;
+  /** Repetitions marked done whose results.json is gone or changed since: they run again. */
+  spoiled: number[];
   /** For a stale point: the recorded point it replaces. */
   replaces?: string;
 }
@@ -31,6 +33,7 @@ function fromRecord(dir: string, r: Pick<PointRecord, "id" | "params" | "attempt
   return {
     point_id: r.id, params: r.params, state, attempts: r.attempts, reps_done: markers.filter((m) => m?.state === "done").length,
     repetitions: r.repetitions, exit_code: failed?.exit_code ?? (state === "done" ? 0 : null), log_tail: failed?.tail ?? null,
+    spoiled: markers.flatMap((m, k) => (m?.state === "spoiled" ? [k + 1] : [])),
   };
 }
 
@@ -64,7 +67,8 @@ export function formatStatus(s: CampaignStatus, withTails: boolean): string {
   for (const p of s.points) {
     const exit = p.exit_code !== null && p.state === "failed" ? ` exit ${p.exit_code}` : "";
     const replaces = p.replaces ? ` (replaces ${p.replaces})` : "";
-    out.push(`${p.point_id}  ${p.state.padEnd(7)} ${`${p.reps_done}/${p.repetitions}`.padStart(5)} reps  ${String(p.attempts).padStart(2)} attempts  ${describeParams(p.params)}${exit}${replaces}`);
+    const spoiled = p.spoiled.length ? ` (spoiled: rep ${p.spoiled.join(", rep ")} marked done but its results.json is gone or changed; exp run runs it again)` : "";
+    out.push(`${p.point_id}  ${p.state.padEnd(7)} ${`${p.reps_done}/${p.repetitions}`.padStart(5)} reps  ${String(p.attempts).padStart(2)} attempts  ${describeParams(p.params)}${exit}${replaces}${spoiled}`);
     if (withTails && p.state === "failed" && p.log_tail) out.push(...p.log_tail.split("\n").map((l) => `    | ${l}`));
   }
   for (const e of s.excluded) out.push(`excluded: ${describeParams(e)}`);

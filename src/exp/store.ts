@@ -2,13 +2,15 @@
 // controller writes it, and always as a whole from the files (one transaction), so it can never disagree with
 // them for long and a lost or broken database costs nothing. Journal mode DELETE: WAL needs shared memory that
 // NFS and Lustre, where campaigns live, do not give.
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import path from "node:path";
 import type BetterSqlite3 from "better-sqlite3";
+import { readInputText } from "../config/read-input.js";
 import { flatten } from "../report/csv.js";
+import { checkOwnFile } from "../report/write-atomic.js";
 import { coreRoundTrip, oversubscribed } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
-import { campaignActive, pointState, recordedPoints, repDir, type Marker, type PointRecord, type PointState } from "./campaign.js";
+import { campaignActive, pointState, recordedPoints, repDir, type CheckedMarker, type PointRecord, type PointState } from "./campaign.js";
 
 export type Database = BetterSqlite3.Database;
 
@@ -59,7 +61,7 @@ async function openDatabase(file: string, readonly = false): Promise<Database> {
 
 function readDocument(file: string): ResultDocument | undefined {
   try {
-    return JSON.parse(readFileSync(file, "utf8")) as ResultDocument;
+    return JSON.parse(readInputText(file)) as ResultDocument;
   } catch {
     return undefined;
   }
@@ -74,7 +76,7 @@ interface Indexed {
 /** One point's files as the index's rows: its state, every result row of every finished repetition, its env. */
 function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed {
   const { state, markers } = pointState(dir, record, active);
-  const done = markers.map((m, k) => [m, k + 1] as const).filter((e): e is readonly [Marker, number] => e[0]?.state === "done");
+  const done = markers.map((m, k) => [m, k + 1] as const).filter((e): e is readonly [CheckedMarker, number] => e[0]?.state === "done");
   const failed = markers.filter((m) => m?.state === "failed").at(-1);
   const rows: Map<string, unknown>[] = [];
   const env = new Map(Object.entries(record.env));
@@ -93,7 +95,7 @@ function indexPoint(dir: string, record: PointRecord, active: boolean): Indexed 
     for (const r of doc?.results ?? []) rows.push(new Map<string, unknown>([["point_id", record.id], ["rep", rep], ...launch, ...flatten(r)]));
     for (const [k, v] of Object.entries(doc?.manifest?.env ?? {})) if (!env.has(k)) env.set(k, String(v));
   }
-  const times = markers.filter((m): m is Marker => m !== undefined);
+  const times = markers.filter((m): m is CheckedMarker => m !== undefined);
   const p = record.params;
   return {
     point: {
@@ -148,6 +150,8 @@ export async function syncStore(dir: string): Promise<Database> {
   const active = campaignActive(dir);
   const indexed = recordedPoints(dir).map((r) => indexPoint(dir, r, active));
   const file = path.join(dir, DB_FILE);
+  // SQLite opens (and rolls back from the journal) whatever is at these names: a link or another user's file is refused.
+  for (const f of [file, `${file}-journal`]) checkOwnFile(f);
   for (let fresh = false; ; fresh = true) {
     let db: Database | undefined;
     try {

@@ -8,7 +8,7 @@ import { writeNpy } from "../report/npy.js";
 import type { Progress } from "../report/progress.js";
 import type { ResultRow } from "../results.js";
 import type { Plan } from "../plan.js";
-import { plan } from "./plan.js";
+import { plan, worldGroups } from "./plan.js";
 import { sweepPoints, type SweepPoint } from "./sweep.js";
 
 export interface ExecuteOptions {
@@ -66,9 +66,11 @@ export async function execute(job: Job, comm: NativeCommunicator, o: ExecuteOpti
   const perPoint = job.warmup + job.iterations;
   const total = points.length * perPoint;
   const { progress } = o;
+  const world = { size: comm.size, hostOf: o.hostOf };
+  const groups = worldGroups(job, world);
   try {
     for (const [index, point] of points.entries()) {
-      const p = plan(job, { size: comm.size, hostOf: o.hostOf }, point);
+      const p = plan(job, world, point, groups);
       o.log.debug(`running ${p.stages.length} stages × ${job.warmup}+${job.iterations} steps at ${JSON.stringify(point)}`);
       // Concurrent stages are timed alone first, left out of the rows, so their outputs are the step loop's.
       const solo = isConcurrent(p) ? await comm.run(soloProgram(p.program, o.solo)) : undefined;

@@ -27,7 +27,12 @@ export function hostsOf(hostOf: readonly number[]): number[][] {
 /** The ranks grouped by key, listed by their lowest rank. */
 function byKey(worldSize: number, key: (rank: number) => number): number[][] {
   const groups = new Map<number, number[]>();
-  for (let r = 0; r < worldSize; ++r) groups.set(key(r), [...(groups.get(key(r)) ?? []), r]);
+  for (let r = 0; r < worldSize; ++r) {
+    const k = key(r);
+    const group = groups.get(k);
+    if (group) group.push(r);
+    else groups.set(k, [r]);
+  }
   return [...groups.values()].sort((a, b) => a[0]! - b[0]!);
 }
 

@@ -11,7 +11,7 @@ import { availableMemory } from "../env/memory.js";
 import type { Place } from "../env/place.js";
 import type { World } from "../plan.js";
 import { largestReceive } from "../stages/all-to-allv.js";
-import { plan } from "./plan.js";
+import { plan, worldGroups } from "./plan.js";
 import { sweepPoints } from "./sweep.js";
 
 /** One allocation of the plan: what it is for, and where it comes from. */
@@ -89,8 +89,9 @@ function programItems(program: NativeProgram, w: number, dumps: boolean): Memory
 /** The plan of the job's largest sweep point for `world.size` ranks. */
 export function memoryPlan(job: Job, world: World, dumps: boolean): MemoryPlan {
   let largest: MemoryPlan = { items: [], total: 0 };
+  const groups = worldGroups(job, world);
   for (const point of sweepPoints(job)) {
-    const { program } = plan(job, world, point);
+    const { program } = plan(job, world, point, groups);
     const items = programItems(program, world.size, dumps);
     const total = items.reduce((n, i) => n + i.bytes, 0);
     if (total > largest.total) largest = { items, total, ...(point.count !== undefined && { count: point.count }) };

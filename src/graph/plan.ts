@@ -15,8 +15,16 @@ function nativeFill(f: Fill): NativeFill {
   }
 }
 
+/**
+ * Every group's partition for `world`, by name: the same at every sweep point (a point's params set no
+ * groups), so a caller planning many points resolves them once, not W ranks' worth per point.
+ */
+export function worldGroups(job: Job, world: World): Map<string, number[][]> {
+  return jobGroups(job, world.size, hostsOf(world.hostOf));
+}
+
 /** Turns a validated job into the ordered native program every rank runs identically. */
-export function plan(declared: Job, world: World, point: SweepPoint = { params: {} }): Plan {
+export function plan(declared: Job, world: World, point: SweepPoint = { params: {} }, groups = worldGroups(declared, world)): Plan {
   // validateGraph has tried every point, so the file name only matters if that was skipped.
   const { job, applied } = applyParams(declared, point.params, "job");
   const sweepCount = point.count;
@@ -29,7 +37,6 @@ export function plan(declared: Job, world: World, point: SweepPoint = { params: 
     ...job,
     tensors: Object.fromEntries(names.map((n) => [n, { ...job.tensors[n]!, count: sweepCount }])),
   };
-  const groups = jobGroups(job, world.size, hostsOf(world.hostOf));
   const partition = (s: Stage) => (s.group === undefined ? undefined : groups.get(s.group)!);
   // Inside a group the world is the group (validateGraph made every group of a stage's partition one size).
   // A hierarchical stage there treats the group as one node unless it names its layout: its members' hosts

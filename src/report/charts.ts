@@ -1,14 +1,26 @@
 import * as vega from "vega";
 import * as vl from "vega-lite";
 import type { DoctorResult, ResultRow } from "../results.js";
+import { stageCell } from "./table.js";
 
 type Spec = vl.TopLevelSpec;
 
 const base = { width: 560, height: 300, background: "white" } as const;
 
+/**
+ * A line of the bandwidth chart: a stage at one combination of the swept parameters, as the table names it
+ * (`ar[reduce=max]`: one line for sum and max drew vertical zigzags between them), and the algorithm that ran,
+ * said as a fallback where the sweep asked for another (a tree all_gather that ran `shared`).
+ */
+function seriesName(r: ResultRow): string {
+  const asked = r.params?.algorithm;
+  const ran = asked !== undefined && asked !== "auto" && asked !== r.algorithm ? `${r.algorithm} fallback` : r.algorithm;
+  return `${stageCell(r)} (${ran})`;
+}
+
 /** busbw against message size per stage: size on a log axis, busbw on a symlog one (one point per stage without a sweep). */
 function bandwidthSpec(rows: ResultRow[]): Spec | undefined {
-  const values = rows.filter((r) => r.size > 0).map((r) => ({ stage: `${r.stage} (${r.algorithm})`, size: r.size, busbw: r.busbw }));
+  const values = rows.filter((r) => r.size > 0).map((r) => ({ stage: seriesName(r), size: r.size, busbw: r.busbw }));
   if (!values.length) return undefined;
   return {
     ...base,
@@ -18,7 +30,7 @@ function bandwidthSpec(rows: ResultRow[]): Spec | undefined {
     encoding: {
       x: { field: "size", type: "quantitative", title: "size (bytes)", scale: { type: "log" } },
       y: { field: "busbw", type: "quantitative", title: "busbw (GB/s)", scale: { type: "symlog" } },
-      color: { field: "stage", type: "nominal", legend: { labelLimit: 280 } },
+      color: { field: "stage", type: "nominal", legend: { labelLimit: 400 } },
     },
   };
 }

@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
 import * as z from "zod";
 import { ConfigError, configErrorFromZod } from "../config/errors.js";
+import { readInputText } from "../config/read-input.js";
 import { apartRepetitions, coreRoundTrip, describeAparts, describeInterval, describeMachines, judgeAlike, machinesNote, median, MIN_REPS, oversubscribed, oversubscribedNote, repetitionValue, sideMachines, unsteadyNote } from "../metrics/verdict.js";
 import type { ResultDocument } from "../results.js";
 import { stageCell } from "./table.js";
@@ -39,12 +39,7 @@ interface Entry {
 }
 
 export function loadResults(file: string): ResultsFile {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ConfigError(file, "", `cannot read file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-  }
+  const text = readInputText(file);
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -67,10 +62,12 @@ export function checkComparable(files: string[], docs: ResultsFile[]): void {
   throw new ConfigError(files[other]!, "", `${what(docs[other]!)}, but ${files[0]} is ${what(docs[0]!)}: compare runs of one job at one world size`);
 }
 
-/** The medians over one side's runs of a row. */
+/** One side of a row, medians over its runs. */
 export interface Medians {
-  busbw: number;
-  time_us: number;
+  /** What the verdict is taken on (speed): busbw at each run's fastest iteration, or its rate for rows that move no bytes. */
+  speed: number;
+  /** Each run's mean time: context only, the verdict never reads it. */
+  mean_us: number;
 }
 
 export interface Comparison {
@@ -79,7 +76,7 @@ export interface Comparison {
   row: Row;
   before?: Medians;
   after?: Medians;
-  /** after / before of the medians over runs of busbw (or of 1/time for rows that move no bytes): > 1 is faster. */
+  /** after.speed / before.speed: > 1 is faster. */
   ratio?: number;
   /** With MIN_REPS runs or more on each side: the change's interval across runs (metrics/verdict.ts). */
   interval?: [number, number];
@@ -111,7 +108,7 @@ const speed = (r: Row) => {
  */
 export const NOISE_FLOOR = 0.2;
 
-const medians = (rows: Row[]): Medians => ({ busbw: median(rows.map((r) => r.busbw)), time_us: median(rows.map((r) => r.time.avg_us)) });
+const medians = (rows: Row[]): Medians => ({ speed: median(rows.map(speed)), mean_us: median(rows.map((r) => r.time.avg_us)) });
 
 /** How far one side's runs of a row differ: 1 − slowest/fastest (0 for one run). */
 const spreadOf = (rows: Row[]) => 1 - Math.min(...rows.map(speed)) / Math.max(...rows.map(speed));
@@ -144,9 +141,11 @@ function machineDiffered(b: Entry[], a: Entry[]): string | undefined {
 function compareRow(key: string, before: Entry[], after: Entry[], threshold: number): Comparison {
   const [b, a] = [before.map((e) => e.row), after.map((e) => e.row)];
   if (!a.length) return { key, row: b[0]!, before: medians(b), regression: "missing in the second run" };
-  const ratio = median(a.map(speed)) / median(b.map(speed));
+  const [earlier, later] = [medians(b), medians(a)];
+  // The ratio of the very values the table prints beside the verdict.
+  const ratio = later.speed / earlier.speed;
   const wrong = a.reduce((n, r) => n + (r.wrong ?? 0), 0);
-  const base = { key, row: b[0]!, before: medians(b), after: medians(a), ratio };
+  const base = { key, row: b[0]!, before: earlier, after: later, ratio };
   if (wrong > 0) return { ...base, regression: `${wrong} wrong elements` };
   if (!(Number.isFinite(ratio) && ratio < 1 - threshold)) return { ...base, regression: undefined };
   const slower = `${((1 - ratio) * 100).toFixed(1)}% slower`;
@@ -194,7 +193,11 @@ export function manifestDifferences(a: unknown, b: unknown, at = "manifest"): st
 /** The table's first lines: how many runs each side had, and what that allows. */
 function runsNote(runs: [number, number]): string[] {
   const n = (k: number) => `${k} run${k === 1 ? "" : "s"}`;
-  const lines = [`# A: ${n(runs[0])}, B: ${n(runs[1])}; busbw and time are each side's medians over its runs, B/A the ratio of the medians`];
+  const lines = [
+    `# A: ${n(runs[0])}, B: ${n(runs[1])}; the verdict is taken on each run's fastest iteration: "fastest A" and "fastest B" are each side's median over its runs`,
+    `#   of busbw at that iteration (GB/s; iterations a second for rows that move no bytes), B/A = fastest B / fastest A (> 1 is faster);`,
+    `#   "mean us" (each run's mean time, median over runs) and its A/B are context only`,
+  ];
   if (Math.min(...runs) < MIN_REPS) {
     lines.push(`# fewer than ${MIN_REPS} runs a side: run-to-run noise cannot be measured, so no row is a regression for being slower;`,
       `#   "slower?" marks one whose iterations are all slower, beyond a ${NOISE_FLOOR * 100}% floor (give ${MIN_REPS} or more runs a side: A1 A2 A3 -- B1 B2 B3)`);
@@ -237,14 +240,17 @@ export function machineRuns(before: ResultsFile[], after: ResultsFile[]): string
 /** The table, with `notes` (OVERSUBSCRIBED, UNSTEADY, MACHINES) above the count. */
 export function formatComparison(rows: Comparison[], threshold: number, runs: [number, number], differences: string[] = [], notes: string[] = []): string {
   const cell = (v: number | undefined, d = 2) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(d));
+  // A rate (1/us) is printed a second, so that B/A is still the ratio of the printed values.
+  const fastest = (r: Row, m: Medians | undefined) => (m && r.size <= 0 ? `${cell(m.speed * 1e6, 0)}/s` : cell(m?.speed));
   const lines = [
     ...(differences.length ? ["# the runs differ in their manifests:", ...differences.map((d) => `#   ${d}`)] : []),
     ...runsNote(runs),
-    `# ${"stage".padEnd(16)} ${"op".padEnd(14)} ${"count".padStart(12)} ${"busbw A".padStart(9)} ${"busbw B".padStart(9)} ${"time A".padStart(10)} ${"time B".padStart(10)} ${"B/A".padStart(6)}  verdict`,
+    `# ${"stage".padEnd(16)} ${"op".padEnd(14)} ${"count".padStart(12)} ${"mean us A".padStart(10)} ${"mean us B".padStart(10)} ${"A/B".padStart(6)} ${"fastest A".padStart(10)} ${"fastest B".padStart(10)} ${"B/A".padStart(6)}  verdict`,
     ...rows.map((c) => {
       const r = c.row;
       const verdict = c.regression ? `REGRESSION: ${c.regression}` : c.machine ? `machine differed (${c.machine})` : c.suspect ? `slower? ${c.suspect} (unconfirmed)` : c.noise ? `within noise (${c.noise})` : c.before ? "ok" : "new in the second run";
-      return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.busbw).padStart(9)} ${cell(c.after?.busbw).padStart(9)} ${cell(c.before?.time_us).padStart(10)} ${cell(c.after?.time_us).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
+      const meanRatio = c.before && c.after ? c.before.mean_us / c.after.mean_us : undefined;
+      return `  ${stageCell(r).padEnd(16)} ${r.op.padEnd(14)} ${String(r.count).padStart(12)} ${cell(c.before?.mean_us).padStart(10)} ${cell(c.after?.mean_us).padStart(10)} ${cell(meanRatio, 3).padStart(6)} ${fastest(r, c.before).padStart(10)} ${fastest(r, c.after).padStart(10)} ${cell(c.ratio, 3).padStart(6)}  ${verdict}`;
     }),
   ];
   lines.push(...notes);

@@ -11,6 +11,25 @@ export interface Progress {
 const SHOW_AFTER_MS = 2000;
 /** Under `runner launch`, rank 0 reports steps on this file descriptor and the launcher draws the bar. */
 export const PROGRESS_FD_ENV = "SPMD_PROGRESS_FD";
+/**
+ * And names its run directory on this one (the same channel, given alone where no bar is drawn, so that no
+ * timer polls the steps), where the launcher finishes results.json if a rank dies: one line, RUN_DIR_LINE DIR.
+ */
+export const RUN_DIR_FD_ENV = "SPMD_RUN_DIR_FD";
+export const RUN_DIR_LINE = "run ";
+
+/** Rank 0 under `runner launch` tells the launcher where its run directory is: whether it was told. */
+export function tellRunDir(dir: string): boolean {
+  const fd = Number(process.env[RUN_DIR_FD_ENV]);
+  if (!Number.isInteger(fd) || fd <= 2) return false;
+  try {
+    writeSync(fd, `${RUN_DIR_LINE}${dir}\n`);
+    return true;
+  } catch {
+    // The launcher is going down: it finishes nothing then.
+    return false;
+  }
+}
 
 // What cli-progress turns off while it draws (the cursor, line wrapping), turned back on.
 const RESTORE_TERMINAL = "\x1b[?25h\x1b[?7h\n";

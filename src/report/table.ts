@@ -70,7 +70,7 @@ function linksLine(rows: ResultRow[]): string | undefined {
 
 /** "by SIGINT after 2 of 4 sweep points; the rows are theirs". */
 export function interruptedLine(i: Interrupted): string {
-  return `by ${i.signal} after ${i.finished.length} of ${plural(i.sweep_points, "sweep point")}; the rows are those that finished`;
+  return `by ${i.by ?? i.signal} after ${i.finished.length} of ${plural(i.sweep_points, "sweep point")}; the rows are those that finished`;
 }
 
 /** The table's pieces: the lines above and below it (without their "# "), and its columns' titles, units and cells. */

@@ -26,7 +26,7 @@ export function packageRevision(): string | null {
   return (revision = p.status === 0 ? p.stdout.trim() : null);
 }
 
-const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
+export const firstLine = (s: string) => s.split("\n")[0]!.replace(/\s+/g, " ").trim();
 
 function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
   const { mpiLibrary } = native();
@@ -38,8 +38,8 @@ function libraryOf(backend: string, env: NodeJS.ProcessEnv): string | null {
 /** Every rank says what its host holds; the hosts, once each, in rank order. */
 export async function gatherHosts(boot: Bootstrap): Promise<Manifest["hosts"]> {
   const mine = JSON.stringify({ name: os.hostname(), cpu: cpuModel(), cores: os.availableParallelism(), gpus: gpuList() });
-  const all = (await boot.allGather("manifest/host", mine)).map((s) => JSON.parse(s) as Manifest["hosts"][number]);
-  return all.filter((h, i) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(h)) === i);
+  // Alike as the ranks wrote them, so a Set finds the repeats (one rank per host would make a search W²).
+  return [...new Set(await boot.allGather("manifest/host", mine))].map((s) => JSON.parse(s) as Manifest["hosts"][number]);
 }
 
 /** What the communicator's start-up found about the machine, as results.json records it (copy_path, core_round_trip_ns). */

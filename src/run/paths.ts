@@ -1,21 +1,15 @@
 // Where the run writes, made and tried before the ranks meet: a path that cannot be written fails in one
 // line naming the option, the path and the OS's reason (exit 2), not after a whole run, and never hangs.
-import { closeSync, openSync, rmSync, statfsSync } from "node:fs";
+import { statfsSync } from "node:fs";
 import path from "node:path";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { formatSize } from "../config/size.js";
-import { makeDirectory } from "../report/write-atomic.js";
+import { checkWritable, makeDirectory, osReason } from "../report/write-atomic.js";
 
 /** A path the run cannot write to: bad input, like a bad flag. */
 export class OutputPathError extends Error {
   readonly exitCode = 2;
-}
-
-/** The OS's reason in a Node fs error ("EROFS: read-only file system, mkdir '/x'" -> its first part). */
-export function osReason(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e.code ? e.message.split(",")[0]! : String(e.message ?? err);
 }
 
 function fail(option: string, named: string, what: string, err: unknown): never {
@@ -33,10 +27,8 @@ export function prepareDirectory(option: string, dir: string, needBytes = 0, nam
   } catch (err) {
     fail(option, named, `create the directory${where}`, err);
   }
-  const probe = path.join(dir, `.spmd-probe-${process.pid}`);
   try {
-    closeSync(openSync(probe, "wx"));
-    rmSync(probe);
+    checkWritable(dir);
   } catch (err) {
     fail(option, named, named === dir ? "write there" : `write in${where}`, err);
   }

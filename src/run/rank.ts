@@ -5,8 +5,10 @@ import { existsSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { native, type NativeErrorCode } from "../comm/native.js";
-import { mpiNotBuiltNote, openCommunicator, type OpenCommunicator } from "../comm/open.js";
-import { hostPlace, type Topology } from "../comm/topology.js";
+import { mpichCrowdedNote, mpiNotBuiltNote, openCommunicator, planStart, type OpenCommunicator } from "../comm/open.js";
+import { listenPlan } from "../comm/tcp-address.js";
+import { hostPlaces, type HostPlace, type Topology } from "../comm/topology.js";
+import { checkLibrary } from "../comm/vendor-library.js";
 import type { Job } from "../config/job.js";
 import type { RunConfig } from "../config/run-config.js";
 import { discoverPlace, LAUNCHER_PID_ENV, rankForMessages } from "../env/discover.js";
@@ -21,15 +23,16 @@ import { createLogger, type Logger } from "../log/logger.js";
 import { averageBusBandwidth } from "../metrics/bandwidth.js";
 import { describeMismatches } from "../metrics/mismatches.js";
 import { gatherUsage, startUsage } from "../metrics/usage.js";
-import { rankProgress } from "../report/progress.js";
+import { rankProgress, tellRunDir } from "../report/progress.js";
 import { formatTable } from "../report/table.js";
-import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
+import { makeDirectory, osReason, writeFileAtomic } from "../report/write-atomic.js";
 import type { RankUsage, ResultDocument, ResultRow } from "../results.js";
 import { VERSION } from "../version.js";
 import { fingerprint, jobSecret } from "./identity.js";
-import { gatherHosts, manifest, packageRevision, startupFacts } from "./manifest.js";
+import { interruptedAt, Journal, removeJournal } from "./journal.js";
+import { firstLine, gatherHosts, manifest, packageRevision, startupFacts } from "./manifest.js";
 import { resolveRun, type RunRequest } from "./request.js";
-import { osReason, prepareOutputPaths } from "./paths.js";
+import { prepareOutputPaths } from "./paths.js";
 import { createRunDir, writeResults } from "./write.js";
 
 /** In the run directory: each failed rank's flight record, rank<r>.txt. */
@@ -176,31 +179,38 @@ async function report(job: Job, cfg: RunConfig, doc: ResultDocument, runDir: str
   log.info(`results in ${runDir}${cfg.output.json ? ` and ${cfg.output.json}` : ""}`);
 }
 
-/** How far a run got: what rank 0 writes when a signal stops it. */
+/** How far a run got: what rank 0 writes when a signal or a fault stops it. */
 interface SoFar {
   runDir?: string;
   hosts?: Awaited<ReturnType<typeof gatherHosts>>;
   finished: SweepPoint[];
   rows: ResultRow[];
+  /** Rank 0's: each finished point on disk, for whoever finishes results.json. */
+  journal?: Journal;
+  /** `runner launch` was told the run directory: it finishes results.json from the journal if a rank dies. */
+  launcherFinishes?: boolean;
 }
 
 /**
- * A run stopped by a signal keeps the sweep points that finished, marked as interrupted in every report
- * (the other ranks are stopping too, so nothing more is gathered: no per-rank usage). Where none finished,
- * the run directory goes: it would hold nothing but logs of a run that measured nothing.
+ * A run stopped by a signal or a fault keeps the sweep points that finished, marked as interrupted in every
+ * report (the other ranks are stopping too, so nothing more is gathered: no per-rank usage). Where none
+ * finished, the run directory goes: it would hold nothing but logs of a run that measured nothing. Under
+ * `runner launch` the journal stays for the launcher, which names the culprit where a rank died.
  */
 async function reportInterrupted(
-  job: Job, cfg: RunConfig, r: RunRequest, log: Logger, sofar: SoFar, signal: NodeJS.Signals,
+  job: Job, cfg: RunConfig, r: RunRequest, log: Logger, sofar: SoFar, ended: { by: string; signal?: NodeJS.Signals },
   document: (rows: ResultRow[], more: Partial<ResultDocument>) => ResultDocument,
 ): Promise<void> {
   if (!sofar.runDir) return;
+  sofar.journal?.close();
+  if (!sofar.launcherFinishes) removeJournal(sofar.runDir);
   if (sofar.finished.length === 0) {
     // Another rank's fault, which stopped this one, left its flight record there.
     if (existsSync(path.join(sofar.runDir, FLIGHT_DIR))) return;
     rmSync(sofar.runDir, { recursive: true, force: true });
     return;
   }
-  const interrupted = { signal, finished: sofar.finished.map(({ count, params }) => ({ ...(count !== undefined && { count }), params })), sweep_points: sweepPoints(job).length };
+  const interrupted = interruptedAt(ended.by, sofar.finished.length, sweepPoints(job), ended.signal);
   await report(job, cfg, document(sofar.rows, { interrupted }), sofar.runDir, r, log);
 }
 
@@ -211,9 +221,8 @@ function runSettings(job: Job, cfg: RunConfig): Record<string, unknown> {
 }
 
 /** A rank's usage with where it ran: its host's name, the host's index and the rank's index there. */
-function withHost(u: RankUsage, topo: Topology): RankUsage {
-  const { node, localRank } = hostPlace(topo, u.rank);
-  return { ...u, host: topo.hosts[node]!.name, node, local_rank: localRank };
+function withHost(u: RankUsage, { node, localRank }: HostPlace, hosts: Topology["hosts"]): RankUsage {
+  return { ...u, host: hosts[node]!.name, node, local_rank: localRank };
 }
 
 /**
@@ -244,6 +253,22 @@ export function checkRun(r: RunRequest, place: Pick<Place, "size" | "localSize" 
   return { job, cfg, memory: checkPlaceMemory(job, r.job, place, r.dumpDir).plan };
 }
 
+/**
+ * checkRun for `runner launch`'s `nprocs` local ranks, and what else it can tell before starting any (the
+ * README promises the flags are checked first): that the backend starts under it (mpi needs an MPI launcher,
+ * nccl and hccl their library), that --iface names an interface here, and that --out and --json can be
+ * written. Each rank said these itself, 2-4 lines, and a nccl rank's end reached the others as "connection
+ * ... lost".
+ */
+export function checkLaunch(r: RunRequest, nprocs: number): void {
+  const place: Place = { rank: 0, size: nprocs, localRank: 0, localSize: nprocs, launcher: "runner launch", master: { addr: "127.0.0.1", port: 0 } };
+  const { job, cfg, memory } = checkRun(r, place);
+  const plan = planStart({ requested: cfg.backend, place, env: process.env, built: native().backends, master: place.master!, device: job.device });
+  if (plan.backend === "nccl" || plan.backend === "hccl") checkLibrary(plan.backend, process.env);
+  if (cfg.tcp.iface !== undefined) listenPlan(cfg.tcp.iface);
+  prepareOutputPaths(job, cfg.output, r.dumpDir, place, dumpBytes(memory));
+}
+
 /** Runs this process's rank of the job; returns the exit code (1 when any checked element is wrong). */
 export async function runRank(r: RunRequest): Promise<number> {
   const place = discoverPlace(process.env);
@@ -258,6 +283,8 @@ export async function runRank(r: RunRequest): Promise<number> {
   const opened = await open(job, r.job, cfg, place, log);
   log.debug(opened.summary);
   for (const w of opened.warnings) log.warn(w);
+  const crowded = place.rank === 0 ? mpichCrowdedNote(opened.comm.backend, native().mpiLibrary, place.localSize, os.availableParallelism()) : undefined;
+  if (crowded) log.warn(crowded);
   const sofar: SoFar = { finished: [], rows: [] };
   const document = (rows: ResultRow[], more: Partial<ResultDocument>): ResultDocument => ({
     version: VERSION, job: job.name, world_size: place.size, backend: opened.comm.backend,
@@ -268,20 +295,29 @@ export async function runRank(r: RunRequest): Promise<number> {
     ...(job.source && { source: { format: job.source.format, schema: job.source.schema, files: job.source.files, world_size: job.source.worldSize } }),
   });
   const restore = releaseOnExit(opened, log, async (signal) => {
-    if (place.rank === 0) await reportInterrupted(job, cfg, r, log, sofar, signal, document);
+    if (place.rank === 0) await reportInterrupted(job, cfg, r, log, sofar, { by: signal, signal }, document);
   });
   let failed = true;
   try {
     const runDir = (sofar.runDir = await runDirectory(opened, place, job, cfg, log));
     sofar.hosts = await gatherHosts(opened.bootstrap);
+    if (place.rank === 0) {
+      sofar.launcherFinishes = tellRunDir(runDir);
+      const head = { document: document([], {}), output: cfg.output, iterations: job.iterations, points: sweepPoints(job) };
+      sofar.journal = new Journal(runDir, head, (line) => log.warn(line));
+    }
     const usage = startUsage();
     const rows = await executeJob(job, opened, place, r, log, (point, done) => {
       sofar.finished.push(point);
       sofar.rows.push(...done);
+      sofar.journal?.append(point, done);
     }, runDir);
     const ranks = await gatherUsage(opened.comm, usage(), job.timeoutSec);
     if (place.rank === 0) {
-      await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, opened.topology)) }), runDir, r, log);
+      const places = hostPlaces(opened.topology);
+      await report(job, cfg, document(rows, { ranks: ranks.map((u) => withHost(u, places[u.rank]!, opened.topology.hosts)) }), runDir, r, log);
+      sofar.journal?.close();
+      removeJournal(runDir);
     }
     const wrong = rows.reduce((n, row) => n + (row.wrong ?? 0), 0);
     if (wrong > 0) {
@@ -294,9 +330,14 @@ export async function runRank(r: RunRequest): Promise<number> {
     // Said before closing: the launcher stops the other ranks 2 s after the first one failed, and a close
     // slowed by a loaded machine would otherwise end under its SIGTERM with the cause unsaid.
     sayFailure(err, rankForMessages(process.env));
+    // Without `runner launch` (mpirun, srun), rank 0 keeps what finished itself, naming the fault it met.
+    if (place.rank === 0 && !sofar.launcherFinishes && sofar.journal) {
+      await reportInterrupted(job, cfg, r, log, sofar, { by: `the fault rank 0 met (${firstLine((err as Error).message)})` }, document).catch((e: Error) => log.error(e.message));
+    }
     throw err;
   } finally {
     restore();
+    sofar.journal?.close();
     await opened.close(failed);
     await log.close();
   }

@@ -6,14 +6,13 @@
 // What Chakra has no field for (the job's op, reduce op, in-place, stream, the op's options, each tensor's count)
 // travels as node attributes. The GlobalMetadata records the world size, the rank and the process groups, so
 // `trace import` of the files gives back every stage, tensor and edge of the job (names aside).
-import { mkdirSync } from "node:fs";
 import path from "node:path";
 import type { DType, Job, Stage } from "../config/job.js";
 import { ELEMENT_BYTES } from "../config/job.js";
 import { loadJob } from "../config/load.js";
 import { jobGroups } from "../graph/groups.js";
 import { topologicalOrder } from "../graph/schedule.js";
-import { writeFileAtomic } from "../report/write-atomic.js";
+import { makeDirectory, writeFileAtomic } from "../report/write-atomic.js";
 import { chakraCodec, NODE } from "./chakra.js";
 import { TraceError } from "./model.js";
 
@@ -64,7 +63,7 @@ export async function exportJob(jobFile: string, options: ExportOptions): Promis
   const order = topologicalOrder(job.stages).map((i) => job.stages[i]!);
   const { pb, GlobalMetadata, Node } = await chakraCodec();
   const groupsList = [...partitions].flatMap(([name, parts]) => parts.map((ranks, k) => ({ pg_name: `${name}#${k}`, ranks })));
-  mkdirSync(options.output, { recursive: true });
+  makeDirectory(options.output);
   const files: string[] = [];
   for (let rank = 0; rank < W; rank++) {
     const writer = pb.Writer.create();

@@ -328,11 +328,15 @@ function bytesOf(c: TraceCollective): { input: number; output: number } {
 /** Rows of the summary's table: stages alike (op and sizes) counted once, at most this many rows. */
 const MAX_ROWS = 40;
 
+const FORMAT_NAMES: Record<RankTrace["format"], string> = {
+  "pytorch-et": "PyTorch Execution Trace", kineto: "Kineto trace", chakra: "Chakra trace", "flight-recorder": "flight-recorder dump",
+};
+
 function summarize(
   job: Json, merged: MergedCollective[], ops: string[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
   jobGroup: (g: TraceGroup) => string | undefined,
 ): string[] {
-  const lines = traces.map((t) => `${t.file}: ${t.format === "kineto" ? "Kineto trace" : t.format === "chakra" ? "Chakra trace" : "PyTorch Execution Trace"}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
+  const lines = traces.map((t) => `${t.file}: ${FORMAT_NAMES[t.format]}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
   lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
   // The job's op names, the one spelling every summary uses; the sizes as the trace gives them.
   const rows = new Map<string, { op: string; n: number; input: number; output: number }>();

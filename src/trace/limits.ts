@@ -1,5 +1,6 @@
 // A trace is untrusted input (DESIGN.md, "Trace import"): what the importer takes from one is capped here, so
 // that a hostile or broken file costs bounded time and memory and ends in one line (exit 2), never a crash.
+import { MAX_WORLD } from "../config/job.js";
 import { TraceError, quoted } from "./model.js";
 
 /** Decompressed bytes read from one trace (or one archive, all its members together); --max-bytes raises it. */
@@ -8,8 +9,8 @@ export const DEFAULT_MAX_BYTES = 4 * 1024 ** 3;
 export const MAX_VALUE_BYTES = 64 * 1024 ** 2;
 /** Nesting of a JSON trace (ET's deepest is some 8 levels: node, inputs, values, list of lists, tensor). */
 export const MAX_DEPTH = 64;
-/** World and process-group sizes (the job's own limit is 2^20 ranks; no trace has come near this one). */
-export const MAX_WORLD = 65536;
+/** World and process-group sizes: the job's own cap (config/job.ts), whoever counts the ranks. */
+export { MAX_WORLD };
 /** Elements of one tensor or one split (the job's own limit on a count). */
 export const MAX_COUNT = 2 ** 40;
 /** Collectives one rank's trace may hold (each becomes a stage, at most: a real step has hundreds). */

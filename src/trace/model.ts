@@ -92,7 +92,7 @@ export interface Dropped {
 /** One rank's trace, read. */
 export interface RankTrace {
   file: string;
-  format: "pytorch-et" | "kineto" | "chakra";
+  format: "pytorch-et" | "kineto" | "chakra" | "flight-recorder";
   schema: string;
   rank: number;
   /** How the rank was found ("the trace's distributedInfo", "the file name"...). */

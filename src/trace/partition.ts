@@ -75,7 +75,8 @@ export function planGroups(traces: readonly RankTrace[], W: number): GroupPlan {
   const byName = new Map(known.map((g) => [g.name, g]));
   for (const names of members.values()) {
     for (const n of names) family.set(n, names.join("+"));
-    ranksOf.set(names.join("+"), sorted(names.flatMap((n) => byName.get(n)!.ranks)));
+    // Two process groups of one rank list (tensor-parallel and tensor-and-context-parallel) list each rank once.
+    ranksOf.set(names.join("+"), sorted([...new Set(names.flatMap((n) => byName.get(n)!.ranks))]));
   }
   const groups = new Map<string, number[][]>(), notes: string[] = [];
   return {

@@ -5,6 +5,7 @@ import { constants, type Dirent } from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import path from "node:path";
 import { createGunzip } from "node:zlib";
+import { fileKind } from "../config/read-input.js";
 import { MAX_FILES } from "./limits.js";
 import { TraceError } from "./model.js";
 
@@ -19,25 +20,23 @@ export interface TraceBytes {
   chunks: AsyncIterable<Buffer>;
 }
 
-const KIND: [(d: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }) => boolean, string][] = [
-  [(d) => d.isFIFO(), "a FIFO"], [(d) => d.isCharacterDevice(), "a character device"], [(d) => d.isBlockDevice(), "a block device"],
-  [(d) => d.isSocket(), "a socket"], [(d) => d.isDirectory(), "a folder"], [(d) => d.isSymbolicLink(), "a dangling link"],
-];
-
-const kindOf = (d: Parameters<(typeof KIND)[number][0]>[0]) => KIND.find(([is]) => is(d))?.[1] ?? "not a regular file";
+/** A folder's entries; undefined where `p` is a file; one line (exit 2) where it cannot be read. */
+export async function folderEntries(p: string): Promise<Dirent[] | undefined> {
+  try {
+    return await readdir(p, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw new TraceError(p, "cannot read: no such file or folder");
+    if (code !== "ENOTDIR") throw new TraceError(p, `cannot read: ${(error as Error).message}`);
+    return undefined;
+  }
+}
 
 /** The files named: a folder stands for its trace files (sorted), each of which must be a regular file. */
 export async function traceFiles(paths: readonly string[]): Promise<string[]> {
   const files: string[] = [];
   for (const p of paths) {
-    let entries: Dirent[] | undefined;
-    try {
-      entries = await readdir(p, { withFileTypes: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") throw new TraceError(p, "cannot read: no such file or folder");
-      if (code !== "ENOTDIR") throw new TraceError(p, `cannot read: ${(error as Error).message}`);
-    }
+    const entries = await folderEntries(p);
     if (!entries) {
       files.push(p);
       continue;
@@ -64,7 +63,7 @@ async function* fileChunks(file: string): AsyncGenerator<Buffer> {
   }
   try {
     const stat = await handle.stat();
-    if (!stat.isFile()) throw new TraceError(file, `not a regular file (${kindOf(stat)}): only regular files are read as traces`);
+    if (!stat.isFile()) throw new TraceError(file, `not a regular file (${fileKind(stat)}): only regular files are read as traces`);
     for await (const chunk of handle.createReadStream({ highWaterMark: 1 << 20, autoClose: false })) yield chunk as Buffer;
   } finally {
     await handle.close();

@@ -27,7 +27,7 @@ export const compareCommand: CommandModule<object, CompareArgs> = {
   builder: (yargs: Argv<object>) =>
     yargs
       .parserConfiguration({ "populate--": true })
-      .positional("before", { type: "string", array: true, demandOption: true, describe: "Baseline result JSON(s); then -- and the runs to check" })
+      .positional("before", { type: "string", array: true, demandOption: true, describe: "Baseline result JSON(s); then -- and the runs to check (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .option("threshold", { type: "number", default: DEFAULT_THRESHOLD, describe: "Allowed slowdown as a fraction (0.05 = 5%)" })
       .check((a) => {
         if (!(a.threshold >= 0 && a.threshold < 1)) throw badInput(`--threshold: expected a fraction in [0, 1), got ${a.threshold}`);

@@ -12,9 +12,12 @@ const badInput = (message: string) => Object.assign(new Error(message), { exitCo
 
 /** The experiment, its plan and its folder (--dir, else experiments/<name>). */
 async function planned(args: DirArgs & { file: string }) {
-  const [{ loadExperiment }, { planExperiment }] = await Promise.all([import("../../exp/file.js"), import("../../exp/plan.js")]);
+  const [{ CONTROL, loadExperiment }, { planExperiment }] = await Promise.all([import("../../exp/file.js"), import("../../exp/plan.js")]);
   const exp = loadExperiment(args.file);
-  return { exp, plan: planExperiment(exp), dir: args.dir ?? path.join("experiments", exp.name) };
+  const dir = args.dir ?? path.join("experiments", exp.name);
+  // The folder's path is written into batch scripts and command lines, like the experiment file's values.
+  if (CONTROL.test(path.resolve(dir))) throw badInput(`--dir ${JSON.stringify(path.resolve(dir))}: a control character in the campaign's path, which would reach a batch script or command line as it is`);
+  return { exp, plan: planExperiment(exp), dir };
 }
 
 /** The campaign folder of a command whose experiment file is optional. */
@@ -27,7 +30,7 @@ async function campaignDir(args: DirArgs): Promise<string> {
 
 const withDir = <T>(y: Argv<T>) => y.option("dir", { type: "string", requiresArg: true, describe: "The campaign's folder (default: experiments/<name>)" });
 const fileArg = <T>(y: Argv<T>, demandOption: boolean) =>
-  withDir(y).positional("file", { type: "string", demandOption, describe: "Experiment file (JSON with comments)" });
+  withDir(y).positional("file", { type: "string", demandOption, describe: "Experiment file (JSON with comments) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" });
 
 const plan: CommandModule<object, DirArgs & { file: string }> = {
   command: "plan <file>",

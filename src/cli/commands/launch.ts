@@ -5,9 +5,11 @@ import os from "node:os";
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { plural } from "../../config/errors.js";
+import { MAX_WORLD } from "../../config/job.js";
 import { PACKAGE_ROOT } from "../../version.js";
-import { badInput, integerAtLeast } from "../input.js";
+import { badInput, rankCount } from "../input.js";
 import { RUN_OPTIONS, runRequest, type RunOptionArgs } from "../run-options.js";
+import { checkDoctorWorld } from "../../doctor/run.js";
 import { DOCTOR_OPTIONS, DOCTOR_RUN_OPTIONS } from "./doctor.js";
 
 /** The job name that launches `runner doctor` instead of a job file. */
@@ -60,8 +62,8 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
   describe: "Start N local ranks of a job (torchrun-style environment)",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor" })
-      .option("nprocs", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Number of ranks to start (required)" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON), or doctor (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
+      .option("nprocs", { alias: "n", requiresArg: true, coerce: rankCount("-n"), describe: `Number of ranks to start, 1 to ${MAX_WORLD} (required)` })
       .options(RUN_OPTIONS)
       .options(DOCTOR_OPTIONS)
       .group(Object.keys(RUN_OPTIONS), "Passed on to every rank's run:")
@@ -72,6 +74,7 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         const doctorOnly = Object.keys(DOCTOR_OPTIONS).filter((k) => argv[k] !== undefined);
         if (argv.job !== DOCTOR && doctorOnly.length > 0) throw badInput(`--${doctorOnly[0]} is an option of doctor only`);
         if (argv.job === DOCTOR && argv.check !== undefined) throw badInput("--check is not an option of doctor");
+        if (argv.job === DOCTOR) checkDoctorWorld(argv.nprocs);
         const stray = argv._.slice(1);
         if (stray.length > 0) {
           throw badInput(`unexpected arguments: ${stray.join(" ")} (run options go directly after the job file)`);
@@ -85,27 +88,30 @@ export const launchCommand: CommandModule<object, LaunchArgs> = {
         "Two ranks over TCP, 100 timed steps, results written as JSON",
       ) as Argv<LaunchArgs>,
   handler: async (argv) => {
-    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkRun }] = await Promise.all([
+    const [{ native }, { launch }, { RankErrors }, { interactive, progressBar }, { checkLaunch }, { finishLaunch }] = await Promise.all([
       import("../../comm/native.js"), import("../../launch/launcher.js"), import("../../launch/rank-errors.js"), import("../../report/progress.js"),
-      import("../../run/rank.js"),
+      import("../../run/rank.js"), import("../../run/journal.js"),
     ]);
     native(); // without a usable addon, one line saying how to build it, rather than one per rank
     // Bad input said once, here, rather than by every rank.
-    if (argv.job !== DOCTOR) checkRun(runRequest(argv.job, argv), { size: argv.nprocs, localSize: argv.nprocs, localRank: 0 });
+    if (argv.job !== DOCTOR) checkLaunch(runRequest(argv.job, argv), argv.nprocs);
     warnOversubscribed(argv.nprocs);
     // The ranks' output is piped through here, so the bar is drawn here, fed by rank 0.
     const bar = interactive(argv.quiet ?? false) ? progressBar() : undefined;
     const errors = new RankErrors();
+    let runDir: string | undefined;
     const result = await launch({
       nprocs: argv.nprocs,
       command: [process.execPath, RUNNER_ENTRY, ...rankCommand(argv)],
       onProgress: bar && ((done, total) => bar.update(done, total)),
+      onRunDir: argv.job === DOCTOR ? undefined : (dir) => (runDir = dir),
       onLine: (rank, stream, line) => {
         if (stream === "stdout" || !errors.take(rank, line)) process[stream].write(`[${rank}] ${line}\n`);
       },
     }).finally(() => bar?.stop());
+    const unfinished = runDir === undefined ? undefined : await finishLaunch(runDir, result.by, argv.quiet ?? false);
     // What ended the launch first, then each rank's error once, with the ranks that gave it.
-    const lines = [...(result.message ? [result.message] : []), ...errors.lines()];
+    const lines = [...(result.message ? [result.message] : []), ...errors.lines(), ...(unfinished ? [unfinished] : [])];
     process.stderr.write(lines.map((l) => `${l}\n`).join(""));
     process.exitCode = result.exitCode;
   },

@@ -11,7 +11,7 @@ export const runCommand: CommandModule<object, RunArgs> = {
   describe: "Run a job as one rank (rank, size and master come from the launcher's environment)",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON)" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .options(RUN_OPTIONS)
       .example("$0 jobs/quickstart.json", "one rank, no launcher")
       .example("mpirun -np 8 node runner jobs/quickstart.json", "under an MPI launcher")

@@ -3,6 +3,7 @@
 import type { Argv, CommandModule } from "yargs";
 import { parseSize } from "../../config/size.js";
 import { DEFAULT_MAX_BYTES, MAX_WORLD } from "../../trace/limits.js";
+import { hangCommand } from "./trace-hang.js";
 
 export interface TraceImportArgs {
   traces: string[];
@@ -72,7 +73,7 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
   describe: "Write a job as Chakra execution traces (one <name>.<rank>.et per rank), as ASTRA-sim and PARAM read them",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "The job file (hand-written or imported)" })
+      .positional("job", { type: "string", demandOption: true, describe: "The job file (hand-written or imported) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
       .option("output", { alias: "o", type: "string", demandOption: true, describe: "The folder for the .et files" })
       .option("world", { type: "number", describe: "The world size, for a job that records none" })
       .check((argv) => {
@@ -89,7 +90,7 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
 
 export const traceCommand: CommandModule<object, object> = {
   command: "trace <command>",
-  describe: "Replay real training steps: import PyTorch Execution Traces, Kineto and Chakra traces as job files; export jobs as Chakra traces",
-  builder: (yargs: Argv<object>) => yargs.command(importCommand).command(exportCommand).demandCommand(1, "give a trace command: import, export"),
+  describe: "Replay real training steps: import PyTorch Execution Traces, Kineto and Chakra traces as job files; export jobs as Chakra traces; name the ranks that stopped a hung job",
+  builder: (yargs: Argv<object>) => yargs.command(importCommand).command(exportCommand).command(hangCommand).demandCommand(1, "give a trace command: import, export, hang"),
   handler: () => {},
 };

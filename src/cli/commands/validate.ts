@@ -1,6 +1,6 @@
 // `runner validate JOB.json`: schema and graph checks, no communication.
 import type { Argv, CommandModule } from "yargs";
-import { integerAtLeast } from "../input.js";
+import { rankCount } from "../input.js";
 import { BACKENDS } from "../run-options.js";
 
 export interface ValidateArgs {
@@ -14,8 +14,8 @@ export const validateCommand: CommandModule<object, ValidateArgs> = {
   describe: "Check a job file (schema and graph) without running it",
   builder: (yargs: Argv<object>) =>
     yargs
-      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON)" })
-      .option("world-size", { alias: "n", requiresArg: true, coerce: integerAtLeast("-n", 1), describe: "Also check roots, node layouts and each rank's memory against this many ranks" })
+      .positional("job", { type: "string", demandOption: true, describe: "Job file (JSON) (a regular file of at most 64 MiB; SPMD_RUNNER_MAX_INPUT=SIZE raises the cap)" })
+      .option("world-size", { alias: "n", requiresArg: true, coerce: rankCount("-n"), describe: "Also check roots, node layouts and each rank's memory against this many ranks" })
       .option("backend", { type: "string", choices: BACKENDS, default: "auto", describe: "Also check what this backend cannot run (MPI's int counts, shm-only algorithms)" })
       .example("$0 validate jobs/quickstart.json", "")
       .example("$0 validate -n 8 jobs/quickstart.json", "roots must be < 8")
