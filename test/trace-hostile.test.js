@@ -193,10 +193,44 @@ test("control bytes and long names from the file never reach the terminal", with
   const file = path.join(dir, "rank0.json");
   writeFileSync(file, et([pgInit(2), rpc(10, { W: 2, attrs: { dtype: "\u001b[31mred\u0007".repeat(50) } })]));
   const p = await importUnderLimit([file]);
-  oneLine(p, file, /no collectives to replay \(left out: allreduce\)$/);
+  oneLine(p, file, /no collectives to replay: 1 × allreduce \(dtype .* has no job dtype\)$/);
   writeFileSync(file, `{"schema": "1.1.0", "nodes": [\u001b]}`);
   oneLine(await importUnderLimit([file]), file, /not JSON: .* \(at byte \d+\)$/);
   const chakra = path.join(dir, "rank0.json");
   writeFileSync(chakra, Buffer.from([0x1b, 0x5b, 0x32, 0x4a, 0x07, 0x00, 0xff]));
   oneLine(await importUnderLimit([chakra]), chakra, /not JSON: expected a JSON object \(at byte 0\)$/);
+}));
+
+test("an export's attributes forged (stage_op, reduce_op, stage_options, compute_us): refused naming the file and node", withDir(async (dir) => {
+  const { chakraCodec } = await import("../dist/trace/chakra.js");
+  const { pb, GlobalMetadata, Node } = await chakraCodec();
+  const exported = path.join(dir, "exported");
+  const job = path.join(dir, "job.json");
+  writeFileSync(job, JSON.stringify({ name: "j", worldSize: 2, tensors: { t: { dtype: "float32", count: 64 } }, stages: [{ id: "ar", op: "allreduce", input: "t" }, { id: "c", op: "compute", us: 5 }] }));
+  assert.equal((await runNode([RUNNER, "trace", "export", job, "-o", exported])).code, 0);
+  const file = path.join(exported, "j.0.et");
+  const original = Buffer.from(execFileSync("cat", [file]));
+  /** Rank 0's file with the attribute `name` of node `k` set to `value` (a new one where it has none). */
+  const forge = (k, attr) => {
+    const reader = pb.Reader.create(original);
+    const writer = pb.Writer.create();
+    GlobalMetadata.encodeDelimited(GlobalMetadata.decodeDelimited(reader), writer);
+    for (let i = 0; reader.pos < reader.len; i++) {
+      const node = Node.toObject(Node.decodeDelimited(reader), { longs: Number });
+      if (i === k) node.attr = [...node.attr.filter((a) => a.name !== attr.name), attr];
+      Node.encodeDelimited(Node.fromObject(node), writer);
+    }
+    writeFileSync(file, writer.finish());
+  };
+  const cases = [
+    [0, { name: "stage_op", string_val: "rm -rf" }, /node 1 \(allreduce ar\): stage_op is "rm -rf", expected a job stage op$/],
+    [0, { name: "reduce_op", string_val: "xor" }, /node 1 \(allreduce ar\): reduce_op is "xor", expected one of sum, mean, max, min$/],
+    [0, { name: "stage_options", string_val: '{"group": "x"}' }, /node 1 \(allreduce ar\): stage_options is .*, expected a JSON object of at most 4096 bytes/],
+    [0, { name: "stage_options", string_val: '{"algorithm": "warp"}' }, /its stage_options make no valid job: .*algorithm/],
+    [1, { name: "compute_us", double_val: -1 }, /node 2 \(compute c\): compute_us is "-1", expected a number of microseconds/],
+  ];
+  for (const [k, attr, pattern] of cases) {
+    forge(k, attr);
+    oneLine(await importUnderLimit([exported]), path.join(exported, pattern.source.startsWith("its") ? "" : "j.0.et"), pattern);
+  }
 }));

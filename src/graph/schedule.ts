@@ -9,14 +9,21 @@ import type { Job, Stage } from "../config/job.js";
 export function topologicalOrder(stages: readonly Stage[]): number[] {
   const indexOf = new Map<string, number>();
   stages.forEach((s, i) => indexOf.has(s.id) || indexOf.set(s.id, i));
-  // Kahn's algorithm, the lowest ready index first (a heap): linear in the stages and their `after` lists,
-  // so an imported trace of 100k stages orders in milliseconds.
-  const pending = stages.map(() => 0);
-  const dependents: number[][] = stages.map(() => []);
-  stages.forEach((s, i) => {
-    const deps = new Set((s.after ?? []).flatMap((id) => indexOf.get(id) ?? []));
-    pending[i] = deps.size;
-    for (const d of deps) dependents[d]!.push(i);
+  return lowestFirstOrder(stages.map((s) => (s.after ?? []).flatMap((id) => indexOf.get(id) ?? [])));
+}
+
+/**
+ * Kahn's algorithm over items 0..n-1 where item i follows each of deps[i], the lowest ready index first (a heap):
+ * linear in the items and their deps, so an imported trace of 100k stages orders in milliseconds. Items in (or
+ * behind) a cycle are left out; deps out of range are ignored. Shared by the schedule and the trace readers.
+ */
+export function lowestFirstOrder(deps: readonly (readonly number[])[]): number[] {
+  const pending = deps.map(() => 0);
+  const dependents: number[][] = deps.map(() => []);
+  deps.forEach((list, i) => {
+    const unique = new Set(list.filter((d) => d >= 0 && d < deps.length));
+    pending[i] = unique.size;
+    for (const d of unique) dependents[d]!.push(i);
   });
   const heap: number[] = [];
   const push = (x: number) => {

@@ -9,10 +9,11 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DType } from "../config/job.js";
-import { ELEMENT_BYTES } from "../config/job.js";
+import { ELEMENT_BYTES, reduceOpSchema, stageSchema } from "../config/job.js";
+import { lowestFirstOrder } from "../graph/schedule.js";
 import { count, MAX_COLLECTIVES, MAX_DEPTH, MAX_VALUE_BYTES, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, TraceCollective, TraceGroup, TraceOp } from "./model.js";
-import { quoted, TraceError } from "./model.js";
+import { outputOf, quoted, TraceError } from "./model.js";
 import { jobDtype, traceElementBytes } from "./names.js";
 import type { ReadRank } from "./rank.js";
 
@@ -90,6 +91,8 @@ interface ChakraNode {
   name: string;
   type: number;
   attrs: Map<string, unknown>;
+  /** Data and control dependencies alike: both order the nodes. */
+  deps: number[];
   dataDeps: number[];
   types?: string;
   dur?: number;
@@ -109,6 +112,7 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
   }
   const metaAttrs = attrs(meta.attr);
   const nodes: ChakraNode[] = [];
+  const passThrough = new Map<number, number[]>();
   const cpuTypes = new Map<number, string>();
   let index = 0;
   while (reader.pos < reader.len) {
@@ -123,19 +127,23 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     const id = Number(raw.id ?? 0);
     const name = String(raw.name ?? "");
     const inputs = raw.inputs as { types?: string } | undefined;
-    if (type === NODE.COLL || type === NODE.SEND || type === NODE.RECV) {
-      const a = attrs(raw.attr);
-      if (type === NODE.COLL && !a.has("comm_type")) {
-        // A CPU-side op: its tensor type names the dtype of the GPU node that depends on it.
-        const t = tensorType(inputs?.types);
-        if (t) cpuTypes.set(id, t);
-        continue;
-      }
-      if (nodes.length >= MAX_COLLECTIVES) throw new TraceError(file, `more than ${MAX_COLLECTIVES} collectives (the importer's cap)`);
-      nodes.push({ id, name, type, attrs: a, dataDeps: ((raw.data_deps as unknown[]) ?? []).slice(0, 4096).map(Number), types: inputs?.types, dur: raw.duration_micros === undefined ? undefined : Number(raw.duration_micros), where: `node ${id} (${quoted(name.slice(0, 60)).slice(1, -1)})` });
+    const dataDeps = depList(raw.data_deps), deps = [...dataDeps, ...depList(raw.ctrl_deps)];
+    const a = type === NODE.COLL || type === NODE.SEND || type === NODE.RECV || type === NODE.COMP ? attrs(raw.attr) : undefined;
+    // Compute is replayed only where an export wrote it as a stage (ASTRA-sim's COMP nodes order, nothing more).
+    if (!a || (type === NODE.COLL && !a.has("comm_type")) || (type === NODE.COMP && a.get("stage_op") !== "compute")) {
+      // Not a collective (compute, or the CPU-side op that launches one): only passed through to order them.
+      passThrough.set(id, deps);
+      // A CPU-side op's tensor type names the dtype of the GPU node that depends on it.
+      const t = a && type === NODE.COLL ? tensorType(inputs?.types) : undefined;
+      if (t) cpuTypes.set(id, t);
+      continue;
     }
+    if (nodes.length >= MAX_COLLECTIVES) throw new TraceError(file, `more than ${MAX_COLLECTIVES} collectives (the importer's cap)`);
+    nodes.push({ id, name, type, attrs: a, deps, dataDeps, types: inputs?.types, dur: raw.duration_micros === undefined ? undefined : Number(raw.duration_micros), where: `node ${id} (${quoted(name.slice(0, 60)).slice(1, -1)})` });
   }
   nodes.sort((a, b) => a.id - b.id);
+  const { order, after } = dependencyOrder(nodes, passThrough, file);
+  const kept = new Map(nodes.map((n, k) => [n.id, k] as const));
   // The world and groups where `runner trace export` recorded them; else --world (required).
   const recordedWorld = metaAttrs.get("world_size");
   const worldSize = recordedWorld === undefined ? undefined : sizeOf(recordedWorld, file, "GlobalMetadata", "world_size");
@@ -159,9 +167,16 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     }
   }
   const collectives: TraceCollective[] = [], dropped: Dropped[] = [];
-  for (const n of nodes) {
-    const c = collective(n, file, cpuTypes, groups, world, dropped);
-    if (c) collectives.push(c);
+  // Each node's place in the list, to name what a send or receive waits for by its index there.
+  const at = new Map<number, number>();
+  for (const k of order) {
+    const c = collective(nodes[k]!, file, cpuTypes, groups, world, dropped);
+    if (!c) continue;
+    at.set(k, collectives.length);
+    if (c.op === "send" || c.op === "recv") c.after = after[k]!.flatMap((d) => at.get(d) ?? []);
+    // An exported stage's `after`: its data dependencies (its stream's order is in its control ones).
+    if (c.stage) c.stage.after = nodes[k]!.dataDeps.flatMap((id) => at.get(kept.get(id) ?? -1) ?? []);
+    collectives.push(c);
   }
   const schema = String(metaAttrs.get("schema") ?? meta.version ?? "unversioned").slice(0, 60);
   return {
@@ -169,7 +184,15 @@ export async function readChakra(bytes: Buffer, file: string, hint: { fileRank?:
     notes: nodes.some((n) => n.type === NODE.COLL && ROOTED.has(COMM[Number(n.attrs.get("comm_type"))]!) && !n.attrs.has("root")) ? ["Chakra records no roots: rooted collectives replay from their group's first rank"] : [],
     groups: [...groups.values()], worldSize, rank, fileRank: hint.fileRank,
     ...(collectives.some((c) => c.group === world) && worldSize === undefined
-      ? { defaultWorld: { group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N" } }
+      ? {
+        defaultWorld: {
+          group: world, splitLengths: new Set<number>(), needsWorld: "a Chakra trace records no world size: give it with --world N",
+          // Outputs follow from the world (all-gather's is W inputs), known once every trace is read.
+          settled: () => {
+            for (const c of collectives) if (c.group === world) c.outCount = outputOf(c.op, c.inCount, world.ranks.length);
+          },
+        },
+      }
       : {}),
     empty: nodes.length === 0 ? "it holds no COMM_COLL_NODE with comm_type and comm_size, nor COMM_SEND/RECV_NODE" : undefined,
   };
@@ -226,10 +249,51 @@ export async function chakraJsonToProtobuf(text: string, file: string): Promise<
   return Buffer.from(writer.finish());
 }
 
+/** A node's dependency ids, at most 4096 of them (the file sets the count). */
+const depList = (list: unknown): number[] => (Array.isArray(list) ? list.slice(0, 4096).map(Number) : []);
+
+/** Steps of walking dependencies through compute and CPU nodes, over all collectives of one file. */
+const MAX_DEP_STEPS = 20_000_000;
+
+/**
+ * The collective nodes (sorted by id) in the order of their dependencies, ties by id, and for each one the
+ * collective nodes it waits for: its own deps and those it reaches through compute and CPU-side nodes.
+ */
+function dependencyOrder(nodes: ChakraNode[], passThrough: Map<number, number[]>, file: string): { order: number[]; after: number[][] } {
+  const index = new Map(nodes.map((n, k) => [n.id, k] as const));
+  let steps = 0;
+  const after = nodes.map((n) => {
+    const found = new Set<number>(), seen = new Set<number>(), stack = [...n.deps];
+    while (stack.length) {
+      const d = stack.pop()!;
+      if (seen.has(d) || d === n.id) continue;
+      seen.add(d);
+      if (++steps > MAX_DEP_STEPS) throw new TraceError(file, `${n.where}: more than ${MAX_DEP_STEPS} steps through the dependencies of its collectives (the importer's cap)`);
+      const k = index.get(d);
+      if (k !== undefined) found.add(k);
+      else for (const up of passThrough.get(d) ?? []) stack.push(up);
+    }
+    return [...found];
+  });
+  const order = lowestFirstOrder(after);
+  if (order.length < nodes.length) {
+    const placed = new Set(order);
+    throw new TraceError(file, `${nodes.find((_, k) => !placed.has(k))!.where}: its dependencies form a cycle`);
+  }
+  return { order, after };
+}
+
 const ROOTED = new Set<TraceOp>(["broadcast", "reduce", "gather", "scatter"]);
+
 
 function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, groups: Map<string, TraceGroup>, world: TraceGroup, dropped: Dropped[]): TraceCollective | undefined {
   const a = n.attrs;
+  const stage = exported(a, file, n.where);
+  if (n.type === NODE.COMP) {
+    const us = a.get("compute_us") ?? n.dur ?? 0;
+    if (typeof us !== "number" || !Number.isFinite(us) || us < 0 || us > MAX_COMPUTE_US) throw new TraceError(file, `${n.where}: compute_us is ${quoted(us)}, expected a number of microseconds from 0 to ${MAX_COMPUTE_US}`);
+    return { op: "compute", name: "compute", dtype: "float32", traceDtype: "float", inCount: 0, outCount: 0, group: world, inPlace: false, async: false, durUs: us, stage, node: n.where };
+  }
   const p2p = n.type === NODE.SEND ? "send" : n.type === NODE.RECV ? "recv" : undefined;
   let op: TraceOp;
   let name: string;
@@ -271,14 +335,48 @@ function collective(n: ChakraNode, file: string, cpuTypes: Map<number, string>, 
   const rootAttr = a.get("root");
   const peerAttr = a.get(p2p === "send" ? "comm_dst" : "comm_src");
   if (p2p && peerAttr === undefined) throw new TraceError(file, `${n.where}: a ${p2p} node without ${p2p === "send" ? "comm_dst" : "comm_src"}`);
-  const G = group.ranks.length || 1;
-  const outCount = op === "all_gather" || op === "gather" ? elements * G : op === "reduce_scatter" || op === "scatter" ? Math.floor(elements / G) : elements;
   return {
     op: op === "all_to_all" && inSplits.length ? "all_to_allv" : op, name, dtype, traceDtype,
-    inCount: elements, outCount: count(outCount, file, n.where, "its out elements"),
+    inCount: elements, outCount: count(outputOf(op, elements, group.ranks.length), file, n.where, "its out elements"),
     inSplits, outSplits, group,
     root: ROOTED.has(op) ? (rootAttr === undefined ? group.ranks[0] ?? 0 : rankOf(rootAttr, file, n.where, "root")) : undefined,
     peer: p2p ? rankOf(peerAttr, file, n.where, p2p === "send" ? "comm_dst" : "comm_src") : undefined,
-    inPlace: false, async: false, durUs: n.dur,
+    tag: p2p && a.has("comm_tag") ? count(a.get("comm_tag"), file, n.where, "comm_tag") : undefined,
+    node: n.where,
+    inPlace: a.get("in_place") === true, async: false, durUs: n.dur, stage,
   };
 }
+
+/** A compute stage longer than an hour is a mistake, not a step. */
+const MAX_COMPUTE_US = 3.6e9;
+/** The job's stage ops (the schema's), which an export's stage_op names. */
+const STAGE_OPS = new Set(stageSchema.options.map((o) => o.shape.op.value as string));
+/** Fields an export's stage_options may not set: the importer writes them from the trace itself. */
+const STRUCTURAL = new Set(["id", "op", "input", "inputs", "after", "stream", "group", "root", "counts", "us", "shift", "reduce", "inPlace"]);
+
+/** What `runner trace export` wrote beside a node's Chakra fields; undefined for a node it did not write. */
+function exported(a: Map<string, unknown>, file: string, where: string): TraceCollective["stage"] {
+  const op = a.get("stage_op");
+  if (op === undefined) return undefined;
+  const bad = (what: string, value: unknown, expected: string) => new TraceError(file, `${where}: ${what} is ${quoted(value)}, expected ${expected}`);
+  if (typeof op !== "string" || !STAGE_OPS.has(op)) throw bad("stage_op", op, "a job stage op");
+  const reduce = a.get("reduce_op"), stream = a.get("stream"), options = a.get("stage_options"), counts = a.get("tensor_counts");
+  if (reduce !== undefined && !reduceOpSchema.safeParse(reduce).success) throw bad("reduce_op", reduce, `one of ${reduceOpSchema.options.join(", ")}`);
+  if (stream !== undefined && (typeof stream !== "string" || !/^[A-Za-z0-9_.-]{1,64}$/.test(stream))) throw bad("stream", stream, "a stream name");
+  let parsed: unknown;
+  if (options !== undefined) {
+    try {
+      parsed = JSON.parse(typeof options === "string" && options.length <= 4096 ? options : "null");
+    } catch {
+      parsed = null;
+    }
+    if (!isPlainObject(parsed) || Object.keys(parsed).some((k) => STRUCTURAL.has(k))) throw bad("stage_options", options, "a JSON object of at most 4096 bytes of the op's options");
+  }
+  if (counts !== undefined && (!Array.isArray(counts) || counts.length > 4096)) throw bad("tensor_counts", counts, "a list of counts");
+  return {
+    op, reduce: reduce as string | undefined, stream: stream as string | undefined, options: parsed as Record<string, unknown> | undefined,
+    tensorCounts: (counts as unknown[] | undefined)?.map((x) => count(Number(x), file, where, "an entry of tensor_counts")),
+  };
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);

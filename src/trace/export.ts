@@ -2,9 +2,10 @@
 // `<name>.<rank>.et` per rank, so simulators that read Chakra (ASTRA-sim) take what this tool replays. Each
 // collective stage is a COMM_COLL_NODE (comm_type, comm_size in bytes, pg_name, and the tensor type in its
 // inputs), send_recv a COMM_SEND_NODE and a COMM_RECV_NODE, compute a COMP_NODE of its duration; each node
-// depends (ctrl_deps) on the one before it on its stream and on the stages it waits for (`after`). The
-// GlobalMetadata records the world size, the rank and the process groups, so `trace import` of the files
-// gives back the same collective stages.
+// depends (ctrl_deps) on the one before it on its stream and (data_deps) on the stages it waits for (`after`).
+// What Chakra has no field for (the job's op, reduce op, in-place, stream, the op's options, each tensor's count)
+// travels as node attributes. The GlobalMetadata records the world size, the rank and the process groups, so
+// `trace import` of the files gives back every stage, tensor and edge of the job (names aside).
 import path from "node:path";
 import type { DType, Job, Stage } from "../config/job.js";
 import { ELEMENT_BYTES } from "../config/job.js";
@@ -34,6 +35,19 @@ export interface ExportOptions {
   output: string;
   /** The world size for a job that records none. */
   world?: number;
+}
+
+/** Fields the node's own Chakra fields or the attributes above already carry. */
+const STRUCTURAL = new Set(["id", "op", "input", "inputs", "after", "stream", "group", "root", "counts", "us", "shift", "reduce", "inPlace"]);
+
+/** The reduce op, in-place, and the op's other options (bits, algorithm...) as one JSON attribute. */
+function stageAttrs(stage: Stage & Record<string, unknown>): Attr[] {
+  const options = Object.fromEntries(Object.entries(stage).filter(([k, v]) => !STRUCTURAL.has(k) && v !== undefined));
+  return [
+    ...(typeof stage.reduce === "string" ? [str("reduce_op", stage.reduce)] : []),
+    ...(stage.inPlace === true ? [bool("in_place", true)] : []),
+    ...(Object.keys(options).length ? [str("stage_options", JSON.stringify(options))] : []),
+  ];
 }
 
 /** Writes one .et per rank; returns the files written. */
@@ -84,23 +98,27 @@ function rankNodes(job: Job, order: Stage[], partitions: Map<string, number[][]>
       return t as { dtype: DType; count: number };
     };
     const stream = typeof stage.stream === "string" ? stage.stream : "main";
-    const deps = [lastOnStream.get(stream), ...((stage.after as string[] | undefined) ?? []).flatMap((a) => idsOf.get(a) ?? [])].filter((d): d is number => d !== undefined);
-    const base = (name: string, type: number) => ({ id, name, type, ctrl_deps: [...new Set(deps)] });
+    // The stream's order as control dependencies, `after` as data dependencies (import reads them back apart).
+    const prev = lastOnStream.get(stream);
+    const after = [...new Set(((stage.after as string[] | undefined) ?? []).map((a) => idsOf.get(a)?.at(-1)).filter((d): d is number => d !== undefined))];
+    const base = (name: string, type: number) => ({ id, name, type, ctrl_deps: prev === undefined ? [] : [prev], data_deps: after });
     const made: Record<string, unknown>[] = [];
+    // What Chakra has no field for, as attributes the importer reads back (DESIGN.md, "Trace import", export).
+    const carried = [str("stage_op", s.op), ...(stream !== "main" ? [str("stream", stream)] : []), ...stageAttrs(stage)];
     if (s.op === "compute") {
-      made.push({ ...base(`compute ${s.id}`, NODE.COMP), duration_micros: Math.round(Number(stage.us)), attr: [bool("is_cpu_op", false)] });
+      made.push({ ...base(`compute ${s.id}`, NODE.COMP), duration_micros: Math.round(Number(stage.us)), attr: [bool("is_cpu_op", false), { name: "compute_us", double_val: Number(stage.us) }, ...carried] });
     } else if (s.op === "send_recv") {
       const t = tensorOf(stage.input);
       const shift = Number(stage.shift ?? 1);
       const bytes = t.count * ELEMENT_BYTES[t.dtype];
       const io = { values: "", shapes: `[[${t.count}]]`, types: `['Tensor(${TENSOR_TYPE[t.dtype]})']` };
-      made.push({ ...base(`send ${s.id}`, NODE.SEND), inputs: io, attr: [bool("is_cpu_op", false), int("comm_dst", (((rank + shift) % W) + W) % W), int("comm_size", bytes), int("comm_tag", id)] });
+      made.push({ ...base(`send ${s.id}`, NODE.SEND), inputs: io, attr: [bool("is_cpu_op", false), int("comm_dst", (((rank + shift) % W) + W) % W), int("comm_size", bytes), int("comm_tag", id), ...carried] });
       id++;
-      made.push({ id, name: `recv ${s.id}`, type: NODE.RECV, ctrl_deps: [id - 1], inputs: io, attr: [bool("is_cpu_op", false), int("comm_src", (((rank - shift) % W) + W) % W), int("comm_size", bytes), int("comm_tag", id - 1)] });
+      made.push({ id, name: `recv ${s.id}`, type: NODE.RECV, ctrl_deps: [id - 1], inputs: io, attr: [bool("is_cpu_op", false), int("comm_src", (((rank - shift) % W) + W) % W), int("comm_size", bytes), int("comm_tag", id - 1), ...carried] });
     } else {
       const type = COMM_TYPE[s.op];
       if (type === undefined) throw new TraceError(file, `${where}: no Chakra collective type for ${s.op}`);
-      const attr: Attr[] = [bool("is_cpu_op", false), int("comm_type", type), str("pg_name", pgName)];
+      const attr: Attr[] = [bool("is_cpu_op", false), int("comm_type", type), str("pg_name", pgName), ...carried];
       let io: Record<string, string> | undefined;
       if (s.op !== "barrier") {
         const names = Array.isArray(stage.inputs) ? (stage.inputs as string[]) : [stage.input];
@@ -116,7 +134,7 @@ function rankNodes(job: Job, order: Stage[], partitions: Map<string, number[][]>
           elements = row.reduce((a, b) => a + b, 0);
           attr.push(ints("in_split", row), ints("out_split", col));
         }
-        attr.push(int("comm_size", elements * ELEMENT_BYTES[dtype]));
+        attr.push(int("comm_size", elements * ELEMENT_BYTES[dtype]), ints("tensor_counts", ts.map((t) => t.count)));
         io = { values: "", shapes: `[[${elements}]]`, types: `['Tensor(${TENSOR_TYPE[dtype]})']` };
       }
       if (typeof stage.root === "number") attr.push(int("root", members[stage.root] ?? stage.root));

@@ -8,6 +8,7 @@ import { dumpTraces } from "./flight-job.js";
 import { isDumpInput, readDumps } from "./flight-recorder.js";
 import { buildJob, type ImportOptions } from "./job.js";
 import type { RankTrace } from "./model.js";
+import { TraceError } from "./model.js";
 import { readTraces, type ReadOptions } from "./read.js";
 
 /** "resnet-ddp-2rank.et.json.gz" -> "resnet-ddp-2rank". */
@@ -35,6 +36,9 @@ export async function importTraces(paths: readonly string[], options: ImportOpti
   try {
     validateGraph(parseJob(text, where), where, imported.job.worldSize as number);
   } catch (error) {
+    // An export's stage_options are the file's word, checked here by the job's own schema: bad input, not a bug.
+    const carried = imported.traces.find((t) => t.collectives.some((c) => c.stage?.options));
+    if (error instanceof ConfigError && carried) throw new TraceError(carried.file, `its stage_options make no valid job: ${error.message}`);
     if (error instanceof ConfigError) throw Object.assign(new Error(`trace import wrote a job that does not validate (a bug): ${error.message}`), { exitCode: 1 });
     throw error;
   }

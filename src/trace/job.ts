@@ -81,6 +81,8 @@ interface Builder {
   tensors: Map<string, { dtype: DType; count: number }>;
   parts: GroupPlan;
   notes: Set<string>;
+  /** Every rank's trace was read (else one rank's stands for the others'). */
+  covered: boolean;
 }
 
 function tensor(b: Builder, dtype: DType, count: number): string {
@@ -93,8 +95,8 @@ function tensor(b: Builder, dtype: DType, count: number): string {
 }
 
 /** The all_to_allv counts matrix of a group: each rank's own splits, or even ones where its trace is absent. */
-function countsMatrix(m: MergedCollective): number[][] {
-  const ranks = m.first.group.ranks, G = ranks.length;
+function countsMatrix(m: MergedCollective, ranks: readonly number[]): number[][] {
+  const G = ranks.length;
   return ranks.map((r) => {
     const c = m.byRank.get(r) ?? m.first;
     const splits = c.inSplits?.length === G ? c.inSplits : Array.from({ length: G }, () => Math.floor(c.inCount / G));
@@ -103,8 +105,10 @@ function countsMatrix(m: MergedCollective): number[][] {
 }
 
 /** The stage's op-specific fields: tensor, root, counts. */
-function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number) => number): Json {
-  const c = m.first, t = (n: number) => tensor(b, c.dtype, elements(c, n));
+function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number) => number, partition?: number[][]): Json {
+  // An export's own tensor counts where it carried them (the trace's sizes may be a block of them: all_to_allv).
+  const c = m.first, exact = c.stage?.tensorCounts, t = (n: number, i = 0) => tensor(b, c.dtype, exact?.[i] ?? elements(c, n));
+  const pieces = c.pieces ?? (exact && exact.length > 1 ? exact : undefined);
   switch (c.op) {
     case "allreduce": case "all_gather": case "all_to_all":
       return { op: c.op, input: t(c.inCount) };
@@ -115,21 +119,25 @@ function opFields(m: MergedCollective, b: Builder, G: number, local: (r: number)
     case "scatter":
       return { op: "scatter", input: t(Math.max(c.inCount, c.outCount * G)), root: local(c.root!) };
     case "reduce_scatter":
-      if (c.pieces && c.pieces.length > 1) return { op: "reduce_scatter", inputs: c.pieces.map(t), coalesced: true };
+      if (pieces && pieces.length > 1) return { op: "reduce_scatter", inputs: pieces.map(t), coalesced: true };
       return { op: "reduce_scatter", input: t(Math.max(c.inCount, c.outCount * G)) };
     case "all_to_allv": {
-      if (!rankDependent(c)) return { op: "all_to_all", input: t(c.inCount) };
+      if (!rankDependent(c) && c.stage?.op !== "all_to_allv") return { op: "all_to_all", input: t(c.inCount) };
       if (G > 4096) throw new TraceError(b.at?.file ?? "trace import", `${b.at?.what}: an all_to_allv with uneven splits over ${G} ranks (a ${G}x${G} counts matrix); the importer writes those up to 4096 ranks`);
-      const counts = countsMatrix(m);
-      return { op: "all_to_allv", input: tensor(b, c.dtype, maxOf(counts.map(sumOf))), counts };
+      // One matrix per group of the partition, each from its own ranks' splits; one where they all agree.
+      const matrices = (partition ?? [m.first.group.ranks]).map((g) => countsMatrix(m, g));
+      const same = matrices.every((x) => JSON.stringify(x) === JSON.stringify(matrices[0]));
+      return { op: "all_to_allv", input: tensor(b, c.dtype, exact?.[0] ?? maxOf(matrices.flat().map(sumOf))), counts: same ? matrices[0] : matrices };
     }
     case "barrier":
       return { op: "barrier" };
+    case "compute":
+      return { op: "compute", us: c.durUs ?? 0 };
     case "send": case "recv": {
-      const [from, to] = c.op === "send" ? [[...m.byRank.keys()][0]!, c.peer!] : [c.peer!, [...m.byRank.keys()][0]!];
-      const shift = (((to - from) % b.W) + b.W) % b.W;
-      b.notes.add("send/recv pairs replay as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
-      return { op: "send_recv", input: t(c.inCount || c.outCount), shift };
+      const { shift, sends } = m.p2p!;
+      b.notes.add("sends and receives replay in rounds as send_recv ring shifts (every rank sends to rank + shift and receives from rank - shift)");
+      if (sends < b.W && b.covered) b.notes.add("a round where fewer ranks send than the world holds still sends from every rank (send_recv has no subset): more bytes move than the trace's");
+      return { op: "send_recv", input: t(Math.max(c.inCount, c.outCount)), shift };
     }
   }
 }
@@ -175,6 +183,25 @@ class Overlap {
     this.pending.push({ id, stream: free, before: c.waitedBefore!, rank });
     return free;
   }
+}
+
+/** What an export carried for the job's stage: its op where Chakra's type is a family (igather), the reduce op, the op's options. */
+function exportedFields(c: TraceCollective, op: string): Json {
+  const s = c.stage;
+  if (!s) return {};
+  return { ...(s.op && VARIANTS[op]?.includes(s.op) ? { op: s.op } : {}), ...(s.reduce ? { reduce: s.reduce } : {}), ...s.options };
+}
+
+/** Job ops Chakra writes as another's collective type: the export names which one it was. */
+const VARIANTS: Record<string, string[]> = { gather: ["igather"], allreduce: ["quantized_allreduce", "compressed_allreduce"] };
+
+/** An exported stage's `after`: the stages of the collectives its data dependencies name, in its rank's list. */
+function exportedAfter(m: MergedCollective, traces: RankTrace[], stageOf: Map<TraceCollective, string>): string[] {
+  const list = m.first.stage?.after;
+  if (!list?.length) return [];
+  const rank = [...m.byRank].find(([, c]) => c === m.first)![0];
+  const own = traces.find((t) => t.rank === rank)!.collectives;
+  return [...new Set(list.flatMap((i) => stageOf.get(own[i]!) ?? []))];
 }
 
 const round = (us: number) => Math.round(us * 10) / 10;
@@ -230,9 +257,10 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     const whole = Array.from({ length: W }, (_, r) => r);
     for (const m of merged) m.first = { ...m.first, group: { name: m.first.group.name, ranks: whole } };
   }
-  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set() };
+  const b: Builder = { W, tensors: new Map(), parts: groupPlan, notes: new Set(), covered: traces.length === W };
   const overlap = new Overlap(traces, b.notes);
-  const stages: Json[] = [], traceTimes: Record<string, number> = {};
+  const stages: Json[] = [], stageOps: string[] = [], traceTimes: Record<string, number> = {};
+  const stageOf = new Map<TraceCollective, string>();
   let prev: MergedCollective | undefined;
   merged.forEach((m, k) => {
     const gap = options.computeGaps ? gapBefore(prev, m) : 0;
@@ -243,16 +271,19 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     const G = group ? m.first.group.ranks.length : W;
     b.at = { file: fileOf(traces, m), what: `${m.first.name} (${m.key})` };
     const index = ordered(m.first.group.ranks).index;
-    const fields = opFields(m, b, G, (r) => (group ? index.get(r)! : r));
+    const neutral = opFields(m, b, G, (r) => (group ? index.get(r)! : r), group ? b.parts.groups.get(group) : undefined);
+    const fields = { ...neutral, ...exportedFields(m.first, String(neutral.op)) };
+    stageOps.push(String(fields.op));
     const id = `${String(fields.op).replace(/_/g, "")}-${k}`;
-    const after = overlap.due(m);
-    const stream = overlap.stream(id, m);
+    for (const c of m.byRank.values()) stageOf.set(c, id);
+    const after = [...overlap.due(m), ...exportedAfter(m, traces, stageOf)];
+    const stream = m.first.stage?.stream ?? overlap.stream(id, m);
     const inPlace = m.first.inPlace && IN_PLACE_OPS.has(fields.op as never) && !("inputs" in fields) && (fields.op !== "all_to_all" || m.first.inCount % G === 0);
     stages.push({ id, ...fields, ...(group ? { group } : {}), ...(stream ? { stream } : {}), ...(after.length ? { after } : {}), ...(inPlace ? { inPlace } : {}) });
     const us = traceUs(m);
     if (us !== undefined) traceTimes[id] = us;
   });
-  const oneByte = [...new Set(merged.map((m) => m.first.traceDtype).filter((d) => traceElementBytes(d) === 1))];
+  const oneByte = [...new Set(merged.filter((m) => m.first.op !== "barrier" && m.first.op !== "compute").map((m) => m.first.traceDtype).filter((d) => traceElementBytes(d) === 1))];
   if (oneByte.length) notes.push(`${oneByte.join(", ")} tensors replay as float16 with half as many elements (the job has no 1-byte dtype): the bytes moved are the trace's, odd counts rounded up by one byte`);
   notes.push(...b.parts.notes, ...b.notes, ...new Set(traces.flatMap((t) => t.notes)));
   const dropped = countDropped(traces);
@@ -268,10 +299,10 @@ export function buildJob(traces: RankTrace[], files: string[], options: ImportOp
     source,
     tensors: Object.fromEntries([...b.tensors].sort(([x], [y]) => x.localeCompare(y)).map(([n, s]) => [n, { dtype: s.dtype, count: s.count }])),
     ...(b.parts.groups.size ? { groups: Object.fromEntries([...b.parts.groups].map(([n, ranks]) => [n, { ranks }])) } : {}),
-    ...(stages.some((s) => s.stream) ? { streams: ASYNC_STREAMS.filter((s) => stages.some((x) => x.stream === s)) } : {}),
+    ...(stages.some((s) => s.stream) ? { streams: [...new Set(stages.flatMap((s) => (typeof s.stream === "string" ? [s.stream] : [])))] } : {}),
     stages,
   };
-  const summary = summarize(job, merged, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));
+  const summary = summarize(job, merged, stageOps, traces, source, (g) => (W === traceW ? groupPlan.jobGroup(g, files[0] ?? "") : undefined));
   summary.splice(traces.length + 1, 0, steps.line);
   return { job, traces, summary: summary.map((l) => printable(l, 4000)) };
 }
@@ -287,28 +318,38 @@ function countDropped(traces: RankTrace[]): { what: string; count: number; why: 
   return [...counts.values()];
 }
 
-function bytesOf(c: TraceCollective): number {
+/** A collective's input and output on one rank, in bytes, as the trace gives them. */
+function bytesOf(c: TraceCollective): { input: number; output: number } {
   const size = traceElementBytes(c.traceDtype) ?? ELEMENT_BYTES[c.dtype];
-  return Math.max(c.inCount, c.outCount) * size;
+  const p2p = c.op === "send" || c.op === "recv";
+  return { input: (p2p ? Math.max(c.inCount, c.outCount) : c.inCount) * size, output: (p2p ? Math.max(c.inCount, c.outCount) : c.outCount) * size };
 }
+
+/** Rows of the summary's table: stages alike (op and sizes) counted once, at most this many rows. */
+const MAX_ROWS = 40;
 
 const FORMAT_NAMES: Record<RankTrace["format"], string> = {
   "pytorch-et": "PyTorch Execution Trace", kineto: "Kineto trace", chakra: "Chakra trace", "flight-recorder": "flight-recorder dump",
 };
 
 function summarize(
-  job: Json, merged: MergedCollective[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
+  job: Json, merged: MergedCollective[], ops: string[], traces: RankTrace[], source: { worldSize: number; dropped: { what: string; count: number; why: string }[]; notes: string[] },
   jobGroup: (g: TraceGroup) => string | undefined,
 ): string[] {
   const lines = traces.map((t) => `${t.file}: ${FORMAT_NAMES[t.format]}, schema ${t.schema}, rank ${t.rank} (from ${t.rankFrom}) of ${t.worldSize}, ${t.collectives.length} collectives`);
   lines.push(`ranks found: ${traces.map((t) => t.rank).join(", ")} of ${source.worldSize}${job.worldSize !== source.worldSize ? `; the job runs at ${String(job.worldSize)}` : ""}`);
-  const byOp = new Map<string, { n: number; bytes: number }>();
-  for (const m of merged) {
-    const e = byOp.get(m.first.name) ?? { n: 0, bytes: 0 };
-    byOp.set(m.first.name, { n: e.n + 1, bytes: e.bytes + bytesOf(m.first) });
+  // The job's op names, the one spelling every summary uses; the sizes as the trace gives them.
+  const rows = new Map<string, { op: string; n: number; input: number; output: number }>();
+  merged.forEach((m, k) => {
+    const { input, output } = bytesOf(m.first);
+    const key = `${ops[k]}\n${input}\n${output}`;
+    rows.set(key, { op: ops[k]!, input, output, n: (rows.get(key)?.n ?? 0) + 1 });
+  });
+  lines.push(`collectives: ${merged.length} (each rank's input and output per stage; stages alike counted once)`);
+  for (const e of [...rows.values()].slice(0, MAX_ROWS)) {
+    lines.push(`  ${e.op.padEnd(16)} ${String(e.n).padStart(5)} ×  in ${formatSize(e.input).padStart(10)}  out ${formatSize(e.output).padStart(10)}`);
   }
-  lines.push(`collectives: ${merged.length} (bytes: the largest a rank sends or receives, summed)`);
-  for (const [op, e] of byOp) lines.push(`  ${op.padEnd(32)} ${String(e.n).padStart(5)}  ${formatSize(e.bytes).padStart(10)}`);
+  if (rows.size > MAX_ROWS) lines.push(`  ... and ${rows.size - MAX_ROWS} more`);
   const groups = new Map(merged.flatMap((m) => [...m.byRank.values()].map((c) => [c.group.name, c.group] as const)));
   const listed = (r: number[]) => (r.length > 8 ? `${r.length} ranks: ${rankRanges(r.slice(0, 8))}, ...` : r.join(", "));
   const shown = (g: TraceGroup) => {

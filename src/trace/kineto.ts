@@ -12,7 +12,7 @@
 // window is its step.
 import { count, GroupTable, MAX_WORLD, rankOf, sizeOf } from "./limits.js";
 import type { Dropped, StepInfo, TraceCollective, TraceGroup } from "./model.js";
-import { quoted, TraceError } from "./model.js";
+import { outputOf, quoted, TraceError } from "./model.js";
 import { jobDtype, notReplayed, ranksFromStride, traceOp } from "./names.js";
 import type { RankHint, ReadRank } from "./rank.js";
 import type { JsonTrace } from "./read.js";
@@ -26,6 +26,8 @@ interface KinetoEvent {
   args: Record<string, unknown>;
 }
 
+/** Why NCCL kernels or nccl:<op> annotations say nothing of their sizes. */
+const WITHOUT_SHAPES = "recorded without shapes: profile with record_shapes=True";
 const RECORDING = "record with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])";
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -101,8 +103,12 @@ function pgConfigs(info: Record<string, unknown> | undefined, worldSize: number 
 
 const ROOTED = new Set(["broadcast", "reduce", "gather", "scatter"]);
 
-/** A collective from arguments as record_param_comms records them (on the op, or copied to its kernel). */
-function fromArgs(ev: KinetoEvent, group: TraceGroup, file: string, where: string, dropped: Dropped[]): TraceCollective | undefined {
+/**
+ * A collective from arguments as record_param_comms records them (on the op, or copied to its kernel). The group
+ * is read only for a record that is replayed: a wait has none (PyTorch writes -1 for its ranks), and what is not
+ * replayed is counted as dropped, not checked.
+ */
+function fromArgs(ev: KinetoEvent, findGroup: () => TraceGroup, file: string, where: string, dropped: Dropped[]): TraceCollective | undefined {
   const args = ev.args;
   const name = String(args["Collective name"]).slice(0, 200);
   const op = traceOp(name);
@@ -116,6 +122,7 @@ function fromArgs(ev: KinetoEvent, group: TraceGroup, file: string, where: strin
     dropped.push({ what: name, why: `dtype ${quoted(dtypeName)} has no job dtype` });
     return undefined;
   }
+  const group = findGroup();
   const peerKey = op === "send" ? "Dst Rank" : op === "recv" ? "Src Rank" : undefined;
   let peer: number | undefined;
   if (peerKey) {
@@ -153,7 +160,7 @@ function fromAnnotation(ev: KinetoEvent, world: TraceGroup, file: string, where:
   }
   const dims = ev.args["Input Dims"], types = ev.args["Input type"];
   if (!Array.isArray(dims) || !Array.isArray(types)) {
-    dropped.push({ what: ev.name, why: 'no "Input Dims" and "Input type" (record with record_shapes=True)' });
+    dropped.push({ what: ev.name, why: WITHOUT_SHAPES });
     return undefined;
   }
   // Each tensor input: its elements (the product of its dims) and dtype.
@@ -173,10 +180,9 @@ function fromAnnotation(ev: KinetoEvent, world: TraceGroup, file: string, where:
   }
   let n = 0;
   for (const p of pieces) n += p;
-  const G = world.ranks.length || 1;
   const inCount = count(n, file, where, "its elements");
   // What the annotation records is the input: all_gather's is one rank's part, reduce_scatter's the whole.
-  const outCount = op === "all_gather" ? inCount * G : op === "reduce_scatter" ? Math.floor(inCount / G) : inCount;
+  const outCount = outputOf(op, inCount, world.ranks.length);
   return {
     op: op === "all_to_allv" ? "all_to_all" : op, name, dtype: jobDtype(dtypeName)!, traceDtype: dtypeName,
     inCount, outCount: count(outCount, file, where, "its out elements"),
@@ -254,7 +260,7 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     }
     for (const ev of described) {
       const where = `kernel ${quoted(ev.name.slice(0, 40))} at ts ${ev.ts}`;
-      const c = fromArgs(ev, groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped);
+      const c = fromArgs(ev, () => groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped);
       if (!c) {
         const last = dropped.at(-1);
         if (last) last.step = windows.at(launchOf(ev) ?? ev.ts);
@@ -284,7 +290,7 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     }
     for (const ev of cpu) {
       const where = `${quoted(ev.name.slice(0, 40))} at ts ${ev.ts}`;
-      const c = source === "ops" ? fromArgs(ev, groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped) : fromAnnotation(ev, world, file, where, dropped);
+      const c = source === "ops" ? fromArgs(ev, () => groupOf(ev.args, configs, worldSize, file, where, table), file, where, dropped) : fromAnnotation(ev, world, file, where, dropped);
       if (!c) {
         const last = dropped.at(-1);
         if (last) last.step = windows.at(ev.ts);
@@ -303,7 +309,7 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     }
   } else {
     const what = kernels.length
-      ? `its ${kernels.length} NCCL kernel events carry no collective arguments ("Collective name", "In msg nelems"...) and it holds no ${ops.length ? `record_param_comms CPU op with them (${ops.length} without)` : "record_param_comms CPU op"} nor nccl:<op> annotation: ${RECORDING}, record_shapes=True`
+      ? `its ${kernels.length} NCCL kernel events carry no collective arguments ("Collective name", "In msg nelems"...) and it holds no ${ops.length ? `record_param_comms CPU op with them (${ops.length} without)` : "record_param_comms CPU op"} nor nccl:<op> annotation: ${WITHOUT_SHAPES} (${RECORDING})`
       : doc.kernels > 0
         ? `its ${doc.kernels} kernels include no NCCL one, and it holds no record_param_comms CPU op${ops.length ? " with arguments" : ""} nor nccl:<op> annotation: ${RECORDING} (at world size 1 NCCL launches no kernels; the CPU ops carry the arguments from PyTorch 2.2)`
         : `no NCCL kernel, record_param_comms op or nccl:<op> annotation: this trace records no collectives (${RECORDING})`;
@@ -318,6 +324,14 @@ export function readKineto(doc: JsonTrace, hint: RankHint): ReadRank {
     ],
     groups: [...configs].map(([name, ranks]) => ({ name, ranks })),
     worldSize, rank, fileRank: hint.fileRank, steps,
-    ...(collectives.some((c) => c.group === world) && worldSize === undefined ? { defaultWorld: { group: world, splitLengths: new Set<number>() } } : {}),
+    ...(collectives.some((c) => c.group === world) && worldSize === undefined ? {
+      defaultWorld: {
+        group: world, splitLengths: new Set<number>(),
+        // An annotation's output follows from the world (all-gather's is W inputs), known once every trace is read.
+        settled: () => {
+          if (source === "annotations") for (const c of collectives) c.outCount = outputOf(c.op, c.inCount, world.ranks.length);
+        },
+      },
+    } : {}),
   };
 }

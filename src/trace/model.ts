@@ -5,7 +5,7 @@ import type { DType } from "../config/job.js";
 /** The ops a trace's collectives become (the job's stage ops, with all_to_allv and the p2p pair). */
 export type TraceOp =
   | "allreduce" | "broadcast" | "reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "all_to_allv"
-  | "gather" | "scatter" | "send" | "recv" | "barrier";
+  | "gather" | "scatter" | "send" | "recv" | "barrier" | "compute";
 
 /** A process group as the trace names it, with its ranks in world numbering (group-local index = position). */
 export interface TraceGroup {
@@ -32,6 +32,21 @@ export interface TraceCollective {
   /** Rooted ops: the root; send/recv: the peer. World ranks. */
   root?: number;
   peer?: number;
+  /** send/recv: the trace's tag (Chakra's comm_tag), which pairs a send with its receive where present. */
+  tag?: number;
+  /**
+   * send/recv: the indices in this rank's list of what it waits for (Chakra's data and control dependencies).
+   * Undefined: everything before the run of sends and receives it is in (a trace that records no dependencies).
+   */
+  after?: number[];
+  /** Where the trace holds it ("node 12 (COMM_SEND_NODE_tb0_step3)"), for messages. */
+  node?: string;
+  /**
+   * What `runner trace export` carries as node attributes where Chakra has no field (DESIGN.md, "Trace import"):
+   * the job's op (igather, quantized_allreduce...), reduce op, stream, the op's other options, each input
+   * tensor's count, and the stages it waits for (`after`) as indices in this rank's list.
+   */
+  stage?: { op?: string; reduce?: string; stream?: string; options?: Record<string, unknown>; tensorCounts?: number[]; after?: number[] };
   inPlace: boolean;
   /** The trace's sequence number, which a later wait names. */
   seq?: number;
@@ -44,6 +59,18 @@ export interface TraceCollective {
   tsUs?: number;
   /** The profiled step it ran in (ProfilerStep#N): ET by node id, Kineto by time; undefined where unmarked. */
   step?: number;
+}
+
+/**
+ * A rank's output for `input` elements in, where a trace records only the input (Chakra's comm_size, the
+ * pre-2.2 nccl:<op> annotations), as ASTRA-sim reads comm_size (astra-sim/system/collective/Ring.cc, and its
+ * other algorithms alike): all-gather's (and gather's) output is G times it, reduce-scatter's (and scatter's) a
+ * G-th, every other op's the same. G is the group's size, known for a world-wide group once every trace is read.
+ */
+export function outputOf(op: TraceOp, input: number, G: number): number {
+  if (op === "all_gather" || op === "gather") return input * G;
+  if (op === "reduce_scatter" || op === "scatter") return Math.floor(input / Math.max(G, 1));
+  return input;
 }
 
 /** A trace's step marks (ProfilerStep#N), in order, and those it did not record whole. */

@@ -29,7 +29,7 @@ export interface ReadRank {
    * A trace without a process-group table (ET 1.0.1, Chakra): the group its collectives name as the world,
    * whose ranks are filled in once every trace is read; the lengths its split lists imply, to check against.
    */
-  defaultWorld?: { group: TraceGroup; splitLengths: Set<number>; needsWorld?: string };
+  defaultWorld?: { group: TraceGroup; splitLengths: Set<number>; needsWorld?: string; settled?: () => void };
   steps?: StepInfo;
   /** Why there is nothing to replay, where a reader knows better than "no collectives". */
   empty?: string;
@@ -60,6 +60,7 @@ export function finishRanks(read: ReadRank[], hint: WorldHint): RankTrace[] {
         }
       }
       d.group.ranks = Array.from({ length: world.size }, (_, i) => i);
+      d.settled?.();
       r.worldSize = world.size;
       r.notes.push(`the trace records no process-group table: its collectives run on the world of ${world.size} ranks (from ${world.from})`);
     }
@@ -67,10 +68,21 @@ export function finishRanks(read: ReadRank[], hint: WorldHint): RankTrace[] {
   return read.map(finishRank);
 }
 
+/** What was left out and why, the most common reasons first: "2020 × nccl:all_reduce (recorded without shapes: ...)". */
+function leftOut(dropped: Dropped[]): string {
+  const counts = new Map<string, { what: Set<string>; n: number; why: string }>();
+  for (const d of dropped) {
+    const e = counts.get(d.why) ?? { what: new Set<string>(), n: 0, why: d.why };
+    e.what.add(d.what);
+    e.n++;
+    counts.set(d.why, e);
+  }
+  return [...counts.values()].sort((a, b) => b.n - a.n).slice(0, 4).map((e) => `${e.n} × ${[...e.what].slice(0, 4).join(", ")} (${e.why})`).join("; ");
+}
+
 function finishRank(read: ReadRank): RankTrace {
   if (read.collectives.length === 0) {
-    const why = read.empty ?? (read.dropped.length ? `left out: ${[...new Set(read.dropped.map((d) => d.what))].slice(0, 10).join(", ")}` : "");
-    throw new TraceError(read.file, `no collectives to replay${why ? ` (${why})` : ""}`);
+    throw new TraceError(read.file, `no collectives to replay${read.empty ? ` (${read.empty})` : read.dropped.length ? `: ${leftOut(read.dropped)}` : ""}`);
   }
   if (read.collectives.length > MAX_COLLECTIVES) throw new TraceError(read.file, `${read.collectives.length} collectives, more than the importer's cap of ${MAX_COLLECTIVES}`);
   const rank = read.rank ?? (read.fileRank !== undefined ? { rank: read.fileRank, from: "the file name" } : undefined);
