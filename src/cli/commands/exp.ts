@@ -2,13 +2,12 @@
 import path from "node:path";
 import type { Argv, CommandModule } from "yargs";
 import { DEFAULT_THRESHOLD } from "../../metrics/verdict.js";
+import { badInput } from "../input.js";
 
 interface DirArgs {
   file?: string;
   dir?: string;
 }
-
-const badInput = (message: string) => Object.assign(new Error(message), { exitCode: 2 });
 
 /** The experiment, its plan and its folder (--dir, else experiments/<name>). */
 async function planned(args: DirArgs & { file: string }) {
