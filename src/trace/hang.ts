@@ -1,6 +1,7 @@
 // `runner trace hang`: which ranks stopped a hung job, from its flight records (DESIGN.md, "Hung jobs").
-// Entries are matched across ranks per process group (collectives by collective sequence, send/recv by
-// (src, dst, p2p sequence)), as fr_trace does. Then the wait-for graph: a rank waits on a member of a pending
+// Entries are matched across ranks per process group: collectives by collective sequence, as fr_trace does;
+// sends and receives in order between the same two ranks (their p2p sequence counts every send/recv a rank
+// makes in the group, so the two ends of a pipeline count differently; fr_trace leaves it out too). Then the wait-for graph: a rank waits on a member of a pending
 // op's group that has not reached that op, or that has reached it but has older work pending (its stream is
 // busy). The stopped ranks are the ones waited on that wait on nobody: every pending op of theirs was reached
 // by all its members. A rank named is one the records show was waited on and had no one to wait for.
