@@ -104,6 +104,9 @@ function formName(node) {
   return constant ? `${constant[0]}: ${JSON.stringify(constant[1].const)}` : Object.keys(node.properties).join(", ");
 }
 
+/** A form's heading, and what the form does where the schema says. */
+const heading = (form) => [`#### \`${formName(form)}\``, "", ...(form.description ? [form.description, ""] : [])];
+
 /** Unions of objects (stages, fills, groups…): the fields every form shares once, then each form's own. */
 function forms(title, union) {
   const shared = Object.keys(union[0].properties).filter((k) => union.every((f) => JSON.stringify(f.properties[k]) === JSON.stringify(union[0].properties[k])));
@@ -111,9 +114,9 @@ function forms(title, union) {
   if (union.length > 1 && shared.length) {
     const pick = (f, keep) => ({ ...f, properties: Object.fromEntries(Object.entries(f.properties).filter(([k]) => keep(k))) });
     out.push("Every form:", "", ...table(rows(pick(union[0], (k) => shared.includes(k)))));
-    for (const f of union) out.push(`#### \`${formName(f)}\``, "", ...table(rows(pick(f, (k) => !shared.includes(k)))));
+    for (const f of union) out.push(...heading(f), ...table(rows(pick(f, (k) => !shared.includes(k)))));
   } else {
-    for (const f of union) out.push(`#### \`${formName(f)}\``, "", ...table(rows(f)));
+    for (const f of union) out.push(...heading(f), ...table(rows(f)));
   }
   return out;
 }

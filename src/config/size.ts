@@ -47,12 +47,15 @@ function sizeIssue(issue: { input?: unknown }): string {
   return issue.input === undefined ? `missing, ${EXPECTED}` : `${EXPECTED}, got ${describeValue(issue.input)}`;
 }
 
+/** How a size may be written, for the descriptions of fields that hold one. */
+export const SIZE_FORMS = 'an integer, or a string like "4Ki", "16Mi", "1Gi" (binary) or "1k", "1M" (decimal)';
+
 /** A size field: validated while parsing, a plain number afterwards. The branch checks also describe it in the JSON Schema. */
 export const sizeSchema = z
   .union([z.int({ error: sizeIssue }).min(0, { error: sizeIssue }), z.string().regex(SIZE_STRING, { error: sizeIssue })], {
     error: sizeIssue,
   })
-  .meta({ description: 'A count: an integer, or a string like "4Ki", "16Mi", "1Gi" (binary) or "1k", "1M" (decimal).' })
+  .meta({ description: `A count: ${SIZE_FORMS}` })
   .register(FORMS, { form: "size" })
   .transform((value, ctx) => {
     try {
