@@ -14,7 +14,7 @@ export const buildCommand: CommandModule<object, BuildArgs> = {
   describe: "Build the native addon from the package's sources (needs CMake and a C++ compiler), and the SQLite addon of `runner exp` where it does not load",
   builder: (yargs: Argv<object>) =>
     yargs
-      .option("out", { type: "string", default: BUILD_DIR, describe: "CMake build directory" })
+      .option("out", { type: "string", default: BUILD_DIR, defaultDescription: "native/build, or $SPMD_BUILD_DIR", describe: "CMake build directory" })
       .option("target", { type: "string", describe: "Build only this CMake target (spmd_native: the addon alone)" })
       .option("define", { alias: "D", type: "string", array: true, default: [], describe: "CMake cache entry NAME=VALUE" })
       .option("sqlite", { type: "boolean", default: false, describe: "Build only the SQLite addon (better-sqlite3) that `runner exp` uses" })
