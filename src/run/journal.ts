@@ -31,31 +31,40 @@ interface Entry {
 
 export class Journal {
   private fd: number | undefined;
+  /** Until the first point finishes there is nothing to keep, and no file: a run killed before leaves none. */
+  private pending: Head | undefined;
 
   /**
-   * Opens a new journal in `runDir` (made by this run: no one else's file to follow or reuse) and writes its
-   * head. A journal that cannot be written (a full disk) is said once to `warn` and dropped: the run goes on,
-   * and its end writes results.json as before.
+   * A journal for `runDir` (made by this run: no one else's file to follow or reuse), created with its head
+   * when the first point finishes. A journal that cannot be written (a full disk) is said once to `warn` and
+   * dropped: the run goes on, and its end writes results.json as before.
    */
-  constructor(runDir: string, head: Head, private readonly warn: (line: string) => void) {
-    try {
-      this.fd = createNewFile(path.join(runDir, JOURNAL), 0o600);
-    } catch (err) {
-      warn(`the finished points are not journalled (${runDir}: ${osReason(err)}): a fault loses them`);
-      return;
-    }
-    this.line(head);
+  constructor(private readonly runDir: string, head: Head, private readonly warn: (line: string) => void) {
+    this.pending = head;
   }
 
   /** A finished point's rows, on disk before the next point starts. */
   append(point: SweepPoint, rows: ResultRow[]): void {
+    if (this.pending) this.open(this.pending);
     this.line({ point, rows } satisfies Entry);
+  }
+
+  private open(head: Head): void {
+    this.pending = undefined;
+    try {
+      this.fd = createNewFile(path.join(this.runDir, JOURNAL), 0o600);
+    } catch (err) {
+      this.warn(`the finished points are not journalled (${this.runDir}: ${osReason(err)}): a fault loses them`);
+      return;
+    }
+    this.line(head);
   }
 
   /** Once closed (the run ended, or a signal is finishing it), what still finishes is not written. */
   close(): void {
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
+    this.pending = undefined;
   }
 
   private line(value: Head | Entry): void {
