@@ -2,7 +2,7 @@
 // <runDir>/journal.jsonl as the point ends, so that whatever ends the run (a signal, a rank that dies or stops
 // answering, rank 0 itself killed) results.json can be finished with every point that finished: by rank 0,
 // or by `runner launch`, which outlives every rank. Once results.json is whole the journal goes.
-import { closeSync, existsSync, fdatasyncSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, fdatasyncSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 import type { RunConfig } from "../config/run-config.js";
 import type { SweepPoint } from "../graph/sweep.js";
@@ -30,52 +30,43 @@ interface Entry {
 }
 
 export class Journal {
-  private fd: number | undefined;
-  /** Until the first point finishes there is nothing to keep, and no file: a run killed before leaves none. */
-  private pending: Head | undefined;
+  /** Undefined once closed, or dropped after a failed write. */
+  private file: string | undefined;
+  /** Written with the first point: until one finishes there is nothing to keep, and no file. */
+  private head: Head | undefined;
 
   /**
-   * A journal for `runDir` (made by this run: no one else's file to follow or reuse), created with its head
-   * when the first point finishes. A journal that cannot be written (a full disk) is said once to `warn` and
-   * dropped: the run goes on, and its end writes results.json as before.
+   * A journal in `runDir` (made by this run: no one else's file to follow or reuse). Each finished point is
+   * appended by an open, a write, an fdatasync and a close: no descriptor stays open between points (the
+   * soak counts them). A journal that cannot be written (a full disk) is said once to `warn` and dropped:
+   * the run goes on, and its end writes results.json as before.
    */
-  constructor(private readonly runDir: string, head: Head, private readonly warn: (line: string) => void) {
-    this.pending = head;
+  constructor(runDir: string, head: Head, private readonly warn: (line: string) => void) {
+    this.file = path.join(runDir, JOURNAL);
+    this.head = head;
   }
 
   /** A finished point's rows, on disk before the next point starts. */
   append(point: SweepPoint, rows: ResultRow[]): void {
-    if (this.pending) this.open(this.pending);
-    this.line({ point, rows } satisfies Entry);
-  }
-
-  private open(head: Head): void {
-    this.pending = undefined;
+    if (this.file === undefined) return;
+    const lines = [...(this.head ? [this.head] : []), { point, rows } satisfies Entry].map((v) => `${JSON.stringify(v)}\n`);
+    let fd: number | undefined;
     try {
-      this.fd = createNewFile(path.join(this.runDir, JOURNAL), 0o600);
+      fd = this.head ? createNewFile(this.file, 0o600) : openSync(this.file, constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW);
+      writeSync(fd, lines.join(""));
+      fdatasyncSync(fd);
+      this.head = undefined;
     } catch (err) {
-      this.warn(`the finished points are not journalled (${this.runDir}: ${osReason(err)}): a fault loses them`);
-      return;
+      this.warn(`the finished points are not journalled (${this.file}: ${osReason(err)}): a fault loses them`);
+      this.file = undefined;
+    } finally {
+      if (fd !== undefined) closeSync(fd);
     }
-    this.line(head);
   }
 
   /** Once closed (the run ended, or a signal is finishing it), what still finishes is not written. */
   close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-    this.pending = undefined;
-  }
-
-  private line(value: Head | Entry): void {
-    if (this.fd === undefined) return;
-    try {
-      writeSync(this.fd, `${JSON.stringify(value)}\n`);
-      fdatasyncSync(this.fd);
-    } catch (err) {
-      this.close();
-      this.warn(`the finished points are no longer journalled: ${osReason(err)}: a fault loses them`);
-    }
+    this.file = undefined;
   }
 }
 
