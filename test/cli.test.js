@@ -150,6 +150,8 @@ test("bad flags and environment are one-line errors with exit code 2", async () 
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iteratons", "3"]), /^runner: unknown option --iteratons \(did you mean --iterations\?\) \(see --help\)$/);
   assertOneLineError(await runNode([RUNNER, "--iteration", "5", QUICKSTART]), /^runner: unknown option --iteration \(did you mean --iterations\?\)/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--chek"]), /^runner: unknown option --chek \(did you mean --check\?\)/);
+  // Before the job file, a mistyped flag takes it for its value: the flag is the mistake, not a missing job file.
+  assertOneLineError(await runNode([RUNNER, "launch", "-n", "2", "--chek", QUICKSTART]), /^runner: unknown option --chek \(did you mean --check\?\)/);
   assertOneLineError(await runNode([RUNNER, "doctor", "--szie", "4"]), /^runner: unknown option --szie \(did you mean --size\?\)/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--ab", "--zzzzzz"]), /^runner: unknown options --ab, --zzzzzz \(see --help\)$/);
   assertOneLineError(await runNode([RUNNER, QUICKSTART, "--iterations", "0"]), /--iterations: expected an integer >= 1, got 0/);

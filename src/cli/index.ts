@@ -59,6 +59,18 @@ function unknownFlags(msg: string, known: readonly string[]): string | undefined
   return `unknown option${hinted.length === 1 ? "" : "s"} ${hinted.join(", ")}`;
 }
 
+/**
+ * The options typed in `argv` that the command does not have. yargs takes the word after an unknown option for
+ * its value (`launch -n 2 --chek job.json`), then says only that the job file is missing: the unknown option is
+ * the mistake to name.
+ */
+function typedUnknown(argv: readonly string[], known: readonly string[]): string[] {
+  return argv
+    .filter((a) => /^(--[A-Za-z][\w-]*|-[A-Za-z])(=|$)/.test(a))
+    .map((a) => a.replace(/^--?/, "").split("=")[0]!)
+    .filter((name) => !known.includes(name) && !(name.startsWith("no-") && known.includes(name.slice(3))));
+}
+
 /** The command line (the process's own by default): runner/index.js calls it from the bundle. */
 export async function main(argv: string[] = hideBin(process.argv)): Promise<void> {
   try {
@@ -82,6 +94,8 @@ export async function main(argv: string[] = hideBin(process.argv)): Promise<void
         // typings leave getOptions out.
         const options = (cli as unknown as { getOptions(): { key: Record<string, unknown>; alias: Record<string, string[]> } }).getOptions();
         const known = [...Object.keys(options.key), ...Object.values(options.alias).flat()];
+        const unknown = /^Not enough non-option arguments/.test(msg) ? typedUnknown(argv, known) : [];
+        if (unknown.length) msg = `Unknown arguments: ${unknown.join(", ")}`;
         const line = unknownFlags(msg, known) ?? msg.split("\n").map((l) => l.trim()).filter((l) => l && !l.endsWith(":")).join("; ");
         throw Object.assign(new Error(`${line} (see --help)`), { exitCode: 2 });
       })
