@@ -38,7 +38,7 @@ const importCommand: CommandModule<object, TraceImportArgs> = {
       .option("step", { type: "string", describe: "N: replay ProfilerStep#N; all: every profiled step in order (default: the last step every rank recorded completely)" })
       .option("max-bytes", { type: "string", describe: `Refuse a trace that decompresses to more than this (default ${DEFAULT_MAX_BYTES / 1024 ** 3}Gi; "8Gi", "16Gi"...)` })
       .check((argv) => {
-        if (argv.world !== undefined && (!Number.isInteger(argv.world) || argv.world < 1 || argv.world > MAX_WORLD)) throw badInput(`--world must be an integer from 1 to ${MAX_WORLD}, got ${argv.world}`);
+        checkWorld(argv.world);
         if (argv.step !== undefined && argv.step !== "all" && !/^\d{1,15}$/.test(String(argv.step))) throw badInput(`--step must be a step number or "all", got ${JSON.stringify(String(argv.step))}`);
         if (argv["max-bytes"] !== undefined) maxBytes(argv["max-bytes"]);
         return true;
@@ -77,7 +77,7 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
       .option("output", { alias: "o", type: "string", demandOption: true, describe: "The folder for the .et files" })
       .option("world", { type: "number", describe: "The world size, for a job that records none" })
       .check((argv) => {
-        if (argv.world !== undefined && (!Number.isInteger(argv.world) || argv.world < 1 || argv.world > MAX_WORLD)) throw badInput(`--world must be an integer from 1 to ${MAX_WORLD}, got ${argv.world}`);
+        checkWorld(argv.world);
         return true;
       })
       .example("$0 trace export step.json -o chakra/", "chakra/step.0.et, chakra/step.1.et, ...") as Argv<TraceExportArgs>,
@@ -87,6 +87,11 @@ const exportCommand: CommandModule<object, TraceExportArgs> = {
     process.stdout.write(`wrote ${files.length} Chakra trace${files.length > 1 ? "s" : ""}: ${files.length > 2 ? `${files[0]} ... ${files.at(-1)}` : files.join(", ")}\n`);
   },
 };
+
+/** --world of import and export alike: a world size the runner can run. */
+function checkWorld(world: number | undefined): void {
+  if (world !== undefined && (!Number.isInteger(world) || world < 1 || world > MAX_WORLD)) throw badInput(`--world must be an integer from 1 to ${MAX_WORLD}, got ${world}`);
+}
 
 export const traceCommand: CommandModule<object, object> = {
   command: "trace <command>",
